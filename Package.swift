@@ -1,0 +1,60 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "tidings",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "tidings", targets: ["tidings"]),
+        .library(name: "TidingsCore", targets: ["TidingsCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+    ],
+    targets: [
+        /// The pipeline: model, config, state, scheduler, dedupe, routing, outbox,
+        /// and the Provider / Sink protocols. Knows no provider or sink by name.
+        .target(
+            name: "TidingsCore",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        /// One file (or folder) per remote system.
+        .target(
+            name: "TidingsProviders",
+            dependencies: ["TidingsCore", .product(name: "Logging", package: "swift-log")]
+        ),
+        /// One file per delivery channel.
+        .target(
+            name: "TidingsSinks",
+            dependencies: [
+                "TidingsCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .executableTarget(
+            name: "tidings",
+            dependencies: [
+                "TidingsCore", "TidingsProviders", "TidingsSinks",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .testTarget(
+            name: "TidingsCoreTests",
+            dependencies: ["TidingsCore", "TidingsProviders", "TidingsSinks"]
+        ),
+    ]
+)

@@ -1,0 +1,258 @@
+import Foundation
+
+/// Finds, parses and validates the configuration (DESIGN §2–§3).
+public struct ConfigLoader: Sendable {
+    public var providers: ProviderRegistry
+    public var sinks: SinkRegistry
+
+    public init(providers: ProviderRegistry, sinks: SinkRegistry) {
+        self.providers = providers
+        self.sinks = sinks
+    }
+
+    /// The main config path: `--config`, else `$TIDINGS_CONFIG`, else
+    /// `$XDG_CONFIG_HOME/tidings/tidings.toml`, else `/etc/tidings/tidings.toml`.
+    public static func locate(explicit: String?, environment env: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let explicit { return absolute(explicit) }
+        if let p = env["TIDINGS_CONFIG"], !p.isEmpty { return absolute(p) }
+        let home = env["HOME"] ?? NSHomeDirectory()
+        let xdg = env["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "\(home)/.config"
+        let user = "\(xdg)/tidings/tidings.toml"
+        if FileManager.default.fileExists(atPath: user) { return user }
+        return "/etc/tidings/tidings.toml"
+    }
+
+    static func absolute(_ p: String) -> String {
+        let e = PathResolver.expandTilde(p)
+        return e.hasPrefix("/") ? e : FileManager.default.currentDirectoryPath + "/" + e
+    }
+
+    /// Loads everything; throws ``ConfigErrors`` listing every problem found.
+    public func load(file: String) throws -> TidingsConfig {
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw ConfigErrors([ConfigError(file: file, line: nil, "cannot read config file (does it exist? --config PATH or $TIDINGS_CONFIG)")])
+        }
+        let root: ConfigTable
+        do {
+            root = try ConfigTable.parse(String(decoding: data, as: UTF8.self), file: file)
+        } catch let e as ConfigError {
+            throw ConfigErrors([e])
+        }
+        var errors: [ConfigError] = []
+        var warnings: [String] = []
+        func collect(_ body: () throws -> Void) {
+            do { try body() } catch let e as ConfigError { errors.append(e) } catch let e as ConfigErrors {
+                errors += e.errors
+            } catch { errors.append(ConfigError(file: file, line: nil, "\(error)")) }
+        }
+
+        let main = OptionReader(root, what: "config")
+        var pluginsDir = (file as NSString).deletingLastPathComponent + "/plugins.d"
+        var stateDir: String? = nil
+        var defaults = SourceSettings()
+        var maxConcurrent = 32, maxPerHost = 4, historyDays = 30
+        var shutdownTimeout: TimeInterval = 10, deliveryMaxAge: TimeInterval = 86_400
+        collect { if let p = try main.path("plugins_dir") { pluginsDir = p } }
+        collect { stateDir = try main.path("state_dir") }
+        collect { if let v = try main.int("max_concurrent", range: 1...10_000) { maxConcurrent = v } }
+        collect { if let v = try main.int("max_per_host", range: 1...1000) { maxPerHost = v } }
+        collect { if let v = try main.int("history_days", range: 1...36_500) { historyDays = v } }
+        collect { if let v = try main.duration("shutdown_timeout") { shutdownTimeout = v } }
+        collect { if let v = try main.duration("delivery_max_age", minimum: 60) { deliveryMaxAge = v } }
+        collect {
+            if let d = try main.subtable("defaults") {
+                defaults = try defaults.overlaid(with: d)
+                try d.finish()
+            }
+        }
+
+        // Sinks
+        var sinkConfigs: [SinkConfig] = []
+        collect {
+            guard let table = try main.subtable("sinks") else { return }
+            for name in table.table.keys {
+                collect {
+                    guard let r = try table.subtable(name) else { return }
+                    let what = "sink \"\(name)\""
+                    let reader = OptionReader(r.table, what: what, baseDirectory: r.baseDirectory)
+                    let type = try reader.requiredString("type")
+                    guard let f = sinks.factory(type: type) else {
+                        throw reader.error("type", "\(what): unknown sink type '\(type)' (known: \(sinks.types.joined(separator: ", ")))")
+                    }
+                    let instance = try f.make(reader, SinkSetup(name: name, logger: Log.logger("sink.\(name)")))
+                    try reader.finish()
+                    sinkConfigs.append(SinkConfig(name: name, type: type, instance: instance, file: file, line: r.table.line))
+                }
+            }
+        }
+
+        // Routes
+        var routes: [Route] = []
+        collect {
+            guard let n = root["routes"] else { main.markConsumed("routes"); return }
+            main.markConsumed("routes")
+            guard case .array(let items) = n.value else {
+                throw ConfigError(file: file, line: n.line, "'routes' must be an array of tables: write [[routes]]")
+            }
+            for (i, item) in items.enumerated() {
+                collect {
+                    guard case .table(let t) = item.value else {
+                        throw ConfigError(file: file, line: item.line, "routes[\(i)] must be a table")
+                    }
+                    let r = OptionReader(t, what: "route #\(i + 1)")
+                    var route = Route(sinks: try r.stringList("sinks") ?? [])
+                    if route.sinks.isEmpty { throw r.error(nil, "route #\(i + 1): 'sinks' must name at least one sink") }
+                    route.continueMatching = try r.bool("continue") ?? false
+                    if let m = try r.subtable("match") {
+                        route.source = try m.stringList("source")
+                        route.provider = try m.stringList("provider")
+                        route.kind = try m.stringList("kind")
+                        route.severity = try m.stringList("severity")
+                        route.event = try m.stringList("event")
+                        for s in route.severity ?? [] where Severity(rawValue: s) == nil {
+                            throw m.error("severity", "route #\(i + 1): unknown severity '\(s)' (info, warning, critical)")
+                        }
+                        for s in route.event ?? [] where EventType(rawValue: s) == nil {
+                            throw m.error("event", "route #\(i + 1): unknown event '\(s)' (new, changed, removed, error, recovered)")
+                        }
+                        try m.finish()
+                    }
+                    try r.finish()
+                    for s in route.sinks where !sinkConfigs.contains(where: { $0.name == s }) && !errors.contains(where: { $0.message.contains("sink \"\(s)\"") }) {
+                        throw r.error("sinks", "route #\(i + 1): no sink named '\(s)' (define [sinks.\(s)])")
+                    }
+                    routes.append(route)
+                }
+            }
+        }
+
+        // Sources: main file [sources.NAME], then plugins.d
+        var sources: [SourceConfig] = []
+        var declared: [String: String] = [:]
+        func addSource(name: String, table: ConfigTable, baseDir: String, implicitExec: String?) {
+            collect {
+                let where_ = table.line.map { "\(table.file):\($0)" } ?? table.file
+                if let first = declared[name] {
+                    throw ConfigError(file: table.file, line: table.line, "source \"\(name)\" is declared twice (first at \(first))")
+                }
+                declared[name] = where_
+                guard name.range(of: "^[A-Za-z0-9][A-Za-z0-9_.-]*$", options: .regularExpression) != nil else {
+                    throw ConfigError(file: table.file, line: table.line, "source name \"\(name)\" may use only letters, digits, '.', '_' and '-'")
+                }
+                let src = try buildSource(name: name, table: table, baseDir: baseDir, implicitExec: implicitExec,
+                                          defaults: defaults, pluginsDir: pluginsDir, warn: { warnings.append("\(where_): \($0)") })
+                sources.append(src)
+            }
+        }
+        collect {
+            guard let t = try main.subtable("sources") else { return }
+            for name in t.table.keys {
+                collect {
+                    guard let s = try t.subtable(name) else { return }
+                    addSource(name: name, table: s.table, baseDir: s.baseDirectory, implicitExec: nil)
+                }
+            }
+        }
+        collect { try main.finish() }
+        collect {
+            for (name, table, exec) in try scanPlugins(pluginsDir, explicit: main.has("plugins_dir") ? (file, root["plugins_dir"]?.line) : nil) {
+                addSource(name: name, table: table, baseDir: pluginsDir, implicitExec: exec)
+            }
+        }
+
+        if !errors.isEmpty { throw ConfigErrors(errors) }
+        sources.sort { $0.name < $1.name }
+        return TidingsConfig(
+            file: file, pluginsDir: pluginsDir, stateDir: stateDir, defaults: defaults, sources: sources,
+            sinks: sinkConfigs, routes: routes, maxConcurrent: maxConcurrent, maxPerHost: maxPerHost,
+            historyDays: historyDays, shutdownTimeout: shutdownTimeout, deliveryMaxAge: deliveryMaxAge, warnings: warnings)
+    }
+
+    private func buildSource(
+        name: String, table: ConfigTable, baseDir: String, implicitExec: String?, defaults: SourceSettings,
+        pluginsDir: String, warn: (String) -> Void
+    ) throws -> SourceConfig {
+        let what = "source \"\(name)\""
+        let r = OptionReader(table, what: what, baseDirectory: baseDir)
+        let providerName = try r.string("provider") ?? (implicitExec != nil ? "exec" : nil)
+        guard let providerName else { throw r.error(nil, "\(what): missing required key 'provider' (one of: \(providers.names.joined(separator: ", ")))") }
+        guard let factory = providers.factory(named: providerName) else {
+            throw r.error("provider", "\(what): unknown provider '\(providerName)' (known: \(providers.names.joined(separator: ", ")))")
+        }
+        let settings = try defaults.overlaid(with: r)
+        let flap = try r.duration("flap_window") ?? factory.defaultFlapWindow
+        r.implicitCommand = implicitExec
+        let setup = ProviderSetup(sourceName: name, pluginsDir: pluginsDir, interval: settings.interval)
+        let instance = try factory.make(r, setup, warn)
+        try r.finish()
+        return SourceConfig(
+            name: name, provider: providerName, settings: settings, flapWindow: flap, instance: instance,
+            file: table.file, line: table.line, configHash: Fingerprint.of([providerName, describe(table)]))
+    }
+
+    /// Stable text of a table's contents (for change detection on reload).
+    private func describe(_ t: ConfigTable) -> String {
+        t.keys.map { k -> String in
+            guard let n = t[k] else { return k }
+            switch n.value {
+            case .string(let s): return "\(k)=\(s)"
+            case .int(let i): return "\(k)=\(i)"
+            case .double(let d): return "\(k)=\(d)"
+            case .bool(let b): return "\(k)=\(b)"
+            case .table(let sub): return "\(k)={\(describe(sub))}"
+            case .array(let a): return "\(k)=[\(a.count):\(a.map { "\($0.value)" }.joined(separator: ","))]"
+            case .other(let o): return "\(k)=\(o)"
+            }
+        }.joined(separator: ";")
+    }
+
+    /// Reads `plugins.d`: `NAME.toml` files and executables (DESIGN §2).
+    func scanPlugins(_ dir: String, explicit: (String, Int?)?) throws -> [(String, ConfigTable, String?)] {
+        var isDir: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
+            if let (file, line) = explicit {
+                throw ConfigError(file: file, line: line, "plugins_dir \(dir) is not a directory")
+            }
+            return []
+        }
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted().filter { n in
+            !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.contains(".dpkg-")
+              || n.hasSuffix(".rpmnew") || n.hasSuffix(".rpmsave") || n.hasSuffix(".swp"))
+        }
+        var out: [(String, ConfigTable, String?)] = []
+        var errors: [ConfigError] = []
+        for n in names where n.hasSuffix(".toml") {
+            let name = String(n.dropLast(5))
+            let path = "\(dir)/\(n)"
+            do {
+                guard let data = FileManager.default.contents(atPath: path) else {
+                    throw ConfigError(file: path, line: nil, "cannot read plugin config")
+                }
+                let table = try ConfigTable.parse(String(decoding: data, as: UTF8.self), file: path)
+                let exe = "\(dir)/\(name)"
+                let exec = FilePermissions.isExecutableFile(exe) ? try checkedExecutable(exe) : nil
+                out.append((name, table, exec.map { _ in "./\(name)" }))
+            } catch let e as ConfigError { errors.append(e) }
+        }
+        for n in names where !n.hasSuffix(".toml") && !names.contains("\(n).toml") {
+            let path = "\(dir)/\(n)"
+            guard FilePermissions.isExecutableFile(path) else { continue }
+            do {
+                _ = try checkedExecutable(path)
+                let empty = ConfigTable(file: path, path: "", line: nil, keys: [], entries: [:])
+                out.append((n, empty, "./\(n)"))
+            } catch let e as ConfigError { errors.append(e) }
+        }
+        if !errors.isEmpty { throw ConfigErrors(errors) }
+        return out
+    }
+
+    /// Refuses executables that group or others can write (anyone could make tidings run their code).
+    func checkedExecutable(_ path: String) throws -> String {
+        if let mode = FilePermissions.mode(of: path), mode & 0o022 != 0 {
+            throw ConfigError(file: path, line: nil, "plugin is writable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod go-w \(path)")
+        }
+        return path
+    }
+}
+

@@ -1,0 +1,231 @@
+import Foundation
+import TOMLKit
+
+/// A parsed TOML value that remembers where it was written.
+///
+/// TOMLKit reports positions only for syntax errors, so ``TOMLLineIndex`` recovers
+/// the line of each key from the text; every semantic error can then say `FILE:LINE`.
+public struct ConfigNode: Sendable {
+    public indirect enum Value: Sendable {
+        case string(String)
+        case int(Int)
+        case double(Double)
+        case bool(Bool)
+        case array([ConfigNode])
+        case table(ConfigTable)
+        case other(String)
+    }
+
+    public var value: Value
+    /// Line of the key that holds this value (1-based), if known.
+    public var line: Int?
+
+    public var typeName: String {
+        switch value {
+        case .string: return "a string"
+        case .int: return "an integer"
+        case .double: return "a number"
+        case .bool: return "a boolean"
+        case .array: return "an array"
+        case .table: return "a table"
+        case .other(let t): return t
+        }
+    }
+}
+
+/// A TOML table with ordered keys and per-key lines.
+public struct ConfigTable: Sendable {
+    public var file: String
+    /// Dotted path of this table (`sources.foo`, `routes[1].match`); empty for the root.
+    public var path: String
+    public var line: Int?
+    public var keys: [String]
+    public var entries: [String: ConfigNode]
+
+    public subscript(key: String) -> ConfigNode? { entries[key] }
+
+    /// Parses TOML text. Syntax errors become a ``ConfigError`` with the parser's line.
+    public static func parse(_ text: String, file: String) throws -> ConfigTable {
+        let toml: TOMLTable
+        do {
+            toml = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            throw ConfigError(file: file, line: error.source.begin.line, "TOML syntax: \(error.description)")
+        }
+        let index = TOMLLineIndex(text: text)
+        return convert(toml, path: "", file: file, index: index, line: nil)
+    }
+
+    static func convert(_ t: TOMLTable, path: String, file: String, index: TOMLLineIndex, line: Int?) -> ConfigTable {
+        var keys: [String] = []
+        var entries: [String: ConfigNode] = [:]
+        for (key, value) in t {
+            let childPath = path.isEmpty ? key : "\(path).\(key)"
+            keys.append(key)
+            entries[key] = convert(value, path: childPath, file: file, index: index)
+        }
+        // toml++ iterates in sorted order; present keys in file order for readable errors.
+        keys.sort { (index.line(of: join(path, $0)) ?? Int.max, $0) < (index.line(of: join(path, $1)) ?? Int.max, $1) }
+        return ConfigTable(file: file, path: path, line: line ?? index.line(of: path), keys: keys, entries: entries)
+    }
+
+    static func join(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    static func convert(_ v: TOMLValueConvertible, path: String, file: String, index: TOMLLineIndex) -> ConfigNode {
+        let line = index.line(of: path)
+        switch v.type {
+        case .string: return ConfigNode(value: .string(v.string ?? ""), line: line)
+        case .int: return ConfigNode(value: .int(v.int ?? 0), line: line)
+        case .double: return ConfigNode(value: .double(v.double ?? 0), line: line)
+        case .bool: return ConfigNode(value: .bool(v.bool ?? false), line: line)
+        case .table:
+            return ConfigNode(value: .table(convert(v.table!, path: path, file: file, index: index, line: line)), line: line)
+        case .array:
+            let arr = v.array!
+            var nodes: [ConfigNode] = []
+            for (i, element) in arr.enumerated() {
+                nodes.append(convert(element, path: "\(path)[\(i)]", file: file, index: index))
+            }
+            return ConfigNode(value: .array(nodes), line: line)
+        case .date, .time, .dateTime:
+            return ConfigNode(value: .other("a date/time"), line: line)
+        }
+    }
+}
+
+/// Maps dotted key paths to the line they are written on, by reading TOML text.
+///
+/// Handles `[table]`, `[[array.of.tables]]` (paths get `[n]`), dotted and quoted keys,
+/// inline tables on one line, and skips multi-line strings. Good enough to point at the
+/// line; the parser itself stays TOMLKit.
+struct TOMLLineIndex {
+    private var lines: [String: Int] = [:]
+
+    init(text: String) {
+        var current = ""
+        var arrayCounts: [String: Int] = [:]
+        var inMultiline: String? = nil
+        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let lineNo = n + 1
+            var line = Substring(raw).trimmingCharacters(in: .whitespaces)
+            if let delim = inMultiline {
+                if line.components(separatedBy: delim).count % 2 == 0 { inMultiline = nil }
+                continue
+            }
+            if line.hasPrefix("#") || line.isEmpty { continue }
+            if line.hasPrefix("[[") {
+                let name = Self.keyPath(String(line.dropFirst(2).prefix { $0 != "]" }))
+                let i = arrayCounts[name, default: 0]
+                arrayCounts[name] = i + 1
+                current = "\(name)[\(i)]"
+                record(current, lineNo)
+                continue
+            }
+            if line.hasPrefix("[") {
+                current = Self.keyPath(String(line.dropFirst().prefix { $0 != "]" }))
+                record(current, lineNo)
+                continue
+            }
+            guard let eq = Self.assignmentIndex(line) else { continue }
+            let key = Self.keyPath(String(line[..<eq]))
+            let full = current.isEmpty ? key : "\(current).\(key)"
+            record(full, lineNo)
+            line = String(line[line.index(after: eq)...]).trimmingCharacters(in: .whitespaces)
+            for delim in ["\"\"\"", "'''"] where line.hasPrefix(delim) {
+                if line.components(separatedBy: delim).count == 2 { inMultiline = delim }
+            }
+            if line.hasPrefix("{") { recordInline(line, prefix: full, lineNo) }
+        }
+    }
+
+    func line(of path: String) -> Int? {
+        if let l = lines[path] { return l }
+        // Array elements and unknown children point at their parent key.
+        var p = path
+        while let cut = p.lastIndex(where: { $0 == "." || $0 == "[" }) {
+            p = String(p[..<cut])
+            if let l = lines[p] { return l }
+        }
+        return nil
+    }
+
+    private mutating func record(_ path: String, _ line: Int) {
+        if lines[path] == nil { lines[path] = line }
+    }
+
+    private mutating func recordInline(_ text: String, prefix: String, _ line: Int) {
+        // `{ a = 1, b = { c = 2 } }`: record each key at this line.
+        var depth = 0
+        var stack: [String] = [prefix]
+        var token = ""
+        var inString: Character? = nil
+        var pendingKey: String? = nil
+        for ch in text {
+            if let q = inString {
+                if ch == q { inString = nil }
+                continue
+            }
+            switch ch {
+            case "\"", "'": inString = ch
+            case "{":
+                depth += 1
+                if let k = pendingKey { stack.append(k); pendingKey = nil }
+                token = ""
+            case "}":
+                depth -= 1
+                if stack.count > 1 { stack.removeLast() }
+                token = ""
+            case "=":
+                let key = Self.keyPath(token)
+                let full = "\(stack.last!).\(key)"
+                record(full, line)
+                pendingKey = full
+                token = ""
+            case ",":
+                token = ""
+                pendingKey = nil
+            default:
+                token.append(ch)
+            }
+        }
+    }
+
+    /// Index of the `=` that separates key and value, ignoring `=` in quoted keys.
+    private static func assignmentIndex(_ line: String) -> String.Index? {
+        var quote: Character? = nil
+        var i = line.startIndex
+        while i < line.endIndex {
+            let ch = line[i]
+            if let q = quote {
+                if ch == q { quote = nil }
+            } else if ch == "\"" || ch == "'" {
+                quote = ch
+            } else if ch == "=" {
+                return i
+            }
+            i = line.index(after: i)
+        }
+        return nil
+    }
+
+    /// `a . "b.c" .d` → `a.b.c.d` (quotes dropped; matches TOMLKit's keys joined by dots).
+    static func keyPath(_ raw: String) -> String {
+        var parts: [String] = []
+        var cur = ""
+        var quote: Character? = nil
+        for ch in raw {
+            if let q = quote {
+                if ch == q { quote = nil } else { cur.append(ch) }
+            } else if ch == "\"" || ch == "'" {
+                quote = ch
+            } else if ch == "." {
+                parts.append(cur.trimmingCharacters(in: .whitespaces))
+                cur = ""
+            } else {
+                cur.append(ch)
+            }
+        }
+        parts.append(cur.trimmingCharacters(in: .whitespaces))
+        return parts.joined(separator: ".")
+    }
+}

@@ -1,0 +1,240 @@
+import Foundation
+
+/// Typed, line-aware access to one config table (a source, a sink, `[defaults]`).
+///
+/// Every key read is marked consumed; ``finish()`` turns the rest into
+/// "unknown key" errors, so a typo never silently disables a setting.
+public final class OptionReader {
+    public let table: ConfigTable
+    /// Where the table was written: the file, and the directory relative paths resolve against.
+    public let file: String
+    public let baseDirectory: String
+    /// What the table is, for messages: `source "foo"`, `sink "ops"`.
+    public let what: String
+    private var consumed: Set<String> = []
+    /// For an executable in `plugins.d` (bare, or beside its `NAME.toml`): `./NAME`,
+    /// the exec provider's default `command`.
+    public var implicitCommand: String?
+
+    public init(_ table: ConfigTable, what: String, baseDirectory: String? = nil) {
+        self.table = table
+        self.file = table.file
+        self.baseDirectory = baseDirectory ?? (table.file as NSString).deletingLastPathComponent
+        self.what = what
+    }
+
+    // MARK: errors
+
+    public func error(_ key: String?, _ message: String) -> ConfigError {
+        let line = key.flatMap { table[$0]?.line } ?? table.line
+        return ConfigError(file: file, line: line, message)
+    }
+
+    private func typeError(_ key: String, expected: String, got node: ConfigNode) -> ConfigError {
+        error(key, "\(what): '\(key)' must be \(expected), not \(node.typeName)")
+    }
+
+    // MARK: presence
+
+    public func has(_ key: String) -> Bool { table[key] != nil }
+
+    /// Marks keys as known without reading them (e.g. keys another layer handles).
+    public func markConsumed(_ keys: String...) { keys.forEach { consumed.insert($0) } }
+
+    private func node(_ key: String) -> ConfigNode? {
+        consumed.insert(key)
+        return table[key]
+    }
+
+    // MARK: scalars
+
+    public func string(_ key: String) throws -> String? {
+        guard let n = node(key) else { return nil }
+        guard case .string(let s) = n.value else { throw typeError(key, expected: "a string", got: n) }
+        return s
+    }
+
+    public func requiredString(_ key: String) throws -> String {
+        guard let s = try string(key) else { throw error(nil, "\(what): missing required key '\(key)'") }
+        guard !s.isEmpty else { throw error(key, "\(what): '\(key)' must not be empty") }
+        return s
+    }
+
+    public func bool(_ key: String) throws -> Bool? {
+        guard let n = node(key) else { return nil }
+        guard case .bool(let b) = n.value else { throw typeError(key, expected: "true or false", got: n) }
+        return b
+    }
+
+    public func int(_ key: String, range: ClosedRange<Int>? = nil) throws -> Int? {
+        guard let n = node(key) else { return nil }
+        guard case .int(let i) = n.value else { throw typeError(key, expected: "an integer", got: n) }
+        if let range, !range.contains(i) {
+            throw error(key, "\(what): '\(key)' must be between \(range.lowerBound) and \(range.upperBound), not \(i)")
+        }
+        return i
+    }
+
+    public func double(_ key: String, range: ClosedRange<Double>? = nil) throws -> Double? {
+        guard let n = node(key) else { return nil }
+        let d: Double
+        switch n.value {
+        case .double(let v): d = v
+        case .int(let v): d = Double(v)
+        default: throw typeError(key, expected: "a number", got: n)
+        }
+        if let range, !range.contains(d) {
+            throw error(key, "\(what): '\(key)' must be between \(range.lowerBound) and \(range.upperBound), not \(d)")
+        }
+        return d
+    }
+
+    /// A duration string (`"30s"`, `"1h30m"`), in seconds.
+    public func duration(_ key: String, minimum: TimeInterval = 0) throws -> TimeInterval? {
+        guard let n = node(key) else { return nil }
+        guard case .string(let s) = n.value else { throw typeError(key, expected: "a duration string like \"5m\"", got: n) }
+        do {
+            let seconds = try DurationParser.seconds(s)
+            if seconds < minimum {
+                throw error(key, "\(what): '\(key)' must be at least \(DurationParser.format(minimum))")
+            }
+            return seconds
+        } catch let e as DurationParser.Error {
+            throw error(key, "\(what): '\(key)': \(e)")
+        }
+    }
+
+    /// A size: an integer of bytes or a string like `"10MiB"`, `"512KiB"`.
+    public func byteSize(_ key: String) throws -> Int? {
+        guard let n = node(key) else { return nil }
+        switch n.value {
+        case .int(let i) where i > 0: return i
+        case .string(let s):
+            let units: [(String, Int)] = [("KiB", 1024), ("MiB", 1 << 20), ("GiB", 1 << 30), ("KB", 1000), ("MB", 1_000_000), ("B", 1)]
+            for (u, f) in units where s.hasSuffix(u) {
+                if let v = Double(s.dropLast(u.count).trimmingCharacters(in: .whitespaces)), v > 0 { return Int(v * Double(f)) }
+            }
+            throw error(key, "\(what): '\(key)': invalid size \"\(s)\" (use bytes or e.g. \"10MiB\")")
+        default:
+            throw typeError(key, expected: "a size like \"10MiB\"", got: n)
+        }
+    }
+
+    /// A string or a list of strings (match fields, commands).
+    public func stringList(_ key: String) throws -> [String]? {
+        guard let n = node(key) else { return nil }
+        switch n.value {
+        case .string(let s): return [s]
+        case .array(let items):
+            return try items.map { item in
+                guard case .string(let s) = item.value else { throw typeError(key, expected: "a list of strings", got: item) }
+                return s
+            }
+        default: throw typeError(key, expected: "a string or a list of strings", got: n)
+        }
+    }
+
+    /// A nested table, as its own reader (its keys are checked by the caller's ``finish()``).
+    public func subtable(_ key: String) throws -> OptionReader? {
+        guard let n = node(key) else { return nil }
+        guard case .table(let t) = n.value else { throw typeError(key, expected: "a table", got: n) }
+        return OptionReader(t, what: "\(what) '\(key)'", baseDirectory: baseDirectory)
+    }
+
+    /// A table of string values (`headers = { Accept = "…" }`); values may be `{secret}` via ``secret(_:required:)``.
+    public func stringTable(_ key: String) throws -> [(String, String)]? {
+        guard let sub = try subtable(key) else { return nil }
+        return try sub.table.keys.map { k in
+            guard let v = try sub.string(k) else { throw sub.error(k, "\(sub.what): '\(k)' must be a string") }
+            return (k, v)
+        }
+    }
+
+    /// An absolute path: `~` expands to `$HOME`, relative paths resolve against the config file's directory.
+    public func path(_ key: String) throws -> String? {
+        guard let s = try string(key) else { return nil }
+        return resolvePath(s)
+    }
+
+    public func resolvePath(_ s: String) -> String {
+        let expanded = PathResolver.expandTilde(s)
+        if expanded.hasPrefix("/") { return expanded }
+        return (baseDirectory as NSString).appendingPathComponent(expanded)
+    }
+
+    // MARK: secrets
+
+    /// A secret option `X`, given as `X` (inline), `X_file` (path, trailing newline stripped)
+    /// or `X_env` (environment variable name). Exactly one may be set.
+    ///
+    /// An inline secret in a file that group or others can read is refused, as ssh refuses
+    /// a readable private key.
+    public func secret(_ key: String, required: Bool) throws -> Secret? {
+        let variants = [key, "\(key)_file", "\(key)_env"].filter { table[$0] != nil }
+        markConsumed(key, "\(key)_file", "\(key)_env")
+        if variants.count > 1 {
+            throw error(variants[1], "\(what): set only one of '\(key)', '\(key)_file', '\(key)_env'")
+        }
+        guard let variant = variants.first else {
+            if required {
+                throw error(nil, "\(what): missing required secret '\(key)' (give '\(key)_file' or '\(key)_env')")
+            }
+            return nil
+        }
+        guard let n = table[variant], case .string(let raw) = n.value else {
+            throw error(variant, "\(what): '\(variant)' must be a string")
+        }
+        if variant == key {
+            if let mode = FilePermissions.mode(of: file), mode & 0o044 != 0 {
+                throw error(key, "\(what): inline secret '\(key)' in a file readable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod 600 \(file), or use '\(key)_file'")
+            }
+            return Secret(raw)
+        }
+        if variant.hasSuffix("_file") {
+            let path = resolvePath(raw)
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw error(variant, "\(what): cannot read secret file \(path)")
+            }
+            var text = String(decoding: data, as: UTF8.self)
+            while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
+            guard !text.isEmpty else { throw error(variant, "\(what): secret file \(path) is empty") }
+            return Secret(text)
+        }
+        guard let value = ProcessInfo.processInfo.environment[raw], !value.isEmpty else {
+            throw error(variant, "\(what): environment variable \(raw) (from '\(variant)') is not set")
+        }
+        return Secret(value)
+    }
+
+    // MARK: finishing
+
+    /// Throws for the first key nobody read.
+    public func finish() throws {
+        for key in table.keys where !consumed.contains(key) {
+            throw error(key, "\(what): unknown key '\(key)'")
+        }
+    }
+}
+
+public enum FilePermissions {
+    /// POSIX mode bits of a path, or nil if it cannot be read.
+    public static func mode(of path: String) -> Int? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return Int(st.st_mode)
+    }
+
+    public static func isExecutableFile(_ path: String) -> Bool {
+        var st = stat()
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return false }
+        return access(path, X_OK) == 0
+    }
+}
+
+public enum PathResolver {
+    public static func expandTilde(_ s: String) -> String {
+        guard s == "~" || s.hasPrefix("~/") else { return s }
+        let home = ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()
+        return home + s.dropFirst()
+    }
+}

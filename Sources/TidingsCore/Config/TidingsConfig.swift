@@ -1,0 +1,26 @@
+import Foundation
+
+/// The whole loaded configuration: sources, sinks, routes and global limits.
+public struct TidingsConfig: Sendable {
+    /// The main config file this was loaded from.
+    public var file: String
+    public var pluginsDir: String
+    /// `state_dir` from the file, if set (CLI and environment override it).
+    public var stateDir: String?
+    public var defaults: SourceSettings
+    public var sources: [SourceConfig]
+    public var sinks: [SinkConfig]
+    public var routes: [Route]
+    public var maxConcurrent: Int
+    public var maxPerHost: Int
+    public var historyDays: Int
+    /// How long `run` waits for in-flight work on SIGTERM.
+    public var shutdownTimeout: TimeInterval
+    /// How long the outbox keeps retrying a delivery before it is dead.
+    public var deliveryMaxAge: TimeInterval
+    /// Non-fatal findings (e.g. an API budget warning), printed at load.
+    public var warnings: [String]
+
+    public func source(named name: String) -> SourceConfig? { sources.first { $0.name == name } }
+    public func sink(named name: String) -> SinkConfig? { sinks.first { $0.name == name } }
+}

@@ -1,0 +1,71 @@
+import Foundation
+
+/// An HTTP request as providers and sinks describe it.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var url: URL
+    public var headers: [(String, String)]
+    public var body: Data?
+    /// Whole-request deadline, seconds.
+    public var timeout: TimeInterval
+    /// Responses larger than this fail with ``HTTPClientError/bodyTooLarge(limit:)``.
+    public var maxBody: Int
+
+    public init(
+        method: String = "GET", url: URL, headers: [(String, String)] = [], body: Data? = nil,
+        timeout: TimeInterval = 30, maxBody: Int = 10 << 20
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+        self.maxBody = maxBody
+    }
+}
+
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    /// Header names lower-cased.
+    public var headers: [String: String]
+    public var body: Data
+
+    public init(status: Int, headers: [String: String], body: Data) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+
+    /// `Retry-After` as seconds (delta-seconds or an HTTP date).
+    public var retryAfter: TimeInterval? {
+        guard let raw = header("retry-after")?.trimmingCharacters(in: .whitespaces) else { return nil }
+        if let s = Double(raw) { return max(0, s) }
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        if let d = f.date(from: raw) { return max(0, d.timeIntervalSinceNow) }
+        return nil
+    }
+}
+
+public enum HTTPClientError: Error, CustomStringConvertible, Sendable {
+    case timeout(TimeInterval)
+    case bodyTooLarge(limit: Int)
+    case transport(String)
+
+    public var description: String {
+        switch self {
+        case .timeout(let t): return "timed out after \(DurationParser.format(t))"
+        case .bodyTooLarge(let limit): return "response body larger than max_body (\(limit) bytes)"
+        case .transport(let m): return m
+        }
+    }
+}
+
+/// The one HTTP seam. Production uses ``URLSessionHTTPClient``; nothing else needs to know.
+public protocol HTTPClient: Sendable {
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse
+}

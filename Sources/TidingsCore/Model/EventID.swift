@@ -1,0 +1,26 @@
+import Foundation
+
+/// ULID-style event ids: 48-bit millisecond time + 80 random bits, Crockford base32.
+/// Sortable by creation time, unique without coordination.
+public enum EventID {
+    private static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+
+    public static func make(at date: Date = Date()) -> String {
+        var rng = SystemRandomNumberGenerator()
+        return make(at: date, using: &rng)
+    }
+
+    public static func make<R: RandomNumberGenerator>(at date: Date, using rng: inout R) -> String {
+        let millis = UInt64(max(0, date.timeIntervalSince1970 * 1000))
+        var chars = [Character](repeating: "0", count: 26)
+        var t = millis
+        for i in stride(from: 9, through: 0, by: -1) {
+            chars[i] = alphabet[Int(t & 31)]
+            t >>= 5
+        }
+        for i in 10..<26 {
+            chars[i] = alphabet[Int(rng.next() & 31)]
+        }
+        return String(chars)
+    }
+}

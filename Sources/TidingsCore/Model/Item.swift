@@ -1,0 +1,37 @@
+import Foundation
+
+/// One thing a provider currently sees: a message, an alert, a draft invoice.
+///
+/// Providers return the *current* items; the ``Deduplicator`` decides what is new.
+public struct Item: Sendable, Equatable {
+    /// Identity within the source. Stable across polls.
+    public var key: String
+    /// What sort of thing this is (`message`, `notice`, `alert`, `draft-invoice` …).
+    public var kind: String
+    public var title: String
+    public var body: String
+    public var url: String?
+    public var severity: Severity
+    /// Provider-specific details, passed through to the event's `data`.
+    public var data: JSONValue
+    /// When this item stops mattering (notices: a maintenance window's end).
+    public var expiresAt: Date?
+    /// What "changed" means. Defaults to a hash over title, body, url, severity and data.
+    public var fingerprint: String
+
+    public init(
+        key: String, kind: String, title: String, body: String = "", url: String? = nil,
+        severity: Severity = .info, data: JSONValue = .object([:]), expiresAt: Date? = nil,
+        fingerprint: String? = nil
+    ) {
+        self.key = key
+        self.kind = kind
+        self.title = title
+        self.body = body
+        self.url = url
+        self.severity = severity
+        self.data = data
+        self.expiresAt = expiresAt
+        self.fingerprint = fingerprint ?? Fingerprint.of([kind, title, body, url ?? "", severity.rawValue, data.jsonString()])
+    }
+}

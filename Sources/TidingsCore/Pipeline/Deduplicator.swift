@@ -1,0 +1,100 @@
+import Foundation
+
+/// Compares a snapshot with stored state and says what happened (DESIGN §1).
+///
+/// - `new`: a key not present before (or returning after its `removed`);
+/// - `changed`: same key, different fingerprint; or a key that returns within `flapWindow`;
+/// - `removed`: present before, gone now (after `flapWindow`, if one is set).
+///
+/// A baseline (the first successful poll) stores everything and emits nothing
+/// unless `notifyExisting`. Pure: no I/O, no clock.
+public struct Deduplicator: Sendable {
+    public var flapWindow: TimeInterval
+
+    public init(flapWindow: TimeInterval = 0) { self.flapWindow = flapWindow }
+
+    public struct Change: Sendable, Equatable {
+        public var type: EventType
+        public var item: Item
+        /// The item before (for `changed` and `removed`).
+        public var previous: Item?
+        /// The item returned within the flap window.
+        public var flapped: Bool = false
+    }
+
+    public struct Outcome: Sendable {
+        public var changes: [Change] = []
+        /// Rows to write (new, changed or state-transitioned items). Unchanged items are not rewritten.
+        public var upserts: [StoredItem] = []
+        /// Items stored silently because this was a baseline.
+        public var baselineCount = 0
+    }
+
+    /// Gives repeated keys in one snapshot an occurrence suffix (`key`, `key#2`, …):
+    /// two identical entries are two items.
+    public static func disambiguate(_ items: [Item]) -> [Item] {
+        var seen: [String: Int] = [:]
+        return items.map { item in
+            let n = seen[item.key, default: 0] + 1
+            seen[item.key] = n
+            guard n > 1 else { return item }
+            var copy = item
+            copy.key = "\(item.key)#\(n)"
+            return copy
+        }
+    }
+
+    public func run(previous: [String: StoredItem], current rawItems: [Item], baseline: Bool, notifyExisting: Bool, now: Date) -> Outcome {
+        let current = Self.disambiguate(rawItems)
+        var out = Outcome()
+        var seenKeys = Set<String>()
+        seenKeys.reserveCapacity(current.count)
+
+        for item in current {
+            seenKeys.insert(item.key)
+            guard let old = previous[item.key] else {
+                out.upserts.append(StoredItem(item: item, state: .present, firstSeen: now, changedAt: now))
+                if baseline && !notifyExisting { out.baselineCount += 1 } else { out.changes.append(Change(type: .new, item: item)) }
+                continue
+            }
+            switch old.state {
+            case .present:
+                if old.fingerprint != item.fingerprint {
+                    out.upserts.append(StoredItem(item: item, state: .present, firstSeen: old.firstSeen, changedAt: now))
+                    out.changes.append(Change(type: .changed, item: item, previous: old.item))
+                }
+            case .missing:
+                // Returned within the flap window: one `changed`, never removed+new.
+                out.upserts.append(StoredItem(item: item, state: .present, firstSeen: old.firstSeen, changedAt: now))
+                out.changes.append(Change(type: .changed, item: item, previous: old.item, flapped: true))
+            case .gone:
+                out.upserts.append(StoredItem(item: item, state: .present, firstSeen: now, changedAt: now))
+                if baseline && !notifyExisting { out.baselineCount += 1 } else { out.changes.append(Change(type: .new, item: item)) }
+            }
+        }
+
+        for (key, old) in previous where !seenKeys.contains(key) {
+            switch old.state {
+            case .gone:
+                continue
+            case .present where baseline:
+                out.upserts.append(old.with(state: .gone, changedAt: now, missingSince: now))
+            case .present where flapWindow > 0:
+                out.upserts.append(old.with(state: .missing, changedAt: old.changedAt, missingSince: now))
+            case .present:
+                out.upserts.append(old.with(state: .gone, changedAt: now, missingSince: now))
+                out.changes.append(Change(type: .removed, item: old.item, previous: old.item))
+            case .missing:
+                let since = old.missingSince ?? now
+                if now.timeIntervalSince(since) >= flapWindow {
+                    out.upserts.append(old.with(state: .gone, changedAt: now, missingSince: since))
+                    out.changes.append(Change(type: .removed, item: old.item, previous: old.item))
+                }
+            }
+        }
+        // Deterministic order: as the provider listed them, removals after, by key.
+        let order = Dictionary(current.enumerated().map { ($1.key, $0) }, uniquingKeysWith: { a, _ in a })
+        out.changes.sort { (order[$0.item.key] ?? Int.max, $0.item.key) < (order[$1.item.key] ?? Int.max, $1.item.key) }
+        return out
+    }
+}

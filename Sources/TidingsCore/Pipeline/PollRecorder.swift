@@ -1,0 +1,183 @@
+import Foundation
+import GRDB
+import Logging
+
+/// What one recorded poll produced.
+public struct PollRecord: Sendable {
+    public var events: [Event] = []
+    /// Non-nil when this poll was the silent baseline: how many items it stored.
+    public var baselineCount: Int?
+    /// Consecutive failures after this poll (0 on success).
+    public var failures = 0
+    /// The source's credentials were rejected; it waits for a config change.
+    public var authFailed = false
+}
+
+/// How the recorder treats the events it creates.
+public struct RecordOptions: Sendable {
+    /// Route events to sinks (outbox rows). `check` without `--deliver` records events but routes none.
+    public var router: Router?
+    /// Roll the transaction back: compute everything, change nothing (`check --dry-run`).
+    public var dryRun = false
+    public init(router: Router?, dryRun: Bool = false) {
+        self.router = router
+        self.dryRun = dryRun
+    }
+}
+
+/// Writes one poll's outcome — items, source status, events and outbox rows — in ONE
+/// transaction. A crash at any point leaves either all of it or none of it.
+public struct PollRecorder: Sendable {
+    public let store: StateStore
+
+    public init(store: StateStore) { self.store = store }
+
+    /// Records a successful poll and returns the events it produced.
+    public func recordSuccess(_ source: SourceConfig, result: PollResult, now: Date, options: RecordOptions) throws -> PollRecord {
+        try transaction(options) { db in
+            var record = PollRecord()
+            let status = try SourceRow.fetch(db, source: source)
+            var events: [Event] = []
+            if case .snapshot(let items, let validators) = result {
+                let previous = try Self.items(db, source: source.name)
+                let baseline = status.baselineAt == nil
+                let outcome = Deduplicator(flapWindow: source.flapWindow)
+                    .run(previous: previous, current: items, baseline: baseline, notifyExisting: source.settings.notifyExisting, now: now)
+                try Self.write(db, source: source.name, upserts: outcome.upserts)
+                if baseline { record.baselineCount = outcome.baselineCount }
+                for change in outcome.changes {
+                    let firstSeen = previous[change.item.key]?.firstSeen ?? now
+                    events.append(EventFactory.event(source: source, change: change, firstSeen: firstSeen, now: now))
+                }
+                try db.execute(
+                    sql: "UPDATE source_state SET etag = ?, last_modified = ?, baseline_at = COALESCE(baseline_at, ?) WHERE source = ?",
+                    arguments: [validators.etag, validators.lastModified, now.timeIntervalSince1970, source.name])
+            }
+            if status.errorReported {
+                events.append(EventFactory.health(source: source, type: .recovered, message: "recovered after \(status.failures) failed polls", failures: status.failures, now: now))
+            }
+            try db.execute(
+                sql: """
+                    UPDATE source_state SET last_poll = ?, last_success = ?, failures = 0, error_reported = 0,
+                      auth_failed_hash = NULL WHERE source = ?
+                    """,
+                arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970, source.name])
+            record.events = try Self.insert(db, events: events, options: options, now: now)
+            return record
+        }
+    }
+
+    /// Records a failed poll: counts it, and emits one `error` event when the threshold is
+    /// reached (or at once for rejected credentials). Never one event per failed poll.
+    public func recordFailure(_ source: SourceConfig, error: PollError, now: Date, options: RecordOptions) throws -> PollRecord {
+        try transaction(options) { db in
+            var record = PollRecord()
+            let status = try SourceRow.fetch(db, source: source)
+            let failures = status.failures + 1
+            record.failures = failures
+            var events: [Event] = []
+            let isAuth = error.category == .auth
+            if !status.errorReported && (isAuth || failures >= source.settings.errorThreshold) {
+                let what = isAuth ? "credentials rejected: \(error.message)" : "\(failures) failed polls in a row, last: \(error.message)"
+                events.append(EventFactory.health(source: source, type: .error, message: what, failures: failures, now: now, auth: isAuth))
+            }
+            record.authFailed = isAuth
+            try db.execute(
+                sql: """
+                    UPDATE source_state SET last_poll = ?, last_error = ?, last_error_at = ?, failures = ?,
+                      error_reported = ?, auth_failed_hash = ? WHERE source = ?
+                    """,
+                arguments: [now.timeIntervalSince1970, error.message, now.timeIntervalSince1970, failures,
+                            status.errorReported || !events.isEmpty, isAuth ? source.configHash : nil, source.name])
+            record.events = try Self.insert(db, events: events, options: options, now: now)
+            return record
+        }
+    }
+
+    /// Stores when the scheduler will poll the source next (survives restarts).
+    public func setNextDue(_ source: String, provider: String, at date: Date) throws {
+        try store.db.write { db in
+            try SourceRow.ensure(db, source: source, provider: provider)
+            try db.execute(sql: "UPDATE source_state SET next_due = ? WHERE source = ?", arguments: [date.timeIntervalSince1970, source])
+        }
+    }
+
+    private func transaction<T>(_ options: RecordOptions, _ body: (Database) throws -> T) throws -> T {
+        if !options.dryRun { return try store.db.write(body) }
+        var result: T?
+        try store.db.writeWithoutTransaction { db in
+            try db.inTransaction {
+                result = try body(db)
+                return .rollback
+            }
+        }
+        return result!
+    }
+
+    // MARK: rows
+
+    static func items(_ db: Database, source: String) throws -> [String: StoredItem] {
+        var out: [String: StoredItem] = [:]
+        let rows = try Row.fetchCursor(db, sql: "SELECT key, kind, fingerprint, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ?", arguments: [source])
+        while let r = try rows.next() {
+            let key: String = r[0]
+            out[key] = StoredItem(
+                key: key, kind: r[1], fingerprint: r[2], state: StoredItem.State(rawValue: r[3]) ?? .present,
+                firstSeen: Date(timeIntervalSince1970: r[4]), changedAt: Date(timeIntervalSince1970: r[5]),
+                missingSince: (r[6] as Double?).map { Date(timeIntervalSince1970: $0) }, snapshot: r[7])
+        }
+        return out
+    }
+
+    static func write(_ db: Database, source: String, upserts: [StoredItem]) throws {
+        guard !upserts.isEmpty else { return }
+        let stmt = try db.cachedStatement(sql: """
+            INSERT INTO item(source, key, kind, fingerprint, state, first_seen, changed_at, missing_since, snapshot)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(source, key) DO UPDATE SET kind = excluded.kind, fingerprint = excluded.fingerprint,
+              state = excluded.state, first_seen = excluded.first_seen, changed_at = excluded.changed_at,
+              missing_since = excluded.missing_since, snapshot = excluded.snapshot
+            """)
+        for u in upserts {
+            try stmt.execute(arguments: [
+                source, u.key, u.kind, u.fingerprint, u.state.rawValue, u.firstSeen.timeIntervalSince1970,
+                u.changedAt.timeIntervalSince1970, u.missingSince?.timeIntervalSince1970, u.snapshotJSON,
+            ])
+        }
+    }
+
+    /// Inserts events and, when routing, one outbox row per (event, sink). Returns the events.
+    static func insert(_ db: Database, events: [Event], options: RecordOptions, now: Date) throws -> [Event] {
+        guard !events.isEmpty else { return events }
+        let batch = EventID.make(at: now)
+        let insertEvent = try db.cachedStatement(sql: "INSERT INTO event(id, source, kind, type, key, observed_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        let insertDelivery = try db.cachedStatement(sql: "INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at) VALUES (?, ?, ?, 'pending', ?, ?)")
+        for e in events {
+            try insertEvent.execute(arguments: [e.id, e.source, e.kind, e.event.rawValue, e.key, e.observedAt.timeIntervalSince1970, e.jsonLine()])
+            guard let router = options.router else { continue }
+            let seq = db.lastInsertedRowID
+            for sink in router.sinks(for: e) {
+                try insertDelivery.execute(arguments: [seq, sink, batch, now.timeIntervalSince1970, now.timeIntervalSince1970])
+            }
+        }
+        return events
+    }
+}
+
+/// The `source_state` row.
+struct SourceRow {
+    var failures: Int
+    var errorReported: Bool
+    var baselineAt: Double?
+
+    static func ensure(_ db: Database, source: String, provider: String) throws {
+        try db.execute(sql: "INSERT INTO source_state(source, provider) VALUES (?, ?) ON CONFLICT(source) DO UPDATE SET provider = excluded.provider",
+                       arguments: [source, provider])
+    }
+
+    static func fetch(_ db: Database, source: SourceConfig) throws -> SourceRow {
+        try ensure(db, source: source.name, provider: source.provider)
+        let r = try Row.fetchOne(db, sql: "SELECT failures, error_reported, baseline_at FROM source_state WHERE source = ?", arguments: [source.name])!
+        return SourceRow(failures: r[0], errorReported: r[1], baselineAt: r[2])
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+
+/// An item as the state remembers it.
+///
+/// Its content is kept as the stored JSON until someone needs it: de-duplicating an
+/// unchanged snapshot compares fingerprints only and decodes nothing.
+public struct StoredItem: Sendable, Equatable {
+    public enum State: String, Sendable {
+        /// Seen in the latest snapshot.
+        case present
+        /// Gone from the snapshot, but within `flap_window`: no `removed` event yet.
+        case missing
+        /// `removed` was emitted (or it vanished during a baseline); if it returns, it is new again.
+        case gone
+    }
+
+    enum Content: Sendable, Equatable {
+        case item(Item)
+        case json(kind: String, snapshot: String)
+    }
+
+    public var key: String
+    public var fingerprint: String
+    public var state: State
+    public var firstSeen: Date
+    public var changedAt: Date
+    public var missingSince: Date?
+    var content: Content
+
+    public init(item: Item, state: State, firstSeen: Date, changedAt: Date, missingSince: Date? = nil) {
+        self.key = item.key
+        self.fingerprint = item.fingerprint
+        self.state = state
+        self.firstSeen = firstSeen
+        self.changedAt = changedAt
+        self.missingSince = missingSince
+        self.content = .item(item)
+    }
+
+    init(key: String, kind: String, fingerprint: String, state: State, firstSeen: Date, changedAt: Date, missingSince: Date?, snapshot: String) {
+        self.key = key
+        self.fingerprint = fingerprint
+        self.state = state
+        self.firstSeen = firstSeen
+        self.changedAt = changedAt
+        self.missingSince = missingSince
+        self.content = .json(kind: kind, snapshot: snapshot)
+    }
+
+    /// The item's content (decoded from state on first use).
+    public var item: Item {
+        switch content {
+        case .item(let i): return i
+        case .json(let kind, let json):
+            let snap = (try? JSONDecoder().decode(ItemSnapshot.self, from: Data(json.utf8)))
+                ?? ItemSnapshot(Item(key: key, kind: kind, title: key))
+            return snap.item(key: key, fingerprint: fingerprint)
+        }
+    }
+
+    var kind: String {
+        switch content {
+        case .item(let i): return i.kind
+        case .json(let kind, _): return kind
+        }
+    }
+
+    /// The JSON stored in the `snapshot` column.
+    var snapshotJSON: String {
+        switch content {
+        case .json(_, let s): return s
+        case .item(let i):
+            let enc = JSONEncoder()
+            enc.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return String(decoding: (try? enc.encode(ItemSnapshot(i))) ?? Data("{}".utf8), as: UTF8.self)
+        }
+    }
+
+    /// The same stored content in another state.
+    func with(state: State, changedAt: Date, missingSince: Date?) -> StoredItem {
+        var copy = self
+        copy.state = state
+        copy.changedAt = changedAt
+        copy.missingSince = missingSince
+        return copy
+    }
+}
+
+/// The stored form of an item's content (the `snapshot` column).
+struct ItemSnapshot: Codable {
+    var kind: String
+    var title: String
+    var body: String
+    var url: String?
+    var severity: Severity
+    var data: JSONValue
+    var expiresAt: Date?
+
+    init(_ i: Item) {
+        kind = i.kind; title = i.title; body = i.body; url = i.url; severity = i.severity; data = i.data; expiresAt = i.expiresAt
+    }
+
+    func item(key: String, fingerprint: String) -> Item {
+        Item(key: key, kind: kind, title: title, body: body, url: url, severity: severity, data: data, expiresAt: expiresAt, fingerprint: fingerprint)
+    }
+}

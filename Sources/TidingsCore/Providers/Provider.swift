@@ -1,0 +1,132 @@
+import Foundation
+import Logging
+
+/// HTTP validators remembered between polls for conditional requests.
+public struct Validators: Sendable, Equatable, Codable {
+    public var etag: String?
+    public var lastModified: String?
+    public init(etag: String? = nil, lastModified: String? = nil) {
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    /// Reads `ETag` / `Last-Modified` from a response.
+    public init(from response: HTTPResponse) {
+        self.init(etag: response.header("etag"), lastModified: response.header("last-modified"))
+    }
+
+    /// `If-None-Match` / `If-Modified-Since` headers for the next request.
+    public var requestHeaders: [(String, String)] {
+        var h: [(String, String)] = []
+        if let etag { h.append(("If-None-Match", etag)) }
+        if let lastModified { h.append(("If-Modified-Since", lastModified)) }
+        return h
+    }
+}
+
+/// What one poll saw.
+public enum PollResult: Sendable {
+    /// The complete current set of items (the core de-duplicates it against state).
+    case snapshot([Item], validators: Validators = Validators())
+    /// The server said nothing changed (HTTP 304): a successful poll with no change.
+    case notModified
+}
+
+/// Everything a provider may use during a poll. Providers never touch state.
+public struct PollContext: Sendable {
+    public var source: String
+    public var http: any HTTPClient
+    /// Validators from the previous successful poll.
+    public var validators: Validators
+    /// Deadline for the whole poll, seconds.
+    public var timeout: TimeInterval
+    /// Largest response body accepted.
+    public var maxBody: Int
+    public var logger: Logger
+    public var now: Date
+
+    public init(
+        source: String, http: any HTTPClient, validators: Validators = Validators(), timeout: TimeInterval = 30,
+        maxBody: Int = 10 << 20, logger: Logger, now: Date = Date()
+    ) {
+        self.source = source
+        self.http = http
+        self.validators = validators
+        self.timeout = timeout
+        self.maxBody = maxBody
+        self.logger = logger
+        self.now = now
+    }
+
+    /// Sends a request with this poll's timeout and body limit.
+    public func send(_ method: String = "GET", _ url: URL, headers: [(String, String)] = [], body: Data? = nil) async throws -> HTTPResponse {
+        do {
+            return try await http.send(HTTPRequest(method: method, url: url, headers: headers, body: body, timeout: timeout, maxBody: maxBody))
+        } catch let e as HTTPClientError {
+            throw PollError(.transient, e.description)
+        }
+    }
+}
+
+/// A provider knows one remote system: it fetches the current items. It never decides what is new.
+public protocol Provider: Sendable {
+    /// Host this provider talks to, for `max_per_host` (nil for local work such as exec).
+    var host: String? { get }
+    /// Runs before the first poll after start or reload (e.g. a credential check).
+    func prepare(_ context: PollContext) async throws
+    /// Fetches the current items.
+    func poll(_ context: PollContext) async throws -> PollResult
+}
+
+extension Provider {
+    public var host: String? { nil }
+    public func prepare(_ context: PollContext) async throws {}
+}
+
+/// Why a poll failed, in the terms the scheduler acts on.
+public struct PollError: Error, CustomStringConvertible, Sendable {
+    public enum Category: String, Sendable {
+        /// Credentials rejected: do not retry until the config changes.
+        case auth
+        /// 429 / 503: wait at least `retryAfter`.
+        case rateLimited
+        /// Network trouble, 5xx, timeouts, malformed bodies: retry with backoff.
+        case transient
+    }
+
+    public var category: Category
+    public var message: String
+    public var retryAfter: TimeInterval?
+
+    public init(_ category: Category, _ message: String, retryAfter: TimeInterval? = nil) {
+        self.category = category
+        self.message = Redactor.shared.scrub(message)
+        self.retryAfter = retryAfter
+    }
+
+    public var description: String { message }
+
+    /// The usual mapping of an unsuccessful HTTP response.
+    /// - Parameter detail: what the body says (providers extract their API's error fields).
+    public static func http(_ response: HTTPResponse, detail: String? = nil) -> PollError {
+        let reason = "HTTP \(response.status)" + (detail.map { ": \($0)" } ?? "")
+        switch response.status {
+        case 401, 403: return PollError(.auth, reason)
+        case 429, 503: return PollError(.rateLimited, reason, retryAfter: response.retryAfter)
+        default: return PollError(.transient, reason, retryAfter: response.retryAfter)
+        }
+    }
+
+    /// A short, printable excerpt of a response body for error messages.
+    public static func excerpt(_ body: Data, limit: Int = 200) -> String {
+        let text = String(decoding: body.prefix(limit * 4), as: UTF8.self)
+            .replacingOccurrences(of: "\n", with: " ").trimmingCharacters(in: .whitespaces)
+        return text.count > limit ? String(text.prefix(limit)) + "…" : text
+    }
+}
+
+/// Lets a provider word the events the core derived from its items
+/// (e.g. "gross 500.00 → 625.00 DKK", "resolved after 12m"). It cannot change what is new.
+public protocol EventDescriber: Sendable {
+    func describe(_ event: inout Event, change: Deduplicator.Change, firstSeen: Date)
+}

@@ -1,0 +1,102 @@
+import Foundation
+import GRDB
+import Logging
+
+/// The one SQLite file: items, source status, events and the outbox (WAL, migrations).
+///
+/// All writes that belong to one poll happen in one transaction (see ``PollRecorder``).
+public final class StateStore: Sendable {
+    public let path: String
+    public let db: DatabasePool
+
+    /// Opens (or creates) `DIR/tidings.sqlite`. A file that is not a readable SQLite
+    /// database is moved aside (`tidings.sqlite.corrupt-TIMESTAMP`) and a fresh one started,
+    /// whose first polls are baselines.
+    public static func open(directory: String, logger: Logger) throws -> StateStore {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let path = "\(directory)/tidings.sqlite"
+        do {
+            return try StateStore(path: path)
+        } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
+            let aside = "\(path).corrupt-\(Int(Date().timeIntervalSince1970))"
+            logger.error("state database \(path) is unreadable (\(error.message ?? "\(error.resultCode)")); moved it to \(aside) and started a fresh one: the next poll of every source is a silent baseline")
+            for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+                try? FileManager.default.moveItem(atPath: path + suffix, toPath: aside + suffix)
+            }
+            return try StateStore(path: path)
+        }
+    }
+
+    public init(path: String) throws {
+        self.path = path
+        var config = Configuration()
+        config.busyMode = .timeout(10)
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        db = try DatabasePool(path: path, configuration: config)
+        try Self.migrator.migrate(db)
+        // Touch the schema so a corrupt file fails here, not mid-poll.
+        _ = try db.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM sqlite_master") }
+    }
+
+    static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE source_state(
+                  source TEXT PRIMARY KEY,
+                  provider TEXT NOT NULL,
+                  etag TEXT,
+                  last_modified TEXT,
+                  baseline_at DOUBLE,
+                  last_poll DOUBLE,
+                  last_success DOUBLE,
+                  last_error TEXT,
+                  last_error_at DOUBLE,
+                  failures INTEGER NOT NULL DEFAULT 0,
+                  error_reported INTEGER NOT NULL DEFAULT 0,
+                  auth_failed_hash TEXT,
+                  next_due DOUBLE
+                );
+                CREATE TABLE item(
+                  source TEXT NOT NULL,
+                  key TEXT NOT NULL,
+                  kind TEXT NOT NULL,
+                  fingerprint TEXT NOT NULL,
+                  state TEXT NOT NULL,
+                  first_seen DOUBLE NOT NULL,
+                  changed_at DOUBLE NOT NULL,
+                  missing_since DOUBLE,
+                  snapshot TEXT NOT NULL,
+                  PRIMARY KEY(source, key)
+                ) WITHOUT ROWID;
+                CREATE TABLE event(
+                  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                  id TEXT NOT NULL UNIQUE,
+                  source TEXT NOT NULL,
+                  kind TEXT NOT NULL,
+                  type TEXT NOT NULL,
+                  key TEXT NOT NULL,
+                  observed_at DOUBLE NOT NULL,
+                  payload TEXT NOT NULL
+                );
+                CREATE INDEX event_by_source ON event(source, seq);
+                CREATE INDEX event_by_time ON event(observed_at);
+                CREATE TABLE delivery(
+                  id INTEGER PRIMARY KEY AUTOINCREMENT,
+                  event_seq INTEGER NOT NULL REFERENCES event(seq) ON DELETE CASCADE,
+                  sink TEXT NOT NULL,
+                  batch TEXT NOT NULL,
+                  status TEXT NOT NULL,
+                  attempts INTEGER NOT NULL DEFAULT 0,
+                  next_attempt DOUBLE NOT NULL,
+                  created_at DOUBLE NOT NULL,
+                  last_error TEXT
+                );
+                CREATE INDEX delivery_by_sink ON delivery(sink, status, id);
+                """)
+        }
+        return m
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// Logging setup: one line per message on stderr, secrets scrubbed.
+public enum Log {
+    public static func logger(_ label: String) -> Logger { Logger(label: label) }
+
+    private static let bootstrapped = Mutex(false)
+
+    /// Installs ``StderrLogHandler`` once per process.
+    public static func bootstrap(level: Logger.Level) {
+        let first = bootstrapped.withLock { done -> Bool in
+            defer { done = true }
+            return !done
+        }
+        guard first else { return }
+        LoggingSystem.bootstrap { label in
+            var h = StderrLogHandler(label: label)
+            h.logLevel = level
+            return h
+        }
+    }
+}
+
+/// `2026-11-22T10:00:00Z warning [source=foo] poll failed: …` on stderr.
+public struct StderrLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level = .info
+    let label: String
+
+    public init(label: String) { self.label = label }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(
+        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
+        file: String, function: String, line: UInt
+    ) {
+        var all = metadata
+        explicit?.forEach { all[$0] = $1 }
+        let meta = all.isEmpty ? "" : " " + all.sorted { $0.key < $1.key }.map { "\($0)=\($1)" }.joined(separator: " ")
+        let text = "\(Timestamp.format(Date())) \(level)\(meta) \(message)\n"
+        FileHandle.standardError.write(Data(Redactor.shared.scrub(text).utf8))
+    }
+}
