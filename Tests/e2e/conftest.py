@@ -1,0 +1,124 @@
+"""Shared fixtures for the end-to-end suite: they run the real `tidings` binary.
+
+- `tidings`: a `Tidings` runner bound to a fresh config dir, plugins.d and state dir.
+- The binary is `$TIDINGS_BIN`, else `.build/debug/tidings` (built by `make test`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def binary() -> str:
+    b = os.environ.get("TIDINGS_BIN") or str(ROOT / ".build" / "debug" / "tidings")
+    if not os.path.exists(b):
+        pytest.exit(f"tidings binary not found at {b}: run `swift build` or `make test`", returncode=3)
+    return b
+
+
+class Result:
+    def __init__(self, proc: subprocess.CompletedProcess):
+        self.code = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+
+    @property
+    def events(self):
+        """stdout parsed as JSON lines (for --json runs)."""
+        return [json.loads(l) for l in self.stdout.splitlines() if l.strip()]
+
+    def __repr__(self):
+        return f"<exit {self.code}\nstdout:\n{self.stdout}\nstderr:\n{self.stderr}>"
+
+
+class Tidings:
+    """A config directory plus helpers to write config and run the binary against it."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.etc = root / "etc"
+        self.plugins = self.etc / "plugins.d"
+        self.state = root / "state"
+        self.plugins.mkdir(parents=True)
+        self.config = self.etc / "tidings.toml"
+        self.write_config("")
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
+        self.env["NO_COLOR"] = "1"
+        self.daemons = []
+
+    # config -----------------------------------------------------------------
+    def write_config(self, text: str, mode: int = 0o600):
+        self.config.write_text(textwrap.dedent(text))
+        os.chmod(self.config, mode)
+
+    def write_plugin(self, name: str, text: str, mode: int = 0o600):
+        p = self.plugins / name
+        p.write_text(textwrap.dedent(text))
+        os.chmod(p, mode)
+        return p
+
+    def write_secret(self, name: str, value: str) -> Path:
+        p = self.root / "secrets" / name
+        p.parent.mkdir(exist_ok=True)
+        p.write_text(value + "\n")
+        os.chmod(p, 0o600)
+        return p
+
+    # running ----------------------------------------------------------------
+    def args(self, *args):
+        return [binary(), *args, "--config", str(self.config), "--state-dir", str(self.state)]
+
+    def run(self, *args, timeout=60, env=None, input=None) -> Result:
+        proc = subprocess.run(self.args(*args), capture_output=True, text=True, timeout=timeout,
+                              env={**self.env, **(env or {})}, input=input)
+        return Result(proc)
+
+    def check(self, *args, **kw) -> Result:
+        return self.run("check", "--json", *args, **kw)
+
+    def start_daemon(self, *extra, env=None, log=None):
+        log = log or (self.root / f"daemon-{len(self.daemons)}.log")
+        f = open(log, "w")
+        p = subprocess.Popen(self.args("run", *extra), stdout=f, stderr=subprocess.STDOUT,
+                             env={**self.env, **(env or {})}, start_new_session=True)
+        p.log_path = log
+        self.daemons.append(p)
+        return p
+
+    def stop_all(self):
+        for p in self.daemons:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                p.wait(timeout=10)
+
+
+def wait_for(predicate, timeout=20.0, interval=0.1, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def read_log(p) -> str:
+    return Path(p.log_path).read_text(errors="replace")
+
+
+@pytest.fixture
+def tidings(tmp_path):
+    t = Tidings(tmp_path)
+    yield t
+    t.stop_all()
