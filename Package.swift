@@ -33,11 +33,18 @@ let package = Package(
             name: "TidingsProviders",
             dependencies: ["TidingsCore", .product(name: "Logging", package: "swift-log")]
         ),
+        /// libnotify (desktop notifications over D-Bus), via pkg-config.
+        .systemLibrary(
+            name: "CLibnotify",
+            pkgConfig: "libnotify",
+            providers: [.apt(["libnotify-dev"])]
+        ),
         /// One file per delivery channel.
         .target(
             name: "TidingsSinks",
             dependencies: [
                 "TidingsCore",
+                "CLibnotify",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
