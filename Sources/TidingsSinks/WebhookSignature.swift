@@ -1,0 +1,32 @@
+import Crypto
+import Foundation
+
+/// Standard Webhooks signing (https://www.standardwebhooks.com): the `webhook-signature`
+/// header is `v1,` + base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}")).
+public struct WebhookSignature: Sendable {
+    public enum Error: Swift.Error, CustomStringConvertible {
+        case invalidSecret
+        public var description: String {
+            "the webhook secret must be 'whsec_' followed by base64 (as Standard Webhooks receivers expect)"
+        }
+    }
+
+    private let key: Data
+
+    /// A secret written `whsec_` + base64 of random bytes; the key is the decoded bytes.
+    /// The `whsec_` prefix is optional on input, the base64 is not.
+    public init(secret: String) throws {
+        var encoded = secret.trimmingCharacters(in: .whitespacesAndNewlines)
+        if encoded.hasPrefix("whsec_") { encoded.removeFirst("whsec_".count) }
+        guard let bytes = Data(base64Encoded: encoded), !bytes.isEmpty else { throw Error.invalidSecret }
+        key = bytes
+    }
+
+    /// The `webhook-signature` header value for one message.
+    public func sign(id: String, timestamp: Int, body: Data) -> String {
+        var message = Data("\(id).\(timestamp).".utf8)
+        message.append(body)
+        let mac = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: key))
+        return "v1," + Data(mac).base64EncodedString()
+    }
+}

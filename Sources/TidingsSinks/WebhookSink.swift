@@ -1,0 +1,130 @@
+import Crypto
+import Foundation
+import Logging
+import TidingsCore
+
+/// `type = "webhook"`: POSTs the event JSON (DESIGN §4) to `url`, signed per Standard Webhooks
+/// when a `secret` is set.
+///
+/// Options: `url` (required, http or https), `headers` (table of extra headers), `batch`
+/// (false: one POST per event; true: one JSON array per poll), `secret` / `secret_file` /
+/// `secret_env` (`whsec_…`), `timeout` (default "15s").
+///
+/// Delivery outcome, for the outbox: 2xx delivered; network error, timeout, 408, 429 and 5xx
+/// retryable (honouring `Retry-After`); 410 gone (the sink is disabled until reload); any
+/// other status permanent (dead letter).
+public struct WebhookSink: Sink {
+    public var url: URL
+    public var headers: [(String, String)]
+    public var batch: Bool
+    public var signature: WebhookSignature?
+    public var timeout: TimeInterval
+    public var client: any HTTPClient
+    /// The clock for `webhook-timestamp` (tests pin it).
+    public var now: @Sendable () -> Date
+
+    public init(
+        url: URL, headers: [(String, String)] = [], batch: Bool = false, signature: WebhookSignature? = nil,
+        timeout: TimeInterval = 15, client: any HTTPClient, now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.url = url
+        self.headers = headers
+        self.batch = batch
+        self.signature = signature
+        self.timeout = timeout
+        self.client = client
+        self.now = now
+    }
+
+    public var acceptsBatches: Bool { batch }
+
+    /// The factory the config loader uses.
+    public static let factory = SinkFactory(type: "webhook", summary: "POST events as JSON, signed per Standard Webhooks") { o, _ in
+        let raw = try o.requiredString("url")
+        guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil else {
+            throw o.error("url", "\(o.what): 'url' must be an http:// or https:// URL, not \"\(raw)\"")
+        }
+        var signature: WebhookSignature?
+        if let secret = try o.secret("secret", required: false) {
+            do { signature = try WebhookSignature(secret: secret.value) } catch {
+                throw o.error(o.has("secret") ? "secret" : o.has("secret_file") ? "secret_file" : "secret_env", "\(o.what): \(error)")
+            }
+        }
+        return WebhookSink(
+            url: url, headers: try o.stringTable("headers") ?? [], batch: try o.bool("batch") ?? false,
+            signature: signature, timeout: try o.duration("timeout", minimum: 1) ?? 15, client: URLSessionHTTPClient())
+    }
+
+    public func deliver(_ events: [Event]) async throws {
+        guard !events.isEmpty else { return }
+        if batch {
+            try await post(id: Self.messageID(for: events), body: Self.body(events, asArray: true))
+        } else {
+            for e in events { try await post(id: e.id, body: Self.body([e], asArray: false)) }
+        }
+    }
+
+    /// The `webhook-id`: the event id, or for a batch of several a digest of their ids, so it is
+    /// the same on every retry of the same batch.
+    public static func messageID(for events: [Event]) -> String {
+        if events.count == 1 { return events[0].id }
+        let digest = SHA256.hash(data: Data(events.map(\.id).joined(separator: ",").utf8))
+        return "batch_" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// The request body: one event object, or a JSON array of them.
+    public static func body(_ events: [Event], asArray: Bool) -> Data {
+        asArray ? Data(("[" + events.map { $0.jsonLine() }.joined(separator: ",") + "]").utf8) : Data(events[0].jsonLine().utf8)
+    }
+
+    /// The request this sink sends for one message (without network I/O; tests inspect it).
+    public func request(id: String, body: Data) -> HTTPRequest {
+        let timestamp = Int(now().timeIntervalSince1970)
+        var h = headers.filter { !["content-type", "webhook-id", "webhook-timestamp", "webhook-signature"].contains($0.0.lowercased()) }
+        h.append(("Content-Type", "application/json"))
+        h.append(("webhook-id", id))
+        h.append(("webhook-timestamp", String(timestamp)))
+        if let signature { h.append(("webhook-signature", signature.sign(id: id, timestamp: timestamp, body: body))) }
+        return HTTPRequest(method: "POST", url: url, headers: h, body: body, timeout: timeout, maxBody: 1 << 20)
+    }
+
+    func post(id: String, body: Data) async throws {
+        let response: HTTPResponse
+        do {
+            response = try await client.send(request(id: id, body: body))
+        } catch let e as HTTPClientError {
+            throw DeliveryError(.retryable, "POST \(Self.display(url)): \(e)")
+        } catch is CancellationError {
+            throw DeliveryError(.retryable, "POST \(Self.display(url)): cancelled")
+        } catch {
+            throw DeliveryError(.retryable, "POST \(Self.display(url)): \(error)")
+        }
+        if let failure = Self.classify(response, url: url) { throw failure }
+    }
+
+    /// Maps a response to the outbox's terms; nil means delivered.
+    public static func classify(_ r: HTTPResponse, url: URL) -> DeliveryError? {
+        let what = "POST \(display(url)): HTTP \(r.status)" + snippet(r.body)
+        switch r.status {
+        case 200..<300: return nil
+        case 408, 429, 500...599: return DeliveryError(.retryable, what, retryAfter: r.retryAfter)
+        case 410: return DeliveryError(.gone, what + " (the receiver says this endpoint is gone)")
+        default: return DeliveryError(.permanent, what)
+        }
+    }
+
+    /// The URL without user info or query (either may carry a token).
+    static func display(_ url: URL) -> String {
+        var c = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        c?.user = nil
+        c?.password = nil
+        c?.query = nil
+        return c?.string ?? "webhook"
+    }
+
+    static func snippet(_ body: Data) -> String {
+        let text = String(decoding: body.prefix(200), as: UTF8.self)
+            .components(separatedBy: .newlines).joined(separator: " ").trimmingCharacters(in: .whitespaces)
+        return text.isEmpty ? "" : ": \(text)"
+    }
+}
