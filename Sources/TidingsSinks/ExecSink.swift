@@ -1,0 +1,75 @@
+import Foundation
+import Logging
+import TidingsCore
+
+/// `type = "exec"`: runs `command` (an array; relative paths resolve against the config file's
+/// directory, bare names against `$PATH`) once per event.
+///
+/// The event JSON (DESIGN §4) plus a newline is on stdin; the environment also carries
+/// `TIDINGS_TITLE`, `TIDINGS_BODY`, `TIDINGS_URL` (empty when absent), `TIDINGS_SEVERITY`,
+/// `TIDINGS_SOURCE`, `TIDINGS_EVENT` (new, changed, removed, error, recovered),
+/// `TIDINGS_KIND`, `TIDINGS_KEY` and `TIDINGS_EVENT_ID`. stdout is discarded.
+///
+/// Exit 0 is a delivery; a non-zero exit, a signal or overrunning `timeout` (default "30s",
+/// the command's process group is killed) is a retryable failure whose message carries the
+/// last line of stderr.
+public struct ExecSink: Sink {
+    public var command: [String]
+    public var timeout: TimeInterval
+
+    public init(command: [String], timeout: TimeInterval = 30) {
+        self.command = command
+        self.timeout = timeout
+    }
+
+    /// The factory the config loader uses.
+    public static let factory = SinkFactory(type: "exec", summary: "run a command per event, event JSON on stdin") { o, _ in
+        guard var command = try o.stringList("command"), let program = command.first, !program.isEmpty else {
+            throw o.error(o.has("command") ? "command" : nil, "\(o.what): 'command' must be a non-empty list, e.g. [\"/usr/local/bin/notify\", \"--quiet\"]")
+        }
+        if program.contains("/") || program.hasPrefix("~") { command[0] = o.resolvePath(program) }
+        guard ChildProcess.resolve(command[0], environment: ProcessInfo.processInfo.environment) != nil else {
+            throw o.error("command", "\(o.what): '\(command[0])' is not an executable file" + (program.contains("/") ? "" : " in $PATH"))
+        }
+        return ExecSink(command: command, timeout: try o.duration("timeout", minimum: 0.1) ?? 30)
+    }
+
+    /// The environment a command sees for one event: the daemon's, plus the `TIDINGS_*` variables.
+    public static func environment(for e: Event, base: [String: String] = ProcessInfo.processInfo.environment) -> [String: String] {
+        var env = base
+        env["TIDINGS_TITLE"] = e.title
+        env["TIDINGS_BODY"] = e.body
+        env["TIDINGS_URL"] = e.url ?? ""
+        env["TIDINGS_SEVERITY"] = e.severity.rawValue
+        env["TIDINGS_SOURCE"] = e.source
+        env["TIDINGS_EVENT"] = e.event.rawValue
+        env["TIDINGS_KIND"] = e.kind
+        env["TIDINGS_KEY"] = e.key
+        env["TIDINGS_EVENT_ID"] = e.id
+        // NUL cannot cross execve; drop it rather than fail the delivery.
+        return env.mapValues { $0.replacingOccurrences(of: "\0", with: "") }
+    }
+
+    public func deliver(_ events: [Event]) async throws {
+        for e in events { try await run(e) }
+    }
+
+    func run(_ e: Event) async throws {
+        let name = (command[0] as NSString).lastPathComponent
+        let outcome: ChildProcess.Outcome
+        do {
+            outcome = try await ChildProcess.run(
+                command, environment: Self.environment(for: e), stdin: Data((e.jsonLine() + "\n").utf8),
+                timeout: timeout)
+        } catch {
+            throw DeliveryError(.retryable, "\(error)")
+        }
+        let reason = outcome.stderr.split(whereSeparator: \.isNewline).last.map { ": \($0)" } ?? ""
+        switch outcome.status {
+        case .exited(0): return
+        case .exited(let code): throw DeliveryError(.retryable, "\(name) exited with status \(code)\(reason)")
+        case .signaled(let sig): throw DeliveryError(.retryable, "\(name) was killed by signal \(sig)\(reason)")
+        case .timedOut: throw DeliveryError(.retryable, "\(name) timed out after \(DurationParser.format(timeout)) and was killed\(reason)")
+        }
+    }
+}
