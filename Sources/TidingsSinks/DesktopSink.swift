@@ -1,0 +1,89 @@
+import Foundation
+import Logging
+import Synchronization
+import TidingsCore
+
+/// `type = "desktop"`: freedesktop notifications through libnotify on the session bus.
+///
+/// Options: `timeout` (how long to wait for the notification server, default "10s"),
+/// `expire_timeout` ("default", "never" or a duration; default "default"),
+/// `expire_timeouts` (per kind, e.g. `{ alert = "30s" }`; `notice` defaults to "never";
+/// critical events never expire), `info_urgency` ("normal" or "low"), `max_per_poll`
+/// (default 5: more events from one poll of one source become one summary), `icon`,
+/// `desktop_entry` (default "tidings").
+///
+/// The bus is found from `DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus` (which is
+/// where a systemd *user* unit finds it). Without a bus or a notification server, deliveries
+/// fail as retryable ("desktop notifications unavailable: …", logged once per outage) and stay
+/// in the outbox.
+public final class DesktopSink: Sink {
+    public let style: DesktopStyle
+    public let timeout: TimeInterval
+    private let logger: Logger
+    private let thread: GLibThread
+    private let client: Libnotify
+    /// nil until the first attempt; false during an outage (so it is reported once).
+    private let available = Mutex<Bool?>(nil)
+
+    public init(style: DesktopStyle, timeout: TimeInterval = 10, logger: Logger) {
+        self.style = style
+        self.timeout = timeout
+        self.logger = logger
+        thread = GLibThread(name: "tidings-desktop")
+        client = Libnotify(appName: "tidings")
+    }
+
+    public var acceptsBatches: Bool { true }
+
+    /// The factory the config loader uses.
+    public static let factory = SinkFactory(type: "desktop", summary: "desktop notifications (libnotify, session D-Bus)") { o, setup in
+        var style = DesktopStyle()
+        func expiry(_ r: OptionReader, _ key: String) throws -> DesktopExpiry? {
+            guard let text = try r.string(key) else { return nil }
+            do { return try DesktopExpiry(parsing: text) } catch {
+                throw r.error(key, "\(r.what): '\(key)' must be \"default\", \"never\" or a duration like \"10s\", not \"\(text)\"")
+            }
+        }
+        if let e = try expiry(o, "expire_timeout") { style.expiry = e }
+        if let kinds = try o.subtable("expire_timeouts") {
+            for kind in kinds.table.keys { style.expiryByKind[kind] = try expiry(kinds, kind) }
+        }
+        if let u = try o.string("info_urgency") {
+            guard let urgency = DesktopUrgency(rawValue: u), urgency != .critical else {
+                throw o.error("info_urgency", "\(o.what): 'info_urgency' must be \"normal\" or \"low\", not \"\(u)\"")
+            }
+            style.infoUrgency = urgency
+        }
+        if let m = try o.int("max_per_poll", range: 1...1000) { style.maxPerPoll = m }
+        style.icon = try o.string("icon")
+        if let d = try o.string("desktop_entry") { style.desktopEntry = d }
+        return DesktopSink(style: style, timeout: try o.duration("timeout", minimum: 0.1) ?? 10, logger: setup.logger)
+    }
+
+    public func deliver(_ events: [Event]) async throws {
+        guard !events.isEmpty else { return }
+        let (style, client) = (self.style, self.client)
+        do {
+            try await thread.perform(timeout: timeout) {
+                var s = style
+                s.bodyMarkup = try client.connect()
+                for n in s.notifications(for: events) { try client.show(n) }
+            }
+        } catch {
+            let message = "desktop notifications unavailable: \(error)"
+            if available.withLock({ old in defer { old = false }; return old != false }) {
+                logger.warning("\(message); deliveries stay in the outbox and are retried")
+            }
+            throw DeliveryError(.retryable, message)
+        }
+        if available.withLock({ old in defer { old = true }; return old == false }) {
+            logger.notice("desktop notifications available again")
+        }
+    }
+
+    public func shutdown() async {
+        let client = self.client
+        _ = try? await thread.perform(timeout: 2) { client.reset() }
+        thread.stop()
+    }
+}

@@ -1,0 +1,154 @@
+import Foundation
+import TidingsCore
+
+/// Notification urgency (freedesktop `urgency` hint).
+public enum DesktopUrgency: String, Sendable, Equatable {
+    case low, normal, critical
+}
+
+/// When a notification closes by itself.
+public enum DesktopExpiry: Sendable, Equatable {
+    /// The notification server decides (`expire_timeout = -1`).
+    case serverDefault
+    /// Stays until the user dismisses it (`expire_timeout = 0`).
+    case never
+    case after(TimeInterval)
+
+    /// `"default"`, `"never"` or a duration (`"10s"`).
+    public init(parsing text: String) throws {
+        switch text.lowercased() {
+        case "default": self = .serverDefault
+        case "never", "0", "0s": self = .never
+        default: self = .after(try DurationParser.seconds(text))
+        }
+    }
+
+    /// The D-Bus `expire_timeout` in milliseconds.
+    public var milliseconds: Int32 {
+        switch self {
+        case .serverDefault: return -1
+        case .never: return 0
+        case .after(let s): return Int32(clamping: max(1, Int((s * 1000).rounded())))
+        }
+    }
+}
+
+/// One notification exactly as the desktop sink will send it.
+public struct DesktopNotification: Sendable, Equatable {
+    public var summary: String
+    /// Markup-escaped (see ``DesktopStyle/escape(_:)``) unless the server lacks `body-markup`.
+    public var body: String
+    public var icon: String
+    public var urgency: DesktopUrgency
+    public var expiry: DesktopExpiry
+    public var category: String
+    public var desktopEntry: String
+    /// Opened with `xdg-open` by the "Open" action (http and https only).
+    public var openURL: String?
+}
+
+/// How events become notifications: urgency, expiry, icons, markup escaping and burst
+/// summarising. Pure; the desktop sink feeds its output to libnotify.
+public struct DesktopStyle: Sendable, Equatable {
+    /// Urgency for `info` events: `normal` (default) or `low`.
+    public var infoUrgency: DesktopUrgency = .normal
+    /// Expiry for kinds without their own; `critical` events never expire regardless.
+    public var expiry: DesktopExpiry = .serverDefault
+    /// Per-kind expiry; notices stay until dismissed unless configured otherwise.
+    public var expiryByKind: [String: DesktopExpiry] = ["notice": .never]
+    /// More events than this from one poll of one source become one summary notification.
+    public var maxPerPoll = 5
+    /// Overrides the severity icons (`dialog-information`, `dialog-warning`, `dialog-error`).
+    public var icon: String?
+    public var desktopEntry = "tidings"
+    /// Whether the server renders body markup (then the body must be escaped).
+    public var bodyMarkup = true
+
+    public init() {}
+
+    /// Escapes `&`, `<` and `>` so remote text cannot inject notification markup.
+    public static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.count)
+        for ch in text {
+            switch ch {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            default: out.append(ch)
+            }
+        }
+        return out
+    }
+
+    public func urgency(_ s: Severity) -> DesktopUrgency {
+        switch s {
+        case .info: return infoUrgency
+        case .warning: return .normal
+        case .critical: return .critical
+        }
+    }
+
+    /// Critical never expires (desktops that honour urgency keep it anyway); then per kind; then the sink's.
+    public func expiry(kind: String?, severity: Severity) -> DesktopExpiry {
+        if severity == .critical { return .never }
+        if let kind, let e = expiryByKind[kind] { return e }
+        return expiry
+    }
+
+    func icon(_ s: Severity) -> String {
+        if let icon { return icon }
+        switch s {
+        case .info: return "dialog-information"
+        case .warning: return "dialog-warning"
+        case .critical: return "dialog-error"
+        }
+    }
+
+    func body(_ text: String) -> String { bodyMarkup ? Self.escape(text) : text }
+
+    static func openable(_ url: String?) -> String? {
+        guard let url, let scheme = URL(string: url)?.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return nil }
+        return url
+    }
+
+    /// The notifications for one poll's events: one each, except that a source with more than
+    /// ``maxPerPoll`` events gets one summary ("12 new messages from sportdate").
+    public func notifications(for events: [Event]) -> [DesktopNotification] {
+        var order: [String] = []
+        var bySource: [String: [Event]] = [:]
+        for e in events {
+            if bySource[e.source] == nil { order.append(e.source) }
+            bySource[e.source, default: []].append(e)
+        }
+        return order.flatMap { source -> [DesktopNotification] in
+            let group = bySource[source]!
+            return group.count > maxPerPoll ? [summary(of: group, source: source)] : group.map(single)
+        }
+    }
+
+    public func single(_ e: Event) -> DesktopNotification {
+        DesktopNotification(
+            summary: e.title, body: body(e.body), icon: icon(e.severity), urgency: urgency(e.severity),
+            expiry: expiry(kind: e.kind, severity: e.severity), category: "x-tidings.\(e.kind)",
+            desktopEntry: desktopEntry, openURL: Self.openable(e.url))
+    }
+
+    func summary(of events: [Event], source: String) -> DesktopNotification {
+        let kinds = Set(events.map(\.kind)), types = Set(events.map(\.event))
+        let severity = events.map(\.severity).max() ?? .info
+        let kind = kinds.count == 1 ? kinds.first! : nil
+        var title = "\(events.count) "
+        if let t = types.first, types.count == 1, [.new, .changed, .removed].contains(t) { title += "\(t.rawValue) " }
+        title += kind.map { $0.hasSuffix("s") ? $0 : $0 + "s" } ?? "events"
+        title += " from \(source)"
+        let shown = 5
+        var lines = events.prefix(shown).map { "• " + $0.title }
+        if events.count > shown { lines.append("…and \(events.count - shown) more") }
+        let urls = Set(events.map(\.url))
+        return DesktopNotification(
+            summary: title, body: body(lines.joined(separator: "\n")), icon: icon(severity), urgency: urgency(severity),
+            expiry: expiry(kind: kind, severity: severity), category: "x-tidings.\(kind ?? "summary")",
+            desktopEntry: desktopEntry, openURL: urls.count == 1 ? Self.openable(urls.first!) : nil)
+    }
+}
