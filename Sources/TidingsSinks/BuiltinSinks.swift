@@ -1,8 +1,10 @@
 import TidingsCore
 
-/// Every sink type shipped with tidings. The core knows none of them by name.
+/// Every sink type this build ships. The executable registers them; the core knows none by name.
 public enum BuiltinSinks {
     public static var all: [SinkFactory] {
-        [DesktopSink.factory, WebhookSink.factory, ExecSink.factory]
+        [StdoutSink.factory, DesktopSink.factory, WebhookSink.factory, ExecSink.factory]
     }
+
+    public static var registry: SinkRegistry { SinkRegistry(all) }
 }
