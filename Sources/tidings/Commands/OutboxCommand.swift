@@ -1,0 +1,82 @@
+import ArgumentParser
+import Foundation
+import TidingsCore
+
+struct OutboxCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "outbox",
+        abstract: "Show pending, retrying and dead deliveries per sink.",
+        discussion: "Dead deliveries were refused by their sink (e.g. HTTP 4xx) or retried for too long; `tidings outbox retry` requeues them.",
+        subcommands: [List.self, Retry.self],
+        defaultSubcommand: List.self)
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "Show the outbox (the default).")
+
+        @OptionGroup var common: CommonOptions
+
+        @Flag(help: "Print one JSON object per delivery (with the event).")
+        var json = false
+
+        func run() async throws {
+            let app = try App.load(common, logLevel: .warning)
+            let entries = try OutboxStore(store: app.openStore()).entries()
+            if json {
+                for e in entries { emit(e.json.jsonString()) }
+                return
+            }
+            if entries.isEmpty {
+                emit("outbox is empty")
+                return
+            }
+            let types = Dictionary(app.config.sinks.map { ($0.name, $0.type) }, uniquingKeysWith: { a, _ in a })
+            for (sink, rows) in Dictionary(grouping: entries, by: \.sink).sorted(by: { $0.key < $1.key }) {
+                let counts = [OutboxEntry.Status.pending, .retrying, .dead].compactMap { s -> String? in
+                    let n = rows.filter { $0.status == s }.count
+                    return n == 0 ? nil : "\(n) \(s.rawValue)"
+                }
+                emit("\(sink) (\(types[sink] ?? "not configured")): \(counts.joined(separator: ", "))")
+                for r in rows {
+                    var line = "  #\(r.id) \(r.status.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(r.event.source): \(r.event.title)"
+                    line += "  [event \(r.event.id), \(r.attempts) attempt\(r.attempts == 1 ? "" : "s")"
+                    if r.status == .retrying, let next = r.nextAttempt {
+                        let s = next.timeIntervalSinceNow
+                        line += s <= 0 ? ", due now" : ", next in \(DurationParser.format(s))"
+                    }
+                    line += "]"
+                    if let err = r.lastError { line += "\n      last error: \(err)" }
+                    emit(line)
+                }
+            }
+        }
+    }
+
+    struct Retry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "retry",
+            abstract: "Requeue dead deliveries: one (delivery number, or event id) or --all.",
+            discussion: "A running daemon picks them up within a minute; `tidings check --deliver` sends them at once.")
+
+        @OptionGroup var common: CommonOptions
+
+        @Argument(help: "A delivery number (#N in `tidings outbox`) or an event id.")
+        var id: String?
+
+        @Flag(help: "Requeue every dead delivery.")
+        var all = false
+
+        func validate() throws {
+            if (id == nil) == !all { throw ValidationError("give a delivery id or --all (not both)") }
+        }
+
+        func run() async throws {
+            let app = try App.load(common, logLevel: .warning)
+            let n = try OutboxStore(store: app.openStore()).requeueDead(all ? nil : id)
+            if n == 0 && !all {
+                complain("no dead delivery matches '\(id!)' (see `tidings outbox`)")
+                throw ExitCode(Exit.usage)
+            }
+            complain("requeued \(n) dead deliver\(n == 1 ? "y" : "ies")")
+        }
+    }
+}
