@@ -76,7 +76,7 @@ public final class OutboxWorker: Sendable {
                 await wake.wait(seconds: wait)
                 continue
             }
-            _ = await attempt(name, sink, rows)
+            await attempt(name, sink, rows)
         }
     }
 
@@ -89,16 +89,18 @@ public final class OutboxWorker: Sendable {
                 guard let rows = try? outbox.head(sink: name, batch: sink.acceptsBatches), let head = rows.first,
                       head.nextAttempt <= env.now().addingTimeInterval(0.5) else { break }
                 if let err = await attempt(name, sink, rows) {
-                    failures[name] = err
-                    break
+                    failures[name] = err.message
+                    // A dead letter does not hold up the rest of the queue; anything else does.
+                    if err.category != .permanent { break }
                 }
             }
         }
         return failures
     }
 
-    /// One delivery attempt. Returns the error text on failure.
-    private func attempt(_ name: String, _ sink: any Sink, _ rows: [Delivery]) async -> String? {
+    /// One delivery attempt. Returns the error on failure.
+    @discardableResult
+    private func attempt(_ name: String, _ sink: any Sink, _ rows: [Delivery]) async -> DeliveryError? {
         let ids = rows.map(\.id)
         let events = rows.map(\.event)
         let attempts = (rows.map(\.attempts).max() ?? 0) + 1
@@ -117,7 +119,7 @@ public final class OutboxWorker: Sendable {
         } catch {
             let de = (error as? DeliveryError) ?? DeliveryError(.retryable, "\(error)")
             record(de, name: name, rows: rows, attempts: attempts, log: log)
-            return de.message
+            return de
         }
     }
 

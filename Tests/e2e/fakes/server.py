@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -44,6 +45,7 @@ class FakeHandler(BaseHTTPRequestHandler):
                       {k.lower(): v for k, v in self.headers.items()}, body)
         with self.server.lock:
             self.server.requests.append(req)
+            self.server.request_times.append(time.monotonic())
         result = self.route(req)
         if result is None:  # the handler wrote the response itself (slow or broken replies)
             return
@@ -80,11 +82,13 @@ class FakeServer:
         srv.state      -> the dict the handler reads
     """
 
-    def __init__(self, handler, state=None):
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    def __init__(self, handler, state=None, port=0):
+        """`port`: 0 for a free one; a fixed port lets a test bring a receiver back where it was."""
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.httpd.daemon_threads = True
         self.httpd.state = state if state is not None else {}
         self.httpd.requests = []
+        self.httpd.request_times = []  # time.monotonic() of each request, same order
         self.httpd.lock = threading.Lock()
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -115,6 +119,11 @@ class FakeServer:
         return self.httpd.state
 
     @property
+    def request_times(self):
+        with self.httpd.lock:
+            return list(self.httpd.request_times)
+
+    @property
     def requests(self):
         with self.httpd.lock:
             return list(self.httpd.requests)
@@ -122,3 +131,4 @@ class FakeServer:
     def clear(self):
         with self.httpd.lock:
             self.httpd.requests.clear()
+            self.httpd.request_times.clear()
