@@ -12,7 +12,7 @@ import TidingsCore
 ///
 /// Exit 0 is a delivery; a non-zero exit, a signal or overrunning `timeout` (default "30s",
 /// the command's process group is killed) is a retryable failure whose message carries the
-/// last line of stderr.
+/// last line of stderr. Runs through the core's `ProcessRunner` (own process group).
 public struct ExecSink: Sink {
     public var command: [String]
     public var timeout: TimeInterval
@@ -28,7 +28,7 @@ public struct ExecSink: Sink {
             throw o.error(o.has("command") ? "command" : nil, "\(o.what): 'command' must be a non-empty list, e.g. [\"/usr/local/bin/notify\", \"--quiet\"]")
         }
         if program.contains("/") || program.hasPrefix("~") { command[0] = o.resolvePath(program) }
-        guard ChildProcess.resolve(command[0], environment: ProcessInfo.processInfo.environment) != nil else {
+        guard findExecutable(command[0]) != nil else {
             throw o.error("command", "\(o.what): '\(command[0])' is not an executable file" + (program.contains("/") ? "" : " in $PATH"))
         }
         return ExecSink(command: command, timeout: try o.duration("timeout", minimum: 0.1) ?? 30)
@@ -56,20 +56,25 @@ public struct ExecSink: Sink {
 
     func run(_ e: Event) async throws {
         let name = (command[0] as NSString).lastPathComponent
-        let outcome: ChildProcess.Outcome
+        let out: ProcessRunner.Output
         do {
-            outcome = try await ChildProcess.run(
+            out = try await ProcessRunner.run(
                 command, environment: Self.environment(for: e), stdin: Data((e.jsonLine() + "\n").utf8),
-                timeout: timeout)
+                timeout: timeout, maxOutput: 64 << 10)
         } catch {
             throw DeliveryError(.retryable, "\(error)")
         }
-        let reason = outcome.stderr.split(whereSeparator: \.isNewline).last.map { ": \($0)" } ?? ""
-        switch outcome.status {
-        case .exited(0): return
-        case .exited(let code): throw DeliveryError(.retryable, "\(name) exited with status \(code)\(reason)")
-        case .signaled(let sig): throw DeliveryError(.retryable, "\(name) was killed by signal \(sig)\(reason)")
-        case .timedOut: throw DeliveryError(.retryable, "\(name) timed out after \(DurationParser.format(timeout)) and was killed\(reason)")
-        }
+        let stderr = String(decoding: out.stderr, as: UTF8.self)
+        let reason = stderr.split(whereSeparator: \.isNewline).last.map { ": \($0)" } ?? ""
+        if out.timedOut { throw DeliveryError(.retryable, "\(name) timed out after \(DurationParser.format(timeout)) and was killed\(reason)") }
+        if out.signaled { throw DeliveryError(.retryable, "\(name) was killed by signal \(out.status)\(reason)") }
+        if out.status != 0 { throw DeliveryError(.retryable, "\(name) exited with status \(out.status)\(reason)") }
+    }
+
+    /// A path with a slash must be an executable file; a bare name is looked up in `$PATH`.
+    static func findExecutable(_ program: String) -> String? {
+        if program.contains("/") { return FilePermissions.isExecutableFile(program) ? program : nil }
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        return path.split(separator: ":").map { "\($0)/\(program)" }.first(where: FilePermissions.isExecutableFile)
     }
 }
