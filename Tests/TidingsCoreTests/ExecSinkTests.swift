@@ -32,6 +32,13 @@ final class ExecSinkTests: XCTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(start), 10)
     }
 
+    /// Writing a large event to a command that exits without reading stdin hits EPIPE; the
+    /// SIGPIPE must not kill this process (the daemon).
+    func testCommandThatIgnoresStdinIsADelivery() async throws {
+        let big = String(repeating: "x", count: 1 << 20)
+        try await ExecSink(command: ["/bin/true"]).deliver([event("1", body: big)])
+    }
+
     func testMissingCommand() async {
         await assertFails(ExecSink(command: ["/nonexistent/cmd"]), contains: "cannot run")
     }

@@ -26,6 +26,7 @@ public enum ProcessRunner {
         timeout: TimeInterval, maxOutput: Int = 10 << 20
     ) async throws -> Output {
         guard let exe = command.first else { throw LaunchError(description: "empty command") }
+        ignoreSIGPIPE()
         let p = Process()
         p.executableURL = URL(fileURLWithPath: resolve(exe, directory: directory, environment: environment))
         p.arguments = Array(command.dropFirst())
@@ -84,6 +85,11 @@ public enum ProcessRunner {
             }
         }
     }
+
+    /// A child that exits without reading its stdin makes our write fail with EPIPE; without
+    /// this, the default SIGPIPE action would kill the whole daemon instead.
+    private static func ignoreSIGPIPE() { _ = sigpipeIgnored }
+    private static let sigpipeIgnored: Bool = { signal(SIGPIPE, SIG_IGN); return true }()
 
     /// `./x` and `x/y` resolve against `directory`; a bare name is looked up in `PATH`.
     static func resolve(_ exe: String, directory: String?, environment: [String: String]?) -> String {
