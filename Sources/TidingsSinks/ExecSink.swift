@@ -8,7 +8,8 @@ import TidingsCore
 /// The event JSON (DESIGN §4) plus a newline is on stdin; the environment also carries
 /// `TIDINGS_TITLE`, `TIDINGS_BODY`, `TIDINGS_URL` (empty when absent), `TIDINGS_SEVERITY`,
 /// `TIDINGS_SOURCE`, `TIDINGS_EVENT` (new, changed, removed, error, recovered),
-/// `TIDINGS_KIND`, `TIDINGS_KEY` and `TIDINGS_EVENT_ID`. stdout is discarded.
+/// `TIDINGS_KIND`, `TIDINGS_KEY` and `TIDINGS_EVENT_ID` (title, body, URL and key cut at
+/// 32 KiB: Linux refuses longer variables). stdout is discarded.
 ///
 /// Exit 0 is a delivery; a non-zero exit, a signal or overrunning `timeout` (default "30s",
 /// the command's process group is killed) is a retryable failure whose message carries the
@@ -46,8 +47,29 @@ public struct ExecSink: Sink {
         env["TIDINGS_KIND"] = e.kind
         env["TIDINGS_KEY"] = e.key
         env["TIDINGS_EVENT_ID"] = e.id
-        // NUL cannot cross execve; drop it rather than fail the delivery.
-        return env.mapValues { $0.replacingOccurrences(of: "\0", with: "") }
+        // NUL cannot cross execve, and Linux refuses any single variable over 128 KiB (E2BIG):
+        // drop NULs and cut long values (stdin always carries the whole event).
+        for key in ["TIDINGS_TITLE", "TIDINGS_BODY", "TIDINGS_URL", "TIDINGS_KEY"] {
+            env[key] = env[key].map { Self.limited($0.replacingOccurrences(of: "\0", with: ""), bytes: maxVariableBytes) }
+        }
+        return env
+    }
+
+    /// The longest `TIDINGS_*` value passed in the environment, in UTF-8 bytes.
+    public static let maxVariableBytes = 32 << 10
+
+    /// `text` cut to at most `bytes` UTF-8 bytes, on a character boundary.
+    static func limited(_ text: String, bytes: Int) -> String {
+        guard text.utf8.count > bytes else { return text }
+        var out = ""
+        var used = 0
+        for ch in text {
+            let n = ch.utf8.count
+            if used + n > bytes { break }
+            out.append(ch)
+            used += n
+        }
+        return out
     }
 
     public func deliver(_ events: [Event]) async throws {

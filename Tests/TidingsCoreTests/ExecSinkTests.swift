@@ -33,10 +33,13 @@ final class ExecSinkTests: XCTestCase {
     }
 
     /// Writing a large event to a command that exits without reading stdin hits EPIPE; the
-    /// SIGPIPE must not kill this process (the daemon).
+    /// SIGPIPE must not kill this process (the daemon). The huge body also must not overflow
+    /// the environment (E2BIG).
     func testCommandThatIgnoresStdinIsADelivery() async throws {
-        let big = String(repeating: "x", count: 1 << 20)
+        let big = String(repeating: "ä", count: 1 << 19)
         try await ExecSink(command: ["/bin/true"]).deliver([event("1", body: big)])
+        let env = ExecSink.environment(for: event("1", body: big))
+        XCTAssertEqual(env["TIDINGS_BODY"]?.utf8.count, ExecSink.maxVariableBytes)
     }
 
     func testMissingCommand() async {
