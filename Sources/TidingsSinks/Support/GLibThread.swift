@@ -27,13 +27,23 @@ final class GLibThread: @unchecked Sendable {
         var jobs: [@Sendable () -> Void] = []
         var busySince: Date?
         var stopping = false
+        var started = false
     }
 
     private let context: OpaquePointer
+    private let name: String
     private let state = Mutex(State())
 
+    /// The thread starts on first use: loading a config (`tidings sources`) costs no thread.
     init(name: String) {
         context = g_main_context_new()
+        self.name = name
+    }
+
+    deinit { g_main_context_unref(context) }
+
+    private func startIfNeeded() {
+        guard state.withLock({ s in defer { s.started = true }; return !s.started && !s.stopping }) else { return }
         let thread = Thread { [self] in self.main() }
         thread.name = name
         thread.start()
@@ -63,6 +73,7 @@ final class GLibThread: @unchecked Sendable {
         if let since = state.withLock({ $0.busySince }), -since.timeIntervalSinceNow > timeout {
             throw Failure.stillBusy(-since.timeIntervalSinceNow)
         }
+        startIfNeeded()
         let resolved = Mutex(false)
         return try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, Error>) in
             @Sendable func finish(_ r: Result<T, Error>) {
