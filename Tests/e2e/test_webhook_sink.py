@@ -177,3 +177,19 @@ def test_receiver_down_daemon_killed_nothing_lost_delivered_once(tidings):
         assert sorted(srv.state["ids"]) == sorted(e["id"] for e in srv.state["accepted"])
         wait_for(lambda: outbox(tidings) == [], what="the outbox to empty")
         assert len(srv.requests) == 2, "each queued event once, no duplicates"
+
+
+def test_sinks_test_sends_a_signed_test_event_and_reports_failures(tidings):
+    with FakeServer(WebhookReceiver, state=receiver_state(SECRET, script=[200, 503, 410])) as srv:
+        webhook_config(tidings, srv.url)
+        r = tidings.run("sinks", "test", "hook")
+        assert r.code == 0, r
+        [event] = srv.state["accepted"]
+        assert event["kind"] == "test" and "test" in event["title"] and event["data"] == {"test": True}
+        assert verify(SECRET, srv.requests[0].headers, srv.requests[0].body) is None
+        r = tidings.run("sinks", "test", "hook")
+        assert r.code == 2 and "HTTP 503" in r.stderr and "would retry" in r.stderr, r
+        r = tidings.run("sinks", "test", "hook")
+        assert r.code == 2 and "HTTP 410" in r.stderr and "disable" in r.stderr, r
+        assert tidings.run("sinks", "test", "nope").code == 64
+        assert tidings.run("outbox", "--json").events == [], "a test event never enters the outbox"

@@ -26,7 +26,7 @@ struct SinksCommand: AsyncParsableCommand {
             }
             let event = Event(
                 source: "tidings", provider: "tidings", kind: "test", event: .new, key: "test",
-                title: "tidings test event", body: "If you can read this, the sink '\(name)' works.",
+                title: "tidings test event (sink \(name))", body: "If you can read this, the sink '\(name)' works.",
                 url: nil, severity: .info, observedAt: Date(), data: ["test": true])
             do {
                 try await sink.instance.deliver([event])
@@ -34,7 +34,15 @@ struct SinksCommand: AsyncParsableCommand {
                 complain("sink \(name) (\(sink.type)): test event \(event.id) delivered")
             } catch {
                 await sink.instance.shutdown()
-                complain("sink \(name) (\(sink.type)) failed: \(error)")
+                var what = ""
+                if let de = error as? DeliveryError {
+                    switch de.category {
+                    case .retryable: what = " (the daemon would retry this delivery)"
+                    case .permanent: what = " (the daemon would not retry: a dead letter)"
+                    case .gone: what = " (the daemon would disable this sink until reload)"
+                    }
+                }
+                complain("sink \(name) (\(sink.type)) failed: \(error)\(what)")
                 throw ExitCode(Exit.failure)
             }
         }
