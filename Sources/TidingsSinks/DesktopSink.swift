@@ -20,8 +20,13 @@ public final class DesktopSink: Sink {
     public let style: DesktopStyle
     public let timeout: TimeInterval
     private let logger: Logger
-    private let thread: GLibThread
-    private let client: Libnotify
+    /// libnotify is process-global and not thread-safe: every desktop sink (several may be
+    /// configured, and a reload makes new ones) shares one thread and one client, which live
+    /// as long as the process, so "Open" actions keep working across reloads.
+    private static let thread = GLibThread(name: "tidings-desktop")
+    private static let client = Libnotify(appName: "tidings")
+    private var thread: GLibThread { Self.thread }
+    private var client: Libnotify { Self.client }
     /// nil until the first attempt; false during an outage (so it is reported once).
     private let available = Mutex<Bool?>(nil)
 
@@ -29,8 +34,6 @@ public final class DesktopSink: Sink {
         self.style = style
         self.timeout = timeout
         self.logger = logger
-        thread = GLibThread(name: "tidings-desktop")
-        client = Libnotify(appName: "tidings")
     }
 
     public var acceptsBatches: Bool { true }
@@ -81,9 +84,8 @@ public final class DesktopSink: Sink {
         }
     }
 
-    public func shutdown() async {
-        let client = self.client
-        _ = try? await thread.perform(timeout: 2) { client.reset() }
-        thread.stop()
-    }
+    /// Nothing to do: the shared thread keeps running (see above). Calling `notify_uninit`
+    /// here would close every notification that still has an "Open" action, so a
+    /// `check --deliver` would retract what it just showed.
+    public func shutdown() async {}
 }

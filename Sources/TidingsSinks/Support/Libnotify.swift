@@ -19,6 +19,7 @@ final class Libnotify: @unchecked Sendable {
 
     /// Connects if needed; returns whether the server renders body markup.
     func connect() throws -> Bool {
+        if let bus, g_dbus_connection_is_closed(bus) != 0 { reset() }  // the bus went away (re-login, restart)
         if let bodyMarkup, bus != nil { return bodyMarkup }
         var error: UnsafeMutablePointer<GError>?
         guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
@@ -79,7 +80,8 @@ final class Libnotify: @unchecked Sendable {
         }
     }
 
-    /// Forgets the connection so the next call starts afresh (after a failure, or on shutdown).
+    /// Forgets the connection so the next call starts afresh (after a failure). Note that
+    /// `notify_uninit` closes the notifications that still have actions.
     func reset() {
         if notify_is_initted() != 0 { notify_uninit() }
         if let bus { g_object_unref(UnsafeMutableRawPointer(bus)) }

@@ -48,8 +48,10 @@ def available() -> str | None:
 
 
 class SessionBus:
-    def __init__(self, capabilities="body body-markup actions"):
+    def __init__(self, capabilities="body body-markup actions", mock=True):
+        """`mock=False`: just the bus; the test starts a real notification server (dunst)."""
         self.capabilities = capabilities
+        self.with_mock = mock
         self.dir = tempfile.mkdtemp(prefix="tidings-bus-")
         self.daemon = None
         self.mock = None
@@ -60,7 +62,8 @@ class SessionBus:
         self.address = self.daemon.stdout.readline().strip()
         assert self.address.startswith("unix:"), self.address
         self.env = {"DBUS_SESSION_BUS_ADDRESS": self.address, "DISPLAY": "", "XDG_RUNTIME_DIR": self.dir}
-        self.start_server()
+        if self.with_mock:
+            self.start_server()
         return self
 
     def start_server(self):
@@ -69,14 +72,17 @@ class SessionBus:
             [SYSTEM_PYTHON, "-m", "dbusmock", "--session", "--template", "notification_daemon",
              "--parameters", json.dumps({"capabilities": self.capabilities})],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 15
+        self.wait_for_server()
+
+    def wait_for_server(self, timeout=15):
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._owned():
+            if self.server_present():
                 return
             time.sleep(0.1)
-        raise AssertionError("dbusmock did not claim org.freedesktop.Notifications")
+        raise AssertionError("nobody claimed org.freedesktop.Notifications")
 
-    def _owned(self):
+    def server_present(self):
         r = subprocess.run(["dbus-send", f"--bus={self.address}", "--print-reply", "--dest=org.freedesktop.DBus",
                             "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner",
                             "string:org.freedesktop.Notifications"], capture_output=True, text=True)
