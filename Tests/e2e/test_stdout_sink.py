@@ -29,7 +29,7 @@ def run_on_tty(t, *args, env):
     return p.returncode, b"".join(chunks).decode()
 
 
-def setup(t):
+def configure(t):
     feed = Feed(t)
     feed.set([item("a", "Disk \x1b[2Jfull", body="line1\nline2", url="https://h/1", severity="critical")])
     t.write_config("""
@@ -39,7 +39,7 @@ def setup(t):
 
 
 def test_text_on_a_terminal_is_coloured_and_safe(tidings):
-    setup(tidings)
+    configure(tidings)
     env = {k: v for k, v in tidings.env.items() if k != "NO_COLOR"}
     tidings.env = env
     code, out = run_on_tty(tidings, "check", "--deliver", env={"TERM": "xterm"})
@@ -53,7 +53,7 @@ def test_text_on_a_terminal_is_coloured_and_safe(tidings):
 
 
 def test_no_colour_with_NO_COLOR_even_on_a_terminal(tidings):
-    setup(tidings)
+    configure(tidings)
     code, out = run_on_tty(tidings, "check", "--deliver", env={"TERM": "xterm", "NO_COLOR": "1"})
     assert code == 1, out
     assert "Disk" in out and "\x1b[" not in out.replace("\\u{1B}[", ""), repr(out)

@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import signal
+import socket
 
 import pytest
 
@@ -158,9 +159,10 @@ def test_batch_sends_one_signed_array_per_poll(tidings):
 def test_receiver_down_daemon_killed_nothing_lost_delivered_once(tidings):
     feed = Feed(tidings)
     feed.set([item("a"), item("b")])
-    probe = FakeServer(WebhookReceiver, state=receiver_state(SECRET))
-    port = probe.port
-    probe.httpd.server_close()  # nothing listens there now: connection refused
+    # Hold the port without listening: connections are refused, and nobody else can take it.
+    hold = socket.socket()
+    hold.bind(("127.0.0.1", 0))
+    port = hold.getsockname()[1]
     webhook_config(tidings, f"http://127.0.0.1:{port}")
     d = tidings.start_daemon()
     # Per-sink order: the head is retried, the second waits behind it.
@@ -170,6 +172,7 @@ def test_receiver_down_daemon_killed_nothing_lost_delivered_once(tidings):
     os.killpg(d.pid, signal.SIGKILL)
     d.wait(timeout=10)
 
+    hold.close()
     with FakeServer(WebhookReceiver, state=receiver_state(SECRET), port=port) as srv:
         tidings.start_daemon()
         wait_for(lambda: len(srv.state["accepted"]) == 2, timeout=30, what="the queued events after restart")
