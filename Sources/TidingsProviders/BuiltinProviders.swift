@@ -1,14 +1,14 @@
 import TidingsCore
 
-/// The provider types that ship with tidings. The executable registers these; the core knows none by name.
+/// Every provider this build ships. The executable registers them; the core knows none by name.
 public enum BuiltinProviders {
     /// Every built-in provider factory.
     public static var all: [ProviderFactory] {
         [
-            SportdateProvider.factory,
-            StatuspageProvider.factory,
-            EconomicProvider.factory,
-            AlertmanagerProvider.factory,
+            HTTPJSONProvider.factory, ExecProvider.factory,
+            SportdateProvider.factory, StatuspageProvider.factory, EconomicProvider.factory, AlertmanagerProvider.factory,
         ]
     }
+
+    public static var registry: ProviderRegistry { ProviderRegistry(all) }
 }

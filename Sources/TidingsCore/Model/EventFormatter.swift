@@ -1,0 +1,36 @@
+import Foundation
+
+/// Renders events for people: one readable line each (`check`, the stdout sink).
+public struct EventFormatter: Sendable {
+    public var color: Bool
+
+    public init(color: Bool) { self.color = color }
+
+    /// Colour only on a terminal, and never when `NO_COLOR` is set (no-color.org).
+    public static func wantsColor(fileDescriptor: Int32, environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+        isatty(fileDescriptor) == 1 && environment["NO_COLOR"].map(\.isEmpty) ?? true && environment["TERM"] != "dumb"
+    }
+
+    /// `2026-11-22 10:00:00  critical  helpdesk  new  Disk almost full on db1 — /var is 97% full  <url>`
+    public func line(_ e: Event) -> String {
+        let time = Timestamp.format(e.observedAt).replacingOccurrences(of: "T", with: " ").replacingOccurrences(of: "Z", with: "")
+        var parts = [dim(time), paint(e.severity.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0), e.severity),
+                     bold(e.source), e.event.rawValue, e.title]
+        let body = e.body.split(whereSeparator: \.isNewline).joined(separator: " ")
+        if !body.isEmpty { parts.append("— " + (body.count > 160 ? String(body.prefix(159)) + "…" : body)) }
+        if let url = e.url, !url.isEmpty { parts.append(dim("<\(url)>")) }
+        return parts.joined(separator: "  ")
+    }
+
+    private func paint(_ s: String, _ sev: Severity) -> String {
+        guard color else { return s }
+        switch sev {
+        case .critical: return "\u{1B}[1;31m\(s)\u{1B}[0m"
+        case .warning: return "\u{1B}[33m\(s)\u{1B}[0m"
+        case .info: return "\u{1B}[36m\(s)\u{1B}[0m"
+        }
+    }
+
+    private func bold(_ s: String) -> String { color ? "\u{1B}[1m\(s)\u{1B}[0m" : s }
+    private func dim(_ s: String) -> String { color ? "\u{1B}[2m\(s)\u{1B}[0m" : s }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import GRDB
+import Logging
+
+/// The outcome of polling one source once.
+public struct PollOutcome: Sendable {
+    public var source: String
+    public var record: PollRecord
+    /// Set when the poll failed (or was not attempted because credentials were rejected before).
+    public var error: PollError?
+    /// When the source should be polled next.
+    public var nextDue: Date
+    /// The poll was skipped: the source is waiting for a config change after rejected credentials.
+    public var skippedAuthFailed = false
+}
+
+/// Polls one source: prepare (once), poll with a deadline, record the result, and compute
+/// when to poll next. Shared by `tidings check` and the daemon's scheduler.
+public final class PollRunner: Sendable {
+    public let store: StateStore
+    public let recorder: PollRecorder
+    public let http: any HTTPClient
+    public let env: any Environment
+    private let prepared = Mutex<Set<String>>([])
+
+    public init(store: StateStore, http: any HTTPClient, env: any Environment = SystemEnvironment()) {
+        self.store = store
+        self.recorder = PollRecorder(store: store)
+        self.http = http
+        self.env = env
+    }
+
+    /// Forget which sources were prepared (after a reload, credentials are checked again).
+    public func resetPrepared() { prepared.withLock { $0.removeAll() } }
+
+    /// Whether the source's credentials were rejected under its current configuration.
+    public func isAuthFailed(_ source: SourceConfig) throws -> Bool {
+        try store.db.read { db in
+            try String.fetchOne(db, sql: "SELECT auth_failed_hash FROM source_state WHERE source = ?", arguments: [source.name]) == source.configHash
+        }
+    }
+
+    public func poll(_ source: SourceConfig, options: RecordOptions, logger: Logger) async -> PollOutcome {
+        var log = logger
+        log[metadataKey: "source"] = "\(source.name)"
+        let settings = source.settings
+        do {
+            if try isAuthFailed(source) {
+                let err = PollError(.auth, "credentials were rejected earlier; fix the configuration (a changed config or `tidings state forget \(source.name)` retries)")
+                return PollOutcome(source: source.name, record: PollRecord(authFailed: true), error: err, nextDue: .distantFuture, skippedAuthFailed: true)
+            }
+        } catch {
+            log.error("state read failed: \(error)")
+        }
+        let validators = (try? store.db.read { db in
+            try Row.fetchOne(db, sql: "SELECT etag, last_modified FROM source_state WHERE source = ?", arguments: [source.name])
+        }).flatMap { $0 }.map { Validators(etag: $0[0], lastModified: $0[1]) } ?? Validators()
+        let context = PollContext(source: source.name, http: http, validators: validators, timeout: settings.timeout,
+                                  maxBody: settings.maxBody, logger: log, now: env.now())
+        let result: Result<PollResult, PollError>
+        do {
+            let provider = source.instance
+            let needsPrepare = !prepared.withLock { $0.contains(source.name) }
+            let value = try await withTimeout(settings.timeout + 1, onTimeout: {
+                PollError(.transient, "timed out after \(DurationParser.format(settings.timeout))")
+            }) {
+                if needsPrepare { try await provider.prepare(context) }
+                return try await provider.poll(context)
+            }
+            if needsPrepare { _ = prepared.withLock { $0.insert(source.name) } }
+            result = .success(value)
+        } catch let e as PollError {
+            result = .failure(e)
+        } catch is CancellationError {
+            result = .failure(PollError(.transient, "cancelled"))
+        } catch {
+            result = .failure(PollError(.transient, "\(error)"))
+        }
+
+        let now = env.now()
+        do {
+            switch result {
+            case .success(let value):
+                let record = try recorder.recordSuccess(source, result: value, now: now, options: options)
+                if let n = record.baselineCount {
+                    log.notice("baseline: stored \(n) existing item\(n == 1 ? "" : "s") silently (notify_existing = false)")
+                }
+                let next = now.addingTimeInterval(Backoff.afterSuccess(interval: settings.interval, jitter: settings.jitter, unit: env.unit()))
+                return PollOutcome(source: source.name, record: record, nextDue: next)
+            case .failure(let error):
+                let record = try recorder.recordFailure(source, error: error, now: now, options: options)
+                if error.category == .auth {
+                    prepared.withLock { _ = $0.remove(source.name) }
+                    log.error("credentials rejected: \(error.message); not polling again until the configuration changes")
+                    return PollOutcome(source: source.name, record: record, error: error, nextDue: .distantFuture)
+                }
+                let wait = Backoff.afterFailure(
+                    interval: settings.interval, failures: record.failures, maxBackoff: settings.maxBackoff,
+                    jitter: settings.jitter, unit: env.unit(), retryAfter: error.retryAfter)
+                log.warning("poll failed (\(record.failures) in a row): \(error.message); next try in \(DurationParser.format(wait))")
+                return PollOutcome(source: source.name, record: record, error: error, nextDue: now.addingTimeInterval(wait))
+            }
+        } catch {
+            // The state could not be written: nothing was recorded, so nothing is lost; try again later.
+            let err = PollError(.transient, "could not record the poll in the state database: \(error)")
+            log.error("\(err.message)")
+            return PollOutcome(source: source.name, record: PollRecord(), error: err,
+                               nextDue: now.addingTimeInterval(min(settings.interval, 60)))
+        }
+    }
+}
+
+import Synchronization

@@ -1,0 +1,156 @@
+import Foundation
+import GRDB
+import Logging
+
+/// The daemon's polling loop (DESIGN §6): jittered waits, start-up spread, catch-up after
+/// suspend or clock jumps, `max_concurrent` and `max_per_host`, backoff via ``PollRunner``.
+public actor Scheduler {
+    private let config: TidingsConfig
+    private let runner: PollRunner
+    private let options: RecordOptions
+    private let env: any Environment
+    private let logger: Logger
+    private let onEvents: @Sendable () -> Void
+    private var queue = DueQueue()
+    private var inFlight = Set<String>()
+    private let wakeup = Wakeup()
+    private let global: AsyncSemaphore
+    private var perHost: [String: AsyncSemaphore] = [:]
+    private var stopping = false
+    /// Lateness of each poll start against its due time, seconds (for metrics and benchmarks).
+    public private(set) var lateness = LatenessStats()
+
+    public init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
+                logger: Logger, onEvents: @escaping @Sendable () -> Void) {
+        self.config = config
+        self.runner = runner
+        self.options = RecordOptions(router: router)
+        self.env = env
+        self.logger = logger
+        self.onEvents = onEvents
+        self.global = AsyncSemaphore(config.maxConcurrent)
+    }
+
+    /// Polls until cancelled or ``stop()``; then waits for in-flight polls to finish.
+    public func run() async {
+        seed()
+        logger.info("scheduler: \(queue.count) source\(queue.count == 1 ? "" : "s") scheduled")
+        await withTaskGroup(of: Void.self) { group in
+            var lastWake = env.now()
+            var expectedSleep: Double = 0
+            while !stopping && !Task.isCancelled {
+                let now = env.now()
+                let drift = now.timeIntervalSince(lastWake) - expectedSleep
+                if drift > 5 || drift < -5 { catchUp(now: now, drift: drift) }
+                while let top = queue.peek, top.due <= now {
+                    _ = queue.pop()
+                    guard let source = config.source(named: top.name), !inFlight.contains(top.name) else { continue }
+                    inFlight.insert(top.name)
+                    let due = top.due
+                    group.addTask { await self.execute(source, due: due) }
+                }
+                let sleep = min(queue.peek.map { $0.due.timeIntervalSince(now) } ?? 1, 1)
+                lastWake = now
+                expectedSleep = max(0, sleep)
+                await wakeup.wait(seconds: max(0.001, sleep))
+            }
+            await group.waitForAll()
+        }
+    }
+
+    /// Stop starting polls; ``run()`` returns once in-flight polls are done.
+    public func stop() {
+        stopping = true
+        wakeup.signal()
+    }
+
+    private func seed() {
+        let stored: [String: Double] = (try? runner.store.db.read { db in
+            var out: [String: Double] = [:]
+            for r in try Row.fetchAll(db, sql: "SELECT source, next_due FROM source_state WHERE next_due IS NOT NULL") {
+                out[r[0]] = r[1]
+            }
+            return out
+        }) ?? [:]
+        let now = env.now()
+        let active = config.sources.filter { $0.settings.enabled }
+        for s in active {
+            if (try? runner.isAuthFailed(s)) == true {
+                logger.warning("source \(s.name) is waiting for a config change (credentials were rejected); not polling it")
+                continue
+            }
+            let window = Backoff.spreadWindow(count: active.count, interval: s.settings.interval)
+            let horizon = s.settings.interval * (1 + s.settings.jitter) + s.settings.maxBackoff
+            if let t = stored[s.name], t > now.timeIntervalSince1970, t < now.timeIntervalSince1970 + horizon {
+                queue.push(Date(timeIntervalSince1970: t), s.name)
+            } else {
+                queue.push(now.addingTimeInterval(window * env.unit()), s.name)
+            }
+        }
+    }
+
+    /// After a suspend or a clock jump: overdue sources are polled soon, spread; dates
+    /// left far in the future by a backwards jump are pulled in.
+    private func catchUp(now: Date, drift: Double) {
+        logger.notice("clock jumped \(drift > 0 ? "forward" : "back") by \(DurationParser.format(abs(drift))) (suspend?); rescheduling overdue sources")
+        let count = queue.count
+        queue.remap { due, name in
+            let interval = config.source(named: name)?.settings.interval ?? 300
+            let window = Backoff.spreadWindow(count: count, interval: interval)
+            if due <= now { return now.addingTimeInterval(window * env.unit()) }
+            if due.timeIntervalSince(now) > interval * 2 { return now.addingTimeInterval(interval * env.unit()) }
+            return due
+        }
+    }
+
+    private func execute(_ source: SourceConfig, due: Date) async {
+        let hostLimiter = source.instance.host.map { limiter(for: $0) }
+        await global.wait()
+        await hostLimiter?.wait()
+        lateness.record(env.now().timeIntervalSince(due))
+        let outcome = await runner.poll(source, options: options, logger: logger)
+        hostLimiter?.signal()
+        global.signal()
+        if !outcome.record.events.isEmpty { onEvents() }
+        do {
+            try runner.recorder.setNextDue(source.name, provider: source.provider, at: outcome.nextDue)
+        } catch {
+            logger.error("could not store next due time for \(source.name): \(error)")
+        }
+        completed(source.name, next: outcome.nextDue)
+    }
+
+    private func completed(_ name: String, next: Date) {
+        inFlight.remove(name)
+        guard next != .distantFuture, !stopping else { return }
+        let wasEarliest = queue.peek.map { next < $0.due } ?? true
+        queue.push(next, name)
+        if wasEarliest { wakeup.signal() }
+    }
+
+    private func limiter(for host: String) -> AsyncSemaphore {
+        if let l = perHost[host] { return l }
+        let l = AsyncSemaphore(config.maxPerHost)
+        perHost[host] = l
+        return l
+    }
+}
+
+/// Running lateness figures: count, max, and a bounded reservoir for percentiles.
+public struct LatenessStats: Sendable {
+    public private(set) var count = 0
+    public private(set) var maximum: Double = 0
+    private var samples: [Double] = []
+
+    mutating func record(_ seconds: Double) {
+        count += 1
+        maximum = max(maximum, seconds)
+        if samples.count < 100_000 { samples.append(seconds) } else { samples[count % samples.count] = seconds }
+    }
+
+    public func percentile(_ p: Double) -> Double {
+        guard !samples.isEmpty else { return 0 }
+        let sorted = samples.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p))]
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import GRDB
+
+/// A source's health and schedule as stored (for `tidings sources`).
+public struct SourceStatus: Sendable {
+    public var source: String
+    public var lastSuccess: Date?
+    public var lastError: String?
+    public var lastErrorAt: Date?
+    public var failures: Int
+    public var nextDue: Date?
+    public var authFailedHash: String?
+    public var baselineDone: Bool
+    public var items: Int
+}
+
+extension StateStore {
+    public func statuses() throws -> [String: SourceStatus] {
+        try db.read { db in
+            let counts = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT source, count(*) FROM item WHERE state != 'gone' GROUP BY source").map { ($0[0] as String, $0[1] as Int) })
+            var out: [String: SourceStatus] = [:]
+            for r in try Row.fetchAll(db, sql: "SELECT source, last_success, last_error, last_error_at, failures, next_due, auth_failed_hash, baseline_at FROM source_state") {
+                let name: String = r[0]
+                out[name] = SourceStatus(
+                    source: name, lastSuccess: (r[1] as Double?).map(Date.init(timeIntervalSince1970:)), lastError: r[2],
+                    lastErrorAt: (r[3] as Double?).map(Date.init(timeIntervalSince1970:)), failures: r[4],
+                    nextDue: (r[5] as Double?).map(Date.init(timeIntervalSince1970:)), authFailedHash: r[6],
+                    baselineDone: (r[7] as Double?) != nil, items: counts[name] ?? 0)
+            }
+            return out
+        }
+    }
+
+    /// Recent events, newest last.
+    public func history(source: String?, limit: Int) throws -> [Event] {
+        try db.read { db in
+            let rows: [String]
+            if let source {
+                rows = try String.fetchAll(db, sql: "SELECT payload FROM event WHERE source = ? ORDER BY seq DESC LIMIT ?", arguments: [source, limit])
+            } else {
+                rows = try String.fetchAll(db, sql: "SELECT payload FROM event ORDER BY seq DESC LIMIT ?", arguments: [limit])
+            }
+            return rows.reversed().compactMap { try? Event.decode(jsonLine: $0) }
+        }
+    }
+
+    /// Drops a source's items and status: its next poll is a silent baseline. History stays.
+    @discardableResult
+    public func forget(source: String) throws -> Int {
+        try db.write { db in
+            try db.execute(sql: "DELETE FROM item WHERE source = ?", arguments: [source])
+            let items = db.changesCount
+            try db.execute(sql: "DELETE FROM source_state WHERE source = ?", arguments: [source])
+            return items
+        }
+    }
+
+    /// Deletes events older than `days` that no delivery still needs, and long-gone items.
+    @discardableResult
+    public func prune(olderThanDays days: Int, now: Date = Date()) throws -> (events: Int, items: Int) {
+        let cutoff = now.addingTimeInterval(-Double(days) * 86_400).timeIntervalSince1970
+        return try db.write { db in
+            try db.execute(sql: "DELETE FROM event WHERE observed_at < ? AND seq NOT IN (SELECT event_seq FROM delivery)", arguments: [cutoff])
+            let events = db.changesCount
+            try db.execute(sql: "DELETE FROM item WHERE state = 'gone' AND changed_at < ?", arguments: [cutoff])
+            return (events, db.changesCount)
+        }
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import TidingsCore
+
+/// `provider = "exec"`: a program in `plugins.d` reports items.
+///
+/// - `format = "jsonl"` (default): one JSON object per stdout line with at least `key` and
+///   `title` (optional `body`, `url`, `severity`, `kind`, `data`). Exit 0 = success;
+///   non-zero = the poll failed, stderr says why.
+/// - `format = "nagios"`: the monitoring-plugin convention (exit 0 OK, 1 WARNING, 2 CRITICAL,
+///   3 UNKNOWN; first stdout line is the status, `|` starts perfdata). One item whose
+///   fingerprint is the state, so OK→CRITICAL and back are `changed` events.
+///
+/// The program runs with the plugins directory as working directory.
+public struct ExecProvider: Provider {
+    public enum Format: String, Sendable { case jsonl, nagios }
+    public var command: [String]
+    public var format: Format
+    public var directory: String
+    public var sourceName: String
+
+    public static let factory = ProviderFactory(name: "exec", summary: "a program (JSON lines or the Nagios plugin convention)") { o, setup, _ in
+        var command = try o.stringList("command")
+        if command == nil, let implicit = o.implicitCommand { command = [implicit] }
+        guard let command, let exe = command.first, !exe.isEmpty else {
+            throw o.error(nil, "\(o.what): missing required key 'command' (an array like [\"./check-disk\", \"--warn\", \"90\"])")
+        }
+        let formatName = try o.string("format") ?? "jsonl"
+        guard let format = Format(rawValue: formatName) else {
+            throw o.error("format", "\(o.what): 'format' must be \"jsonl\" or \"nagios\", not \"\(formatName)\"")
+        }
+        if exe.contains("/") {
+            let path = exe.hasPrefix("/") ? exe : (setup.pluginsDir as NSString).appendingPathComponent(exe)
+            guard FilePermissions.isExecutableFile(path) else {
+                throw o.error("command", "\(o.what): \(path) is not an executable file")
+            }
+            if let mode = FilePermissions.mode(of: path), mode & 0o022 != 0 {
+                throw o.error("command", "\(o.what): \(path) is writable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod go-w it")
+            }
+        }
+        return ExecProvider(command: command, format: format, directory: setup.pluginsDir, sourceName: setup.sourceName)
+    }
+
+    public func poll(_ ctx: PollContext) async throws -> PollResult {
+        var env = ProcessInfo.processInfo.environment
+        env["TIDINGS_SOURCE"] = sourceName
+        let out: ProcessRunner.Output
+        do {
+            out = try await ProcessRunner.run(command, directory: directory, environment: env, timeout: ctx.timeout, maxOutput: ctx.maxBody)
+        } catch {
+            throw PollError(.transient, "\(error)")
+        }
+        let stderr = String(decoding: out.stderr, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if out.timedOut { throw PollError(.transient, "\(command[0]) timed out after \(DurationParser.format(ctx.timeout))") }
+        if out.truncated { throw PollError(.transient, "\(command[0]) wrote more than max_body (\(ctx.maxBody) bytes)") }
+        switch format {
+        case .jsonl:
+            guard out.status == 0, !out.signaled else {
+                throw PollError(.transient, "\(command[0]) exited with status \(out.status)" + (stderr.isEmpty ? "" : ": \(lastLine(stderr))"))
+            }
+            return .snapshot(try Self.parseJSONLines(out.stdout))
+        case .nagios:
+            guard (0...3).contains(out.status), !out.signaled else {
+                throw PollError(.transient, "\(command[0]) exited with status \(out.status) (monitoring plugins use 0-3)" + (stderr.isEmpty ? "" : ": \(lastLine(stderr))"))
+            }
+            return .snapshot([Self.nagiosItem(status: out.status, stdout: out.stdout, name: sourceName)])
+        }
+    }
+
+    private func lastLine(_ s: String) -> String { String(s.split(separator: "\n").last ?? "") }
+
+    /// Parses the JSON-lines protocol; a bad line fails the poll and names the line.
+    public static func parseJSONLines(_ data: Data) throws -> [Item] {
+        var items: [Item] = []
+        for (i, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).enumerated() {
+            let text = line.trimmingCharacters(in: .whitespaces)
+            if text.isEmpty { continue }
+            let v: JSONValue
+            do { v = try JSONValue.parse(Data(text.utf8)) } catch {
+                throw PollError(.transient, "plugin output line \(i + 1): \(error)")
+            }
+            guard case .object = v, let key = v["key"]?.stringValue, !key.isEmpty else {
+                throw PollError(.transient, "plugin output line \(i + 1): expected a JSON object with a \"key\"")
+            }
+            guard let title = v["title"]?.stringValue else {
+                throw PollError(.transient, "plugin output line \(i + 1): missing \"title\"")
+            }
+            items.append(Item(
+                key: key, kind: v["kind"]?.stringValue ?? "item", title: title, body: v["body"]?.stringValue ?? "",
+                url: v["url"]?.stringValue, severity: Severity(lenient: v["severity"]?.stringValue),
+                data: v["data"].flatMap { $0.objectValue != nil ? $0 : nil } ?? .object([:])))
+        }
+        return items
+    }
+
+    /// One item per source; its fingerprint is the state, so only transitions are events.
+    public static func nagiosItem(status: Int32, stdout: Data, name: String) -> Item {
+        let states = ["OK", "WARNING", "CRITICAL", "UNKNOWN"]
+        let state = states[Int(status)]
+        let first = String(decoding: stdout, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
+        let parts = first.split(separator: "|", maxSplits: 1)
+        let text = parts.first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        let perf = parts.count > 1 ? parts[1].trimmingCharacters(in: .whitespaces) : ""
+        let severity: Severity = status == 0 ? .info : status == 2 ? .critical : .warning
+        return Item(
+            key: "status", kind: "check", title: text.isEmpty ? "\(name) \(state)" : text, body: "",
+            severity: severity, data: ["state": .string(state), "exit_code": .number(Double(status)), "perfdata": .string(perf)],
+            fingerprint: state)
+    }
+}

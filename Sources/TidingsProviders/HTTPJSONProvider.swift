@@ -1,0 +1,101 @@
+import Foundation
+import TidingsCore
+
+/// `provider = "http-json"`: any JSON endpoint; items picked out with JSON pointers.
+///
+/// ```toml
+/// provider = "http-json"
+/// url = "https://example.com/api/items"
+/// items = "/data"                 # pointer to the array ("" = the document is the array)
+/// key = "/id"
+/// title = "{/name} is {/status}"  # a pointer or a {pointer} template
+/// headers = { Accept = "application/json", Authorization_env = "API_TOKEN" }
+/// ```
+/// Header values may be secrets: `NAME_file` / `NAME_env` read them from a file or the environment.
+public struct HTTPJSONProvider: Provider {
+    public var url: URL
+    /// Header values; credential values came through ``OptionReader/secret(_:required:)`` and are redacted in logs.
+    public var headers: [(String, String)]
+    public var items: String
+    public var key: FieldTemplate?
+    public var title: FieldTemplate?
+    public var body: FieldTemplate?
+    public var link: FieldTemplate?
+    public var severity: FieldTemplate?
+    public var kind: String
+
+    public var host: String? { url.host }
+
+    public static let factory = ProviderFactory(name: "http-json", summary: "any JSON endpoint, items picked with JSON pointers") { o, _, _ in
+        let raw = try o.requiredString("url")
+        guard let url = URL(string: raw), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
+            throw o.error("url", "\(o.what): 'url' must be an http(s) URL, not \"\(raw)\"")
+        }
+        func field(_ k: String) throws -> FieldTemplate? {
+            guard let s = try o.string(k) else { return nil }
+            guard let t = FieldTemplate(s) else {
+                throw o.error(k, "\(o.what): '\(k)' must be a JSON pointer (\"/name\") or a template with {pointer} parts (\"{/name} is {/status}\")")
+            }
+            return t
+        }
+        let items = try o.string("items") ?? ""
+        guard JSONPointer.isValid(items) else { throw o.error("items", "\(o.what): 'items' must be a JSON pointer like \"/data\" (or \"\" for the whole document)") }
+        return HTTPJSONProvider(
+            url: url, headers: try headerSecrets(o), items: items, key: try field("key"), title: try field("title"),
+            body: try field("body"), link: try field("link"), severity: try field("severity"),
+            kind: try o.string("kind") ?? "item")
+    }
+
+    /// `headers = { A = "v", B_file = "path", C_env = "VAR" }`. Values of credential-like
+    /// headers count as inline secrets (refused in a group/world-readable file).
+    static func headerSecrets(_ o: OptionReader) throws -> [(String, String)] {
+        guard let h = try o.subtable("headers") else { return [] }
+        var out: [(String, String)] = []
+        for k in h.table.keys {
+            if k.hasSuffix("_file") || k.hasSuffix("_env") {
+                let name = String(k[..<k.lastIndex(of: "_")!])
+                if let s = try h.secret(name, required: false) { out.append((name, s.value)) }
+            } else if h.table[k + "_file"] == nil && h.table[k + "_env"] == nil {
+                let sensitive = ["auth", "token", "key", "secret", "cookie", "password"].contains { k.lowercased().contains($0) }
+                if sensitive, let s = try h.secret(k, required: false) {
+                    out.append((k, s.value))
+                } else {
+                    out.append((k, try h.requiredString(k)))
+                }
+            }
+        }
+        try h.finish()
+        return out
+    }
+
+    public func poll(_ ctx: PollContext) async throws -> PollResult {
+        var hdrs: [(String, String)] = [("Accept", "application/json")] + headers
+        hdrs += ctx.validators.requestHeaders
+        let response = try await ctx.send("GET", url, headers: hdrs)
+        if response.status == 304 { return .notModified }
+        guard (200..<300).contains(response.status) else {
+            throw PollError.http(response, detail: PollError.excerpt(response.body))
+        }
+        let doc: JSONValue
+        do { doc = try JSONValue.parse(response.body) } catch { throw PollError(.transient, "\(url.host ?? ""): \(error)") }
+        guard let list = JSONPointer.resolve(items, in: doc) else {
+            throw PollError(.transient, "no value at items pointer \"\(items)\" in the response")
+        }
+        let elements: [JSONValue]
+        switch list {
+        case .array(let a): elements = a
+        case .object(let o): elements = o.keys.sorted().map { k in
+            if case .object(var inner) = o[k]! { inner["_key"] = .string(k); return .object(inner) }
+            return ["_key": .string(k), "value": o[k]!]
+        }
+        default: throw PollError(.transient, "the value at items pointer \"\(items)\" is not an array")
+        }
+        let result = elements.map { e -> Item in
+            let k = key?.render(e) ?? e["_key"]?.stringValue ?? Fingerprint.of([e.jsonString()])
+            return Item(
+                key: k, kind: kind, title: title?.render(e) ?? k, body: body?.render(e) ?? "", url: link?.render(e),
+                severity: Severity(lenient: severity?.render(e)), data: e)
+        }
+        return .snapshot(result, validators: Validators(from: response))
+    }
+}

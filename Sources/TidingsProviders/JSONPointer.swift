@@ -1,0 +1,76 @@
+import TidingsCore
+
+/// RFC 6901 JSON pointers (`/items/0/name`) and `{pointer}` templates (`"{/name} is {/status}"`).
+public enum JSONPointer {
+    /// Resolves `pointer` in `value`; `""` is the whole value.
+    public static func resolve(_ pointer: String, in value: JSONValue) -> JSONValue? {
+        if pointer.isEmpty { return value }
+        guard pointer.hasPrefix("/") else { return nil }
+        var current = value
+        for raw in pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
+            let token = raw.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+            switch current {
+            case .object(let o):
+                guard let next = o[token] else { return nil }
+                current = next
+            case .array(let a):
+                guard let i = Int(token), a.indices.contains(i) else { return nil }
+                current = a[i]
+            default:
+                return nil
+            }
+        }
+        return current
+    }
+
+    public static func isValid(_ pointer: String) -> Bool { pointer.isEmpty || pointer.hasPrefix("/") }
+}
+
+/// A field spec from config: a JSON pointer (`/title`) or a template with `{pointer}` parts.
+public struct FieldTemplate: Sendable {
+    enum Part: Sendable { case literal(String), pointer(String) }
+    let parts: [Part]
+
+    /// Parses `spec`; returns nil if it is neither a pointer nor a template.
+    public init?(_ spec: String) {
+        if spec.hasPrefix("/") && !spec.contains("{") {
+            parts = [.pointer(spec)]
+            return
+        }
+        var parts: [Part] = []
+        var literal = ""
+        var i = spec.startIndex
+        while i < spec.endIndex {
+            if spec[i] == "{", let close = spec[i...].firstIndex(of: "}") {
+                let inner = String(spec[spec.index(after: i)..<close])
+                guard JSONPointer.isValid(inner) else { return nil }
+                if !literal.isEmpty { parts.append(.literal(literal)); literal = "" }
+                parts.append(.pointer(inner))
+                i = spec.index(after: close)
+            } else {
+                literal.append(spec[i])
+                i = spec.index(after: i)
+            }
+        }
+        if !literal.isEmpty { parts.append(.literal(literal)) }
+        guard parts.contains(where: { if case .pointer = $0 { return true }; return false }) else { return nil }
+        self.parts = parts
+    }
+
+    /// The rendered text; missing pointers render as empty. Nil if every pointer was missing.
+    public func render(_ value: JSONValue) -> String? {
+        var out = ""
+        var found = false
+        for p in parts {
+            switch p {
+            case .literal(let s): out += s
+            case .pointer(let ptr):
+                if let v = JSONPointer.resolve(ptr, in: value), !v.isNull {
+                    found = true
+                    out += v.stringValue ?? v.jsonString()
+                }
+            }
+        }
+        return found ? out : nil
+    }
+}

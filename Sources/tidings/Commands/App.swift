@@ -1,0 +1,74 @@
+import ArgumentParser
+import Foundation
+import Logging
+import TidingsCore
+import TidingsProviders
+import TidingsSinks
+
+/// What a command needs: the loaded config and the state database.
+struct App {
+    var config: TidingsConfig
+    var configFile: String
+    var stateDir: String
+
+    static var loader: ConfigLoader {
+        ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry)
+    }
+
+    /// Loads the configuration, or reports every error as `FILE:LINE: message` and exits 78.
+    static func load(_ options: CommonOptions, logLevel: Logger.Level) throws -> App {
+        Log.bootstrap(level: options.logLevel(default: logLevel))
+        let file = ConfigLoader.locate(explicit: options.config)
+        let config: TidingsConfig
+        do {
+            config = try loader.load(file: file)
+        } catch let e as ConfigErrors {
+            for err in e.errors { complain(err.description) }
+            throw ExitCode(Exit.config)
+        }
+        for w in config.warnings { complain("warning: \(w)") }
+        return App(config: config, configFile: file, stateDir: resolveStateDir(options.stateDir, config: config))
+    }
+
+    /// `--state-dir`, else `$TIDINGS_STATE_DIR`, else `state_dir` in the config, else `$XDG_STATE_HOME/tidings`.
+    static func resolveStateDir(_ flag: String?, config: TidingsConfig?) -> String {
+        let env = ProcessInfo.processInfo.environment
+        if let flag { return absolute(flag) }
+        if let e = env["TIDINGS_STATE_DIR"], !e.isEmpty { return absolute(e) }
+        if let s = config?.stateDir { return s }
+        let home = env["HOME"] ?? NSHomeDirectory()
+        let xdg = env["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "\(home)/.local/state"
+        return "\(xdg)/tidings"
+    }
+
+    static func absolute(_ p: String) -> String {
+        let e = PathResolver.expandTilde(p)
+        return e.hasPrefix("/") ? e : FileManager.default.currentDirectoryPath + "/" + e
+    }
+
+    func openStore() throws -> StateStore {
+        do {
+            return try StateStore.open(directory: stateDir, logger: Log.logger("state"))
+        } catch {
+            complain("cannot open the state database in \(stateDir): \(error)")
+            throw ExitCode(Exit.failure)
+        }
+    }
+
+    var router: Router {
+        Router(routes: config.routes, allSinks: config.sinks.map(\.name))
+    }
+
+    /// The sources named on the command line (all enabled ones if none); unknown names exit 64.
+    func selectSources(_ names: [String]) throws -> [SourceConfig] {
+        if names.isEmpty { return config.sources.filter { $0.settings.enabled } }
+        return try names.map { name in
+            guard let s = config.source(named: name) else {
+                let known = config.sources.map(\.name).joined(separator: ", ")
+                complain("no source named '\(name)' (configured: \(known.isEmpty ? "none" : known))")
+                throw ExitCode(Exit.usage)
+            }
+            return s
+        }
+    }
+}

@@ -1,0 +1,52 @@
+import ArgumentParser
+import Foundation
+import Logging
+import TidingsCore
+
+/// Options every subcommand takes.
+struct CommonOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Main config file. Default: $TIDINGS_CONFIG, else ~/.config/tidings/tidings.toml, else /etc/tidings/tidings.toml.", valueName: "path"))
+    var config: String?
+
+    @Option(name: .long, help: ArgumentHelp("Where the state database lives. Default: $TIDINGS_STATE_DIR, else state_dir from the config, else ~/.local/state/tidings.", valueName: "dir"))
+    var stateDir: String?
+
+    @Flag(name: .shortAndLong, help: "Log more (debug detail) on stderr.")
+    var verbose = false
+
+    @Flag(name: .shortAndLong, help: "Log only errors on stderr.")
+    var quiet = false
+
+    func logLevel(default level: Logger.Level) -> Logger.Level {
+        verbose ? .debug : quiet ? .error : level
+    }
+}
+
+/// Exit statuses (DESIGN §5, like diff(1)).
+enum Exit {
+    static let nothingNew: Int32 = 0
+    static let newEvents: Int32 = 1
+    static let failure: Int32 = 2
+    static let usage: Int32 = 64
+    static let config: Int32 = 78
+}
+
+/// A failure that has already been reported on stderr; carries the exit status.
+struct Reported: Error {
+    var status: Int32
+}
+
+/// Prints a diagnostic on stderr (never stdout: stdout carries only results).
+func complain(_ message: String) {
+    FileHandle.standardError.write(Data(("tidings: " + Redactor.shared.scrub(message) + "\n").utf8))
+}
+
+/// Writes results on stdout.
+func emit(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+extension ParsableCommand {
+    /// Runs a command body, turning ``Reported`` into the right exit status.
+    static func exiting(_ status: Int32) -> ExitCode { ExitCode(status) }
+}

@@ -1,0 +1,32 @@
+import ArgumentParser
+import Foundation
+import TidingsCore
+
+struct HistoryCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "history",
+        abstract: "Show recent events (kept for history_days, default 30).")
+
+    @OptionGroup var common: CommonOptions
+
+    @Option(help: "Only events of this source.")
+    var source: String?
+
+    @Option(help: "How many events to show.")
+    var limit: Int = 50
+
+    @Flag(help: "Print events as JSON lines.")
+    var json = false
+
+    func validate() throws {
+        guard limit > 0 else { throw ValidationError("--limit must be positive") }
+    }
+
+    func run() async throws {
+        let app = try App.load(common, logLevel: .warning)
+        let formatter = EventFormatter(color: !json && EventFormatter.wantsColor(fileDescriptor: STDOUT_FILENO))
+        for e in try app.openStore().history(source: source, limit: limit) {
+            emit(json ? e.jsonLine() : formatter.line(e))
+        }
+    }
+}

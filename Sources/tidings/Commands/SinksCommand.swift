@@ -1,0 +1,42 @@
+import ArgumentParser
+import Foundation
+import TidingsCore
+
+struct SinksCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sinks",
+        abstract: "Work with sinks.",
+        subcommands: [Test.self])
+
+    struct Test: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "test",
+            abstract: "Send a clearly marked test event through one sink now, and report the result (exit 0 or 2).")
+
+        @OptionGroup var common: CommonOptions
+
+        @Argument(help: "The sink's name ([sinks.NAME]).")
+        var name: String
+
+        func run() async throws {
+            let app = try App.load(common, logLevel: .warning)
+            guard let sink = app.config.sink(named: name) else {
+                complain("no sink named '\(name)' (configured: \(app.config.sinks.map(\.name).joined(separator: ", ")))")
+                throw ExitCode(Exit.usage)
+            }
+            let event = Event(
+                source: "tidings", provider: "tidings", kind: "test", event: .new, key: "test",
+                title: "tidings test event", body: "If you can read this, the sink '\(name)' works.",
+                url: nil, severity: .info, observedAt: Date(), data: ["test": true])
+            do {
+                try await sink.instance.deliver([event])
+                await sink.instance.shutdown()
+                complain("sink \(name) (\(sink.type)): test event \(event.id) delivered")
+            } catch {
+                await sink.instance.shutdown()
+                complain("sink \(name) (\(sink.type)) failed: \(error)")
+                throw ExitCode(Exit.failure)
+            }
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import ArgumentParser
+import Foundation
+import TidingsCore
+
+struct SourcesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sources",
+        abstract: "List configured sources with their health: last success, last error, failures, next poll.")
+
+    @OptionGroup var common: CommonOptions
+
+    @Flag(help: "Print one JSON object per source.")
+    var json = false
+
+    func run() async throws {
+        let app = try App.load(common, logLevel: .warning)
+        let statuses = try app.openStore().statuses()
+        for s in app.config.sources {
+            let st = statuses[s.name]
+            let state: String
+            if !s.settings.enabled { state = "disabled" }
+            else if st?.authFailedHash == s.configHash { state = "auth-failed" }
+            else if (st?.failures ?? 0) > 0 { state = "failing" }
+            else if st?.lastSuccess == nil { state = "new" }
+            else { state = "ok" }
+            if json {
+                let obj: JSONValue = [
+                    "name": .string(s.name), "provider": .string(s.provider), "state": .string(state),
+                    "interval": .string(DurationParser.format(s.settings.interval)),
+                    "last_success": st?.lastSuccess.map { .string(Timestamp.format($0)) } ?? .null,
+                    "last_error": st?.lastError.map { .string($0) } ?? .null,
+                    "last_error_at": st?.lastErrorAt.map { .string(Timestamp.format($0)) } ?? .null,
+                    "failures": .number(Double(st?.failures ?? 0)),
+                    "next_due": st?.nextDue.map { .string(Timestamp.format($0)) } ?? .null,
+                    "items": .number(Double(st?.items ?? 0)),
+                ]
+                emit(obj.jsonString())
+            } else {
+                var line = "\(s.name.padding(toLength: 20, withPad: " ", startingAt: 0)) \(s.provider.padding(toLength: 12, withPad: " ", startingAt: 0)) every \(DurationParser.format(s.settings.interval).padding(toLength: 6, withPad: " ", startingAt: 0)) \(state.padding(toLength: 11, withPad: " ", startingAt: 0))"
+                line += " last ok: \(st?.lastSuccess.map(Self.ago) ?? "never")"
+                if let n = st?.nextDue, s.settings.enabled, state != "auth-failed" { line += ", next: \(Self.until(n))" }
+                if let f = st?.failures, f > 0 { line += ", \(f) failure\(f == 1 ? "" : "s")" }
+                if let e = st?.lastError, state != "ok" { line += ", error: \(e)" }
+                emit(line)
+            }
+        }
+    }
+
+    static func ago(_ d: Date) -> String { DurationParser.format(max(0, -d.timeIntervalSinceNow)) + " ago" }
+    static func until(_ d: Date) -> String {
+        let s = d.timeIntervalSinceNow
+        return s <= 0 ? "due now" : "in " + DurationParser.format(s)
+    }
+}

@@ -1,0 +1,22 @@
+import ArgumentParser
+
+@main
+struct Tidings: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tidings",
+        abstract: "Poll the services you care about and get told when something changes.",
+        discussion: """
+            tidings polls sources (web APIs, alert managers, scripts in plugins.d) on a schedule, \
+            remembers what it has seen, and sends what is new, changed or removed to sinks \
+            (desktop notifications, stdout, webhooks, commands).
+
+            Exit status: 0 success and nothing new, 1 success with new events, 2 a source or \
+            sink failed, 64 usage error, 78 configuration error.
+            """,
+        version: "0.1.0",
+        subcommands: [
+            RunCommand.self, CheckCommand.self, SourcesCommand.self, HistoryCommand.self,
+            ConfigCommand.self, StateCommand.self, SinksCommand.self,
+        ]
+    )
+}
