@@ -3,7 +3,8 @@ import Synchronization
 import TidingsCore
 
 /// Sportdate's member API (docs/providers.md#sportdate): verifies the credentials with
-/// `POST /api/member/get` before the first poll, then polls `/api/message/check`.
+/// `POST /api/member/get` before the first poll, then polls `/api/message/check`
+/// (with POST: the spec's GET-with-body cannot be sent by URLSession on Linux).
 ///
 /// - `type: notify` → kind `message` (a personal notice);
 /// - `type: messagebox` → kind `notice` (a broadcast, pending until dismissed or expired);
@@ -20,9 +21,14 @@ public final class SportdateProvider: Provider, Sendable {
         let base = try ProviderSupport.baseURL(options, default: "https://www.sportdate.se")
         let email = try options.requiredString("email")
         guard let password = try options.secret("password", required: true) else { throw options.error(nil, "\(options.what): missing password") }
-        let method = (try options.string("message_method") ?? "GET").uppercased()
-        guard ["GET", "POST"].contains(method) else {
-            throw options.error("message_method", "\(options.what): 'message_method' must be \"GET\" or \"POST\", not \"\(method)\"")
+        // The spec says GET with a JSON body, but Foundation's URLSession on Linux refuses to send
+        // a body with GET ("GET method must not have a body"), so POST is the working default.
+        let method = (try options.string("message_method") ?? "POST").uppercased()
+        guard method == "POST" else {
+            if method == "GET" {
+                throw options.error("message_method", "\(options.what): message_method = \"GET\" (the spec's GET with a JSON body) is not supported: the HTTP client on Linux cannot send a body with GET; use \"POST\" (the default)")
+            }
+            throw options.error("message_method", "\(options.what): 'message_method' must be \"POST\", not \"\(method)\"")
         }
         let insecureOK = try options.bool("allow_insecure_http") ?? false
         if base.scheme?.lowercased() == "http" && !insecureOK && !ProviderSupport.isLoopback(base) {
