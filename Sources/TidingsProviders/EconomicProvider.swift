@@ -111,6 +111,7 @@ public final class EconomicProvider: Provider, EventDescriber, Sendable {
         var detail = "e-conomic: " + parts.joined(separator: "; ")
         if page > 1 { detail += " (page \(page))" }
         if [401, 403].contains(response.status) { detail += "; the agreement grant may have been revoked" }
+        if let wait = response.retryAfter, [429, 503].contains(response.status) { detail += "; retry after \(DurationParser.format(wait.rounded(.up)))" }
         return PollError.http(response, detail: detail)
     }
 
