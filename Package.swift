@@ -54,7 +54,10 @@ let package = Package(
         ),
         .testTarget(
             name: "TidingsCoreTests",
-            dependencies: ["TidingsCore", "TidingsProviders", "TidingsSinks"]
+            dependencies: [
+                "TidingsCore", "TidingsProviders", "TidingsSinks",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
         ),
     ]
 )

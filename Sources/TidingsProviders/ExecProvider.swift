@@ -4,7 +4,8 @@ import TidingsCore
 /// `provider = "exec"`: a program in `plugins.d` reports items.
 ///
 /// - `format = "jsonl"` (default): one JSON object per stdout line with at least `key` and
-///   `title` (optional `body`, `url`, `severity`, `kind`, `data`). Exit 0 = success;
+///   `title` (optional `body`, `url`, `severity`, `kind`, `data`, and `fingerprint`: what
+///   counts as a change, when not every detail should). Exit 0 = success;
 ///   non-zero = the poll failed, stderr says why.
 /// - `format = "nagios"`: the monitoring-plugin convention (exit 0 OK, 1 WARNING, 2 CRITICAL,
 ///   3 UNKNOWN; first stdout line is the status, `|` starts perfdata). One item whose
@@ -87,7 +88,8 @@ public struct ExecProvider: Provider {
             items.append(Item(
                 key: key, kind: v["kind"]?.stringValue ?? "item", title: title, body: v["body"]?.stringValue ?? "",
                 url: v["url"]?.stringValue, severity: Severity(lenient: v["severity"]?.stringValue),
-                data: v["data"].flatMap { $0.objectValue != nil ? $0 : nil } ?? .object([:])))
+                data: v["data"].flatMap { $0.objectValue != nil ? $0 : nil } ?? .object([:]),
+                fingerprint: v["fingerprint"]?.stringValue))
         }
         return items
     }

@@ -161,8 +161,8 @@ public final class OptionReader {
 
     public func resolvePath(_ s: String) -> String {
         let expanded = PathResolver.expandTilde(s)
-        if expanded.hasPrefix("/") { return expanded }
-        return (baseDirectory as NSString).appendingPathComponent(expanded)
+        if expanded.hasPrefix("/") { return (expanded as NSString).standardizingPath }
+        return ((baseDirectory as NSString).appendingPathComponent(expanded) as NSString).standardizingPath
     }
 
     // MARK: secrets

@@ -72,7 +72,8 @@ public final class PollRunner: Sendable {
         } catch let e as PollError {
             result = .failure(e)
         } catch is CancellationError {
-            result = .failure(PollError(.transient, "cancelled"))
+            // Shutting down: this poll did not happen; record nothing and let the next run poll.
+            return PollOutcome(source: source.name, record: PollRecord(), error: PollError(.transient, "cancelled"), nextDue: env.now())
         } catch {
             result = .failure(PollError(.transient, "\(error)"))
         }
@@ -83,7 +84,11 @@ public final class PollRunner: Sendable {
             case .success(let value):
                 let record = try recorder.recordSuccess(source, result: value, now: now, options: options)
                 if let n = record.baselineCount {
-                    log.notice("baseline: stored \(n) existing item\(n == 1 ? "" : "s") silently (notify_existing = false)")
+                    if source.settings.notifyExisting {
+                        log.notice("first poll: reporting \(record.events.count) existing item\(record.events.count == 1 ? "" : "s") (notify_existing = true)")
+                    } else {
+                        log.notice("baseline: stored \(n) existing item\(n == 1 ? "" : "s") silently (notify_existing = false)")
+                    }
                 }
                 let next = now.addingTimeInterval(Backoff.afterSuccess(interval: settings.interval, jitter: settings.jitter, unit: env.unit()))
                 return PollOutcome(source: source.name, record: record, nextDue: next)

@@ -1,0 +1,53 @@
+# tidings: the two commands a newcomer needs are `make run` and `make test`.
+
+SWIFT        ?= swift
+PYTHON       ?= /usr/bin/python3
+BIN          := .build/debug/tidings
+STATE_DIR    ?= .state
+
+# Needed to build (GRDB links SQLite; the desktop sink links libnotify).
+BUILD_PACKAGES := libsqlite3-dev libnotify-dev pkg-config
+# Needed by the test suite: real session bus + notification server, real Alertmanager.
+TEST_PACKAGES  := python3 python3-pytest python3-dbusmock dbus dbus-x11 libnotify-bin \
+                  prometheus-alertmanager dunst xvfb
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all build run test unit e2e deps test-deps clean
+
+all: build
+
+# Installs Debian packages that are missing (and only those).
+define apt_install
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+endef
+
+deps:
+	$(call apt_install,$(BUILD_PACKAGES))
+
+test-deps: deps
+	$(call apt_install,$(TEST_PACKAGES))
+
+build: deps
+	$(SWIFT) build
+
+# Runs the daemon in the foreground on the shipped etc/ and plugins.d/, state in ./.state.
+run: build
+	$(BIN) run --config etc/tidings.toml --state-dir $(STATE_DIR)
+
+# The whole suite: Swift unit tests, then the end-to-end tests against the built binary.
+test: test-deps build unit e2e
+
+unit:
+	$(SWIFT) test
+
+e2e:
+	cd Tests/e2e && TIDINGS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q
+
+clean:
+	rm -rf .build $(STATE_DIR)

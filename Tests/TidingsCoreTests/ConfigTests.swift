@@ -1,0 +1,167 @@
+import Foundation
+import TidingsCore
+import TidingsProviders
+import XCTest
+
+final class ConfigTests: XCTestCase {
+    let jsonSource = """
+        [sources.api]
+        provider = "http-json"
+        url = "http://127.0.0.1:9/items"
+        """
+
+    func testValidConfigLoadsWithDefaultsAndOverrides() throws {
+        let c = try loadConfig("""
+            [defaults]
+            interval = "2m"
+            jitter = 0.2
+            [sinks.out]
+            type = "stdout"
+            format = "json"
+            [[routes]]
+            match = { severity = ["critical", "warning"], source = "api" }
+            sinks = ["out"]
+            continue = true
+            \(jsonSource)
+            timeout = "5s"
+            """)
+        XCTAssertEqual(c.sources.map(\.name), ["api"])
+        XCTAssertEqual(c.sources[0].settings.interval, 120)
+        XCTAssertEqual(c.sources[0].settings.jitter, 0.2)
+        XCTAssertEqual(c.sources[0].settings.timeout, 5)
+        XCTAssertEqual(c.routes, [Route(source: ["api"], severity: ["critical", "warning"], sinks: ["out"], continueMatching: true)])
+    }
+
+    func testSyntaxErrorNamesFileAndLine() throws {
+        let errors = try configErrors("a = 1\n\nb = [\n")
+        XCTAssertEqual(errors.count, 1)
+        XCTAssertEqual(errors[0].line, 3, errors[0].description)
+        XCTAssertTrue(errors[0].description.contains("tidings.toml:3: TOML syntax"), errors[0].description)
+    }
+
+    func testUnknownKeyIsAnErrorAtItsLine() throws {
+        let errors = try configErrors("""
+            [defaults]
+            interval = "5m"
+            intervall = "1m"
+            """)
+        XCTAssertEqual(errors.map(\.line), [3])
+        XCTAssertTrue(errors[0].message.contains("unknown key 'intervall'"), errors[0].message)
+    }
+
+    func testUnknownKeyInSourceAndInlineTable() throws {
+        let errors = try configErrors("""
+            [sinks.out]
+            type = "stdout"
+            [[routes]]
+            sinks = ["out"]
+            [[routes]]
+            match = { sauce = "x" }
+            sinks = ["out"]
+            \(jsonSource)
+            itmes = "/x"
+            """)
+        XCTAssertEqual(errors.map(\.line), [6, 11], errors.map(\.description).joined(separator: "\n"))
+        XCTAssertTrue(errors[0].message.contains("'sauce'"))
+        XCTAssertTrue(errors[1].message.contains("'itmes'"))
+    }
+
+    func testWrongTypesAndBadValuesNameTheirLines() throws {
+        let errors = try configErrors("""
+            max_concurrent = "lots"
+            [defaults]
+            interval = 5
+            jitter = 2.0
+            timeout = "soon"
+            """)
+        XCTAssertEqual(errors.map(\.line), [1, 3], errors.map(\.description).joined(separator: "\n"))
+        XCTAssertTrue(errors[0].message.contains("must be an integer"))
+        XCTAssertTrue(errors[1].message.contains("duration"))
+    }
+
+    func testUnknownProviderSinkAndRouteTarget() throws {
+        let errors = try configErrors("""
+            [sinks.a]
+            type = "pigeon"
+            [[routes]]
+            sinks = ["nowhere"]
+            [sources.x]
+            provider = "carrier"
+            """)
+        let text = errors.map(\.description).joined(separator: "\n")
+        XCTAssertTrue(text.contains(":2: sink \"a\": unknown sink type 'pigeon'"), text)
+        XCTAssertTrue(text.contains(":4: route #1: no sink named 'nowhere'"), text)
+        XCTAssertTrue(text.contains(":6: source \"x\": unknown provider 'carrier'"), text)
+    }
+
+    func testPluginFilesBecomeSourcesAndIgnoredSuffixesAreIgnored() throws {
+        let script = "#!/bin/sh\necho '{\"key\":\"k\",\"title\":\"t\"}'\n"
+        let c = try loadConfig("", plugins: [
+            "api.toml": ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\"\n", 0o644),
+            "probe": (script, 0o755),
+            "probe2": (script, 0o755),
+            "probe2.toml": ("format = \"jsonl\"\ninterval = \"1m\"\n", 0o644),
+            "old.toml~": ("garbage", 0o644),
+            "off.toml.disabled": ("garbage", 0o644),
+            "x.toml.dpkg-old": ("garbage", 0o644),
+            "README": ("not executable", 0o644),
+        ])
+        XCTAssertEqual(c.sources.map(\.name), ["api", "probe", "probe2"])
+        XCTAssertEqual(c.sources.map(\.provider), ["http-json", "exec", "exec"])
+        XCTAssertEqual(c.source(named: "probe2")?.settings.interval, 60)
+    }
+
+    func testWorldWritablePluginIsRefused() throws {
+        let errors = try configErrors("", plugins: ["evil": ("#!/bin/sh\n", 0o777)])
+        XCTAssertEqual(errors.count, 1)
+        XCTAssertTrue(errors[0].description.contains("plugins.d/evil: plugin is writable by group or others"), errors[0].description)
+    }
+
+    func testInlineSecretInReadableFileIsRefused() throws {
+        let text = """
+            [sources.api]
+            provider = "http-json"
+            url = "http://127.0.0.1:9/"
+            headers = { Authorization = "Bearer s3cr3t-value" }
+            """
+        let errors = try configErrors(text, mode: 0o644)
+        XCTAssertEqual(errors.map(\.line), [4], errors.map(\.description).joined(separator: "\n"))
+        XCTAssertTrue(errors[0].message.contains("readable by group or others"))
+        XCTAssertFalse(errors[0].description.contains("s3cr3t-value"))
+        XCTAssertEqual(try configErrors(text, mode: 0o600), [])
+    }
+
+    func testSecretFromFileAndEnvironment() throws {
+        let dir = try scratchDirectory()
+        try write("tok-from-file\n", to: "\(dir)/tok")
+        setenv("TIDINGS_TEST_TOKEN", "tok-from-env", 1)
+        let c = try loadConfig("""
+            [sources.a]
+            provider = "http-json"
+            url = "http://127.0.0.1:9/"
+            headers = { Authorization_file = "\(dir)/tok", X-Key_env = "TIDINGS_TEST_TOKEN", Accept = "text/json" }
+            """)
+        let p = try XCTUnwrap(c.sources[0].instance as? HTTPJSONProvider)
+        XCTAssertEqual(Dictionary(uniqueKeysWithValues: p.headers)["Authorization"], "tok-from-file")
+        XCTAssertEqual(Dictionary(uniqueKeysWithValues: p.headers)["X-Key"], "tok-from-env")
+        XCTAssertEqual(Redactor.shared.scrub("got tok-from-file and tok-from-env"), "got ‹redacted› and ‹redacted›")
+
+        let missing = try configErrors("""
+            [sources.a]
+            provider = "http-json"
+            url = "http://127.0.0.1:9/"
+            headers = { Authorization_env = "TIDINGS_TEST_UNSET_VAR" }
+            """)
+        XCTAssertEqual(missing.map(\.line), [4])
+        XCTAssertTrue(missing[0].message.contains("TIDINGS_TEST_UNSET_VAR"))
+    }
+
+    func testLocateFollowsTheDocumentedOrder() throws {
+        let dir = try scratchDirectory()
+        XCTAssertEqual(ConfigLoader.locate(explicit: "/x/y.toml", environment: ["TIDINGS_CONFIG": "/a.toml"]), "/x/y.toml")
+        XCTAssertEqual(ConfigLoader.locate(explicit: nil, environment: ["TIDINGS_CONFIG": "/a.toml"]), "/a.toml")
+        try write("", to: "\(dir)/tidings/tidings.toml")
+        XCTAssertEqual(ConfigLoader.locate(explicit: nil, environment: ["XDG_CONFIG_HOME": dir, "HOME": "/nonexistent"]), "\(dir)/tidings/tidings.toml")
+        XCTAssertEqual(ConfigLoader.locate(explicit: nil, environment: ["HOME": "/nonexistent"]), "/etc/tidings/tidings.toml")
+    }
+}

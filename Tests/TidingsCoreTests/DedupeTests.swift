@@ -1,0 +1,80 @@
+import Foundation
+import TidingsCore
+import XCTest
+
+final class DedupeTests: XCTestCase {
+    let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+    func item(_ key: String, _ title: String = "t") -> Item { Item(key: key, kind: "k", title: title) }
+
+    /// Applies an outcome to a state map, as the recorder does.
+    func apply(_ o: Deduplicator.Outcome, to state: inout [String: StoredItem]) {
+        for u in o.upserts { state[u.key] = u }
+    }
+
+    func run(_ d: Deduplicator, _ state: inout [String: StoredItem], _ items: [Item], baseline: Bool = false, notify: Bool = false, at: Date) -> [String] {
+        let o = d.run(previous: state, current: items, baseline: baseline, notifyExisting: notify, now: at)
+        apply(o, to: &state)
+        return o.changes.map { "\($0.type.rawValue):\($0.item.key)" }
+    }
+
+    func testBaselineIsSilentUnlessNotifyExisting() {
+        let d = Deduplicator()
+        var s: [String: StoredItem] = [:]
+        let o = d.run(previous: s, current: [item("a"), item("b")], baseline: true, notifyExisting: false, now: t0)
+        XCTAssertEqual(o.changes.count, 0)
+        XCTAssertEqual(o.baselineCount, 2)
+        apply(o, to: &s)
+        XCTAssertEqual(s.count, 2)
+        let loud = d.run(previous: [:], current: [item("a")], baseline: true, notifyExisting: true, now: t0)
+        XCTAssertEqual(loud.changes.map(\.type), [.new])
+    }
+
+    func testNewChangedRemovedAndUnchanged() {
+        let d = Deduplicator()
+        var s: [String: StoredItem] = [:]
+        _ = run(d, &s, [item("a"), item("b")], baseline: true, at: t0)
+        XCTAssertEqual(run(d, &s, [item("a"), item("b")], at: t0 + 1), [])
+        XCTAssertEqual(run(d, &s, [item("a", "t2"), item("b"), item("c")], at: t0 + 2), ["changed:a", "new:c"])
+        XCTAssertEqual(run(d, &s, [item("a", "t2")], at: t0 + 3).sorted(), ["removed:b", "removed:c"])
+        // Presence semantics: a removed item that returns is new again.
+        XCTAssertEqual(run(d, &s, [item("a", "t2"), item("b")], at: t0 + 4), ["new:b"])
+    }
+
+    func testUnchangedItemsAreNotRewritten() {
+        let d = Deduplicator()
+        var s: [String: StoredItem] = [:]
+        _ = run(d, &s, [item("a"), item("b")], baseline: true, at: t0)
+        let o = d.run(previous: s, current: [item("a"), item("b")], baseline: false, notifyExisting: false, now: t0 + 1)
+        XCTAssertTrue(o.upserts.isEmpty)
+    }
+
+    func testDuplicateEntriesAreSeparateItems() {
+        let d = Deduplicator()
+        var s: [String: StoredItem] = [:]
+        _ = run(d, &s, [item("x")], baseline: true, at: t0)
+        XCTAssertEqual(run(d, &s, [item("x"), item("x")], at: t0 + 1), ["new:x#2"])
+        XCTAssertEqual(run(d, &s, [item("x")], at: t0 + 2), ["removed:x#2"])
+    }
+
+    func testFlapWithinWindowIsOneChangedEvent() {
+        let d = Deduplicator(flapWindow: 300)
+        var s: [String: StoredItem] = [:]
+        _ = run(d, &s, [item("alert")], baseline: true, at: t0)
+        XCTAssertEqual(run(d, &s, [], at: t0 + 60), [], "no removed event inside the flap window")
+        XCTAssertEqual(run(d, &s, [item("alert")], at: t0 + 120), ["changed:alert"])
+        XCTAssertEqual(run(d, &s, [], at: t0 + 180), [])
+        XCTAssertEqual(run(d, &s, [], at: t0 + 400), [], "window counts from when it went missing")
+        XCTAssertEqual(run(d, &s, [], at: t0 + 481), ["removed:alert"])
+        XCTAssertEqual(run(d, &s, [], at: t0 + 900), [], "removed only once")
+        XCTAssertEqual(run(d, &s, [item("alert")], at: t0 + 1000), ["new:alert"])
+    }
+
+    func testChangedCarriesPrevious() {
+        let d = Deduplicator()
+        var s: [String: StoredItem] = [:]
+        _ = run(d, &s, [item("a", "old")], baseline: true, at: t0)
+        let o = d.run(previous: s, current: [item("a", "new")], baseline: false, notifyExisting: false, now: t0 + 1)
+        XCTAssertEqual(o.changes.first?.previous?.title, "old")
+        XCTAssertEqual(o.changes.first?.item.title, "new")
+    }
+}

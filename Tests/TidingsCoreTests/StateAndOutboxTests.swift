@@ -1,0 +1,167 @@
+import Foundation
+import GRDB
+@testable import TidingsCore
+import XCTest
+
+/// A provider whose items the test sets.
+final class ScriptedProvider: Provider, @unchecked Sendable {
+    var items: [Item] = []
+    var failure: PollError?
+    func poll(_ ctx: PollContext) async throws -> PollResult {
+        if let failure { throw failure }
+        return .snapshot(items)
+    }
+}
+
+/// A sink that fails as scripted and records what it got.
+final class ScriptedSink: Sink, @unchecked Sendable {
+    let lock = NSLock()
+    var failures: [DeliveryError] = []
+    var delivered: [String] = []
+    func deliver(_ events: [Event]) async throws {
+        try lock.withLock {
+            if !failures.isEmpty { throw failures.removeFirst() }
+            delivered += events.map(\.id)
+        }
+    }
+}
+
+final class StateAndOutboxTests: XCTestCase {
+    var dir = ""
+    var store: StateStore!
+    let provider = ScriptedProvider()
+    lazy var source = SourceConfig(
+        name: "s", provider: "scripted", settings: SourceSettings(), flapWindow: 0, instance: provider,
+        file: "test", line: nil, configHash: "h1")
+
+    override func setUpWithError() throws {
+        dir = try scratchDirectory()
+        store = try StateStore.open(directory: dir, logger: quietLogger)
+    }
+
+    func count(_ table: String) throws -> Int {
+        try store.db.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM \(table)")! }
+    }
+
+    func testPollRecordsItemsEventsAndOutboxTogether() throws {
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["a", "b"]))
+        let now = Date()
+        _ = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "one")]), now: now, options: route)
+        XCTAssertEqual(try count("event"), 0, "baseline is silent")
+        let r = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "one"), Item(key: "2", kind: "k", title: "two")]), now: now, options: route)
+        XCTAssertEqual(r.events.map(\.key), ["2"])
+        XCTAssertEqual(try count("event"), 1)
+        XCTAssertEqual(try count("delivery"), 2, "one row per (event, sink)")
+        XCTAssertEqual(try count("item"), 2)
+    }
+
+    func testDryRunChangesNothing() throws {
+        let rec = PollRecorder(store: store)
+        _ = try rec.recordSuccess(source, result: .snapshot([]), now: Date(), options: RecordOptions(router: nil))
+        let r = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "one")]), now: Date(), options: RecordOptions(router: nil, dryRun: true))
+        XCTAssertEqual(r.events.count, 1)
+        XCTAssertEqual(try count("event"), 0)
+        XCTAssertEqual(try count("item"), 0)
+    }
+
+    func testErrorEventOnceAtThresholdThenRecovered() throws {
+        let rec = PollRecorder(store: store)
+        let opts = RecordOptions(router: nil)
+        _ = try rec.recordSuccess(source, result: .snapshot([]), now: Date(), options: opts)
+        let err = PollError(.transient, "HTTP 500")
+        let counts = try (1...5).map { _ in try rec.recordFailure(source, error: err, now: Date(), options: opts).events.count }
+        XCTAssertEqual(counts, [0, 0, 1, 0, 0], "error_threshold = 3: one event, never one per failure")
+        let ok = try rec.recordSuccess(source, result: .snapshot([]), now: Date(), options: opts)
+        XCTAssertEqual(ok.events.map(\.event), [.recovered])
+        XCTAssertEqual(ok.events.first?.kind, "source")
+    }
+
+    func testAuthFailureIsImmediateAndParksTheSource() async throws {
+        let runner = PollRunner(store: store, http: URLSessionHTTPClient())
+        provider.failure = PollError(.auth, "credentials rejected")
+        let first = await runner.poll(source, options: RecordOptions(router: nil), logger: quietLogger)
+        XCTAssertEqual(first.record.events.map(\.event), [.error])
+        XCTAssertEqual(first.nextDue, .distantFuture)
+        provider.failure = nil
+        let second = await runner.poll(source, options: RecordOptions(router: nil), logger: quietLogger)
+        XCTAssertTrue(second.skippedAuthFailed, "no new login while the config is unchanged")
+        var changed = source
+        changed.configHash = "h2"
+        let third = await runner.poll(changed, options: RecordOptions(router: nil), logger: quietLogger)
+        XCTAssertNil(third.error, "a changed config tries again")
+    }
+
+    func testOutboxRetriesInOrderThenDeadLetters() async throws {
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
+        let t0 = Date()
+        _ = try rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
+        let events = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: t0, options: route).events
+        let sink = ScriptedSink()
+        sink.failures = [DeliveryError(.retryable, "503")]
+        let env = FixedEnvironment(time: t0)
+        let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(first: 2, cap: 60, jitter: 0, maxAge: 100), env: env, logger: quietLogger)
+
+        let failed = await worker.drainOnce()
+        XCTAssertEqual(failed["x"], "503")
+        XCTAssertEqual(sink.delivered, [], "the failing head blocks later rows: per-sink order")
+        let notDue = await worker.drainOnce()
+        XCTAssertEqual(notDue, [:], "not due yet: nothing attempted")
+        XCTAssertEqual(sink.delivered, [])
+        env.time = t0 + 3
+        let retried = await worker.drainOnce()
+        XCTAssertEqual(retried, [:])
+        XCTAssertEqual(sink.delivered, events.map(\.id), "delivered in order, same ids")
+        XCTAssertEqual(try count("delivery"), 0)
+
+        // A permanent failure is dead at once; a retryable one past max_age too.
+        let more = try rec.recordSuccess(source, result: .snapshot([
+            Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b"), Item(key: "3", kind: "k", title: "c"),
+        ]), now: env.time, options: route).events
+        XCTAssertEqual(more.map(\.key), ["3"])
+        sink.failures = [DeliveryError(.permanent, "400 bad request")]
+        _ = await worker.drainOnce()
+        let dead = try store.db.read { try Row.fetchAll($0, sql: "SELECT status, last_error FROM delivery") }
+        XCTAssertEqual(dead.map { $0[0] as String }, ["dead"])
+        XCTAssertEqual(dead.map { $0[1] as String }, ["400 bad request"])
+        XCTAssertFalse(sink.delivered.contains(more[0].id))
+    }
+
+    func testRetryableDeliveryGivesUpAfterMaxAge() async throws {
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
+        let t0 = Date()
+        _ = try rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
+        _ = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a")]), now: t0, options: route)
+        let sink = ScriptedSink()
+        sink.failures = Array(repeating: DeliveryError(.retryable, "down"), count: 10)
+        let env = FixedEnvironment(time: t0 + 101)
+        let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(maxAge: 100), env: env, logger: quietLogger)
+        _ = await worker.drainOnce()
+        let row = try store.db.read { try Row.fetchOne($0, sql: "SELECT status, attempts, last_error FROM delivery")! }
+        XCTAssertEqual(row[0] as String, "dead")
+        XCTAssertTrue((row[2] as String).hasPrefix("gave up after 1 attempts"), row[2] as String)
+    }
+
+    func testCorruptDatabaseIsMovedAsideAndStartsFresh() throws {
+        let d = try scratchDirectory()
+        try write(String(repeating: "this is not sqlite ", count: 500), to: "\(d)/tidings.sqlite")
+        let s = try StateStore.open(directory: d, logger: quietLogger)
+        XCTAssertEqual(try s.db.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM item") }, 0)
+        let names = try FileManager.default.contentsOfDirectory(atPath: d)
+        XCTAssertTrue(names.contains { $0.hasPrefix("tidings.sqlite.corrupt-") }, "\(names)")
+    }
+
+    func testPruneKeepsEventsThatStillNeedDelivery() throws {
+        let rec = PollRecorder(store: store)
+        let old = Date().addingTimeInterval(-40 * 86_400)
+        _ = try rec.recordSuccess(source, result: .snapshot([]), now: old, options: RecordOptions(router: nil))
+        _ = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a")]), now: old, options: RecordOptions(router: nil))
+        _ = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: old,
+                                  options: RecordOptions(router: Router(routes: [], allSinks: ["x"])))
+        let r = try store.prune(olderThanDays: 30)
+        XCTAssertEqual(r.events, 1)
+        XCTAssertEqual(try count("event"), 1, "the undelivered event stays")
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import Logging
+import TidingsCore
+import TidingsProviders
+import TidingsSinks
+import XCTest
+
+/// A scratch directory removed after the test.
+func scratchDirectory() throws -> String {
+    let dir = NSTemporaryDirectory() + "tidings-tests-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+func write(_ text: String, to path: String, mode: Int = 0o600) throws {
+    try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    try text.write(toFile: path, atomically: true, encoding: .utf8)
+    chmod(path, mode_t(mode))
+}
+
+let testLoader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry)
+
+/// Loads a main config from text; returns the errors (empty on success).
+func configErrors(_ text: String, plugins: [String: (String, Int)] = [:], mode: Int = 0o600) throws -> [ConfigError] {
+    let dir = try scratchDirectory()
+    try write(text, to: "\(dir)/tidings.toml", mode: mode)
+    try FileManager.default.createDirectory(atPath: "\(dir)/plugins.d", withIntermediateDirectories: true)
+    for (name, (content, m)) in plugins { try write(content, to: "\(dir)/plugins.d/\(name)", mode: m) }
+    do {
+        _ = try testLoader.load(file: "\(dir)/tidings.toml")
+        return []
+    } catch let e as ConfigErrors {
+        return e.errors
+    }
+}
+
+func loadConfig(_ text: String, plugins: [String: (String, Int)] = [:]) throws -> TidingsConfig {
+    let dir = try scratchDirectory()
+    try write(text, to: "\(dir)/tidings.toml")
+    try FileManager.default.createDirectory(atPath: "\(dir)/plugins.d", withIntermediateDirectories: true)
+    for (name, (content, m)) in plugins { try write(content, to: "\(dir)/plugins.d/\(name)", mode: m) }
+    return try testLoader.load(file: "\(dir)/tidings.toml")
+}
+
+/// Deterministic time and randomness.
+final class FixedEnvironment: Environment, @unchecked Sendable {
+    var time: Date
+    var draw: Double
+    init(time: Date = Date(timeIntervalSince1970: 1_800_000_000), draw: Double = 0.5) {
+        self.time = time
+        self.draw = draw
+    }
+    func now() -> Date { time }
+    func unit() -> Double { draw }
+}
+
+let quietLogger: Logger = {
+    var l = Logger(label: "test")
+    l.logLevel = .critical
+    return l
+}()
