@@ -110,7 +110,9 @@ public final class EconomicProvider: Provider, EventDescriber, Sendable {
         if parts.isEmpty { parts.append(PollError.excerpt(response.body)) }
         var detail = "e-conomic: " + parts.joined(separator: "; ")
         if page > 1 { detail += " (page \(page))" }
-        if [401, 403].contains(response.status) { detail += "; the agreement grant may have been revoked" }
+        if [401, 403].contains(response.status), !detail.lowercased().contains("revoked") {
+            detail += " (check the tokens; the agreement grant may have been revoked)"
+        }
         if let wait = response.retryAfter, [429, 503].contains(response.status) { detail += "; retry after \(DurationParser.format(wait.rounded(.up)))" }
         return PollError.http(response, detail: detail)
     }

@@ -156,3 +156,26 @@ def test_get_with_body_is_refused_with_a_reason(tidings, fake):
     r = tidings.run("config", "check")
     assert r.code == 78, r
     assert "message_method" in r.stderr and "POST" in r.stderr
+
+
+def test_daemon_logs_in_once_per_start_and_reload_and_never_hammers(tidings, fake):
+    import signal
+    from conftest import read_log, wait_for
+
+    fake.state["messages"] = [NOTIFY]
+    configure(tidings, fake, extra='interval = "1s"\njitter = 0.0')
+    d = tidings.start_daemon()
+    wait_for(lambda: fake.state.get("checks", 0) >= 3, what="three polls")
+    assert fake.state["logins"] == 1   # credentials verified once, not per poll
+
+    configure(tidings, fake, password="now-wrong-password", extra='interval = "1s"\njitter = 0.0')
+    d.send_signal(signal.SIGHUP)       # reload: verify the (new) credentials again
+    wait_for(lambda: fake.state["logins"] == 2, what="login after reload")
+    import time
+    time.sleep(3)                      # rejected: no further logins or polls (no account lockout)
+    assert fake.state["logins"] == 2
+    d.send_signal(signal.SIGTERM)
+    assert d.wait(timeout=20) == 0
+    log = read_log(d)
+    assert "credentials rejected" in log
+    assert "now-wrong-password" not in log and PASSWORD not in log
