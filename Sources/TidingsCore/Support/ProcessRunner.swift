@@ -2,8 +2,9 @@ import Foundation
 
 /// Runs a child process with a deadline and bounded output (exec providers and sinks).
 ///
-/// Pipes are drained on GCD threads, never on the async pool; on timeout the child
-/// gets SIGTERM, then SIGKILL after two seconds.
+/// Pipes are drained on GCD threads, never on the async pool. Foundation's `Process` starts
+/// the child as leader of its own process group, so on timeout the whole group (a shell
+/// script's children included) gets SIGTERM, then SIGKILL after two seconds.
 public enum ProcessRunner {
     public struct Output: Sendable {
         public var status: Int32
@@ -67,8 +68,12 @@ public enum ProcessRunner {
             let pid = p.processIdentifier
             let deadline = DispatchWorkItem {
                 box.timedOut = true
+                kill(-pid, SIGTERM)
                 kill(pid, SIGTERM)
-                DispatchQueue.global().asyncAfter(deadline: .now() + 2) { if p.isRunning { kill(pid, SIGKILL) } }
+                DispatchQueue.global().asyncAfter(deadline: .now() + 2) {
+                    kill(-pid, SIGKILL)
+                    if p.isRunning { kill(pid, SIGKILL) }
+                }
             }
             DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: deadline)
             group.notify(queue: .global()) {

@@ -1,14 +1,62 @@
-/// Runs `body`, failing with `onTimeout()` if it takes longer than `seconds`.
+import Synchronization
+
+/// Runs `body`, failing with `onTimeout()` once `seconds` pass, even if `body` ignores
+/// cancellation (it is cancelled and left to finish in the background).
 public func withTimeout<T: Sendable>(
     _ seconds: Double, onTimeout: @escaping @Sendable () -> Error, _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
-            throw onTimeout()
+    let once = ResumeOnce<T>()
+    let work = TaskHandle()
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, Error>) in
+            once.install(c)
+            work.set(Task {
+                    do { once.resume(.success(try await body())) } catch { once.resume(.failure(error)) }
+                })
+            Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                if once.resume(.failure(onTimeout())) { work.cancel() }
+            }
         }
-        defer { group.cancelAll() }
-        return try await group.next()!
+    } onCancel: {
+        work.cancel()
+        once.resume(.failure(CancellationError()))
     }
+}
+
+/// Resumes a continuation exactly once, from whichever side gets there first.
+final class ResumeOnce<T: Sendable>: Sendable {
+    private let state = Mutex<(continuation: CheckedContinuation<T, Error>?, early: Result<T, Error>?, done: Bool)>((nil, nil, false))
+
+    func install(_ c: CheckedContinuation<T, Error>) {
+        let early = state.withLock { s -> Result<T, Error>? in
+            if let e = s.early { s.early = nil; return e }
+            s.continuation = c
+            return nil
+        }
+        if let early { c.resume(with: early) }
+    }
+
+    /// Returns true if this call was the one that resumed.
+    @discardableResult
+    func resume(_ result: Result<T, Error>) -> Bool {
+        let c = state.withLock { s -> CheckedContinuation<T, Error>?? in
+            if s.done { return .none }
+            s.done = true
+            if let c = s.continuation { s.continuation = nil; return .some(c) }
+            s.early = result
+            return .some(nil)
+        }
+        switch c {
+        case .none: return false
+        case .some(let cont): cont?.resume(with: result); return true
+        }
+    }
+}
+
+/// The task running a timed body, cancellable from the timer or the caller.
+final class TaskHandle: Sendable {
+    private let task = Mutex<Task<Void, Never>?>(nil)
+    func set(_ t: Task<Void, Never>) { task.withLock { $0 = t } }
+    func cancel() { task.withLock { $0?.cancel() } }
 }
