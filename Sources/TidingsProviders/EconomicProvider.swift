@@ -81,7 +81,8 @@ public final class EconomicProvider: Provider, EventDescriber, Sendable {
         guard let url = URL(string: raw, relativeTo: base)?.absoluteURL else {
             throw PollError(.transient, "e-conomic nextPage is not a URL: \(raw)")
         }
-        guard url.scheme == base.scheme, url.host == base.host, url.port == base.port else {
+        func port(_ u: URL) -> Int? { u.port ?? (u.scheme?.lowercased() == "https" ? 443 : u.scheme?.lowercased() == "http" ? 80 : nil) }
+        guard url.scheme?.lowercased() == base.scheme?.lowercased(), url.host?.lowercased() == base.host?.lowercased(), port(url) == port(base) else {
             throw PollError(.transient, "e-conomic nextPage points to another host (\(url.host ?? "?")); refusing to send the tokens there")
         }
         return url

@@ -144,6 +144,17 @@ final class ProviderDecoderTests: XCTestCase {
         XCTAssertEqual(StatuspageProvider.item(minor, maintenance: false, page: "")?.severity, .warning)
     }
 
+    func testEconomicNextPageMustStayOnTheConfiguredHost() throws {
+        let p = EconomicProvider(base: URL(string: "https://restapi.e-conomic.com")!, appSecret: Secret("app-token-x"),
+                                 grant: Secret("grant-token-x"), pageSize: 1000, interval: 300)
+        let same = try json(#"{"pagination": {"nextPage": "https://restapi.e-conomic.com:443/invoices/drafts?skippages=1&pagesize=1000"}}"#)
+        XCTAssertEqual(try p.nextPage(same)?.query, "skippages=1&pagesize=1000")
+        XCTAssertNil(try p.nextPage(try json(#"{"pagination": {"lastPage": "x"}}"#)))
+        let other = try json(#"{"pagination": {"nextPage": "https://evil.example/invoices/drafts?skippages=1"}}"#)
+        XCTAssertThrowsError(try p.nextPage(other))
+        XCTAssertEqual(EconomicProvider.callsPerDay(interval: 60, pages: 3), 4320)
+    }
+
     func testQueryEncodingOfMatchers() {
         let url = ProviderSupport.join(URL(string: "http://127.0.0.1:9093/am")!, "/api/v2/alerts",
                                        query: [URLQueryItem(name: "filter", value: #"team=~"help+desk""#)])
