@@ -63,6 +63,12 @@ public final class SportdateProvider: Provider, Sendable {
     /// Checks the credentials once after start or reload (`success: false` → auth-failed).
     public func prepare(_ context: PollContext) async throws {
         let response = try await context.send("POST", ProviderSupport.join(base, "/api/member/get"), headers: jsonHeaders, body: credentialsBody)
+        if [404, 405].contains(response.status) {
+            // The deployed API differs from the spec in places: without a login check, the
+            // message check's `success` still tells rejected credentials apart.
+            context.logger.warning("\(context.source): no login check at /api/member/get (HTTP \(response.status)); relying on the message check")
+            return
+        }
         guard ProviderSupport.isSuccess(response) else { throw PollError.http(response, detail: "login check failed") }
         let json = try ProviderSupport.json(response, what: "Sportdate login check")
         guard Self.success(json) else {

@@ -179,3 +179,17 @@ def test_daemon_logs_in_once_per_start_and_reload_and_never_hammers(tidings, fak
     log = read_log(d)
     assert "credentials rejected" in log
     assert "now-wrong-password" not in log and PASSWORD not in log
+
+
+def test_deployment_without_login_endpoint_still_polls(tidings, fake):
+    fake.state["no_login_endpoint"] = True
+    configure(tidings, fake)
+    r = tidings.check()
+    assert r.code == 0, r
+    assert "no login check" in r.stderr
+    fake.state["messages"] = [NOTIFY]
+    r = tidings.check()
+    assert r.code == 1 and [e["kind"] for e in r.events] == ["message"], r
+    fake.state["users"][EMAIL] = "changed"
+    r = tidings.check()
+    assert r.code == 2 and [(e["event"], e["kind"]) for e in r.events] == [("error", "source")], r

@@ -5,6 +5,7 @@ state:
   messages   list of {"type", "messagetext", "actionURL"} returned by /api/message/check
   malformed  if true, /api/message/check answers 200 with a non-JSON body
   retry_after  if set, /api/message/check answers 429 with this Retry-After
+  no_login_endpoint  if true, /api/member/get answers 404 (a deployment without it)
 Counters (read by tests): logins, checks, get_bodies (bodies seen on GET /api/message/check).
 """
 from __future__ import annotations
@@ -31,7 +32,7 @@ class SportdateHandler(FakeHandler):
 
     def route(self, req):
         st = self.state
-        if req.path == "/api/member/get" and req.method == "POST":
+        if req.path == "/api/member/get" and req.method == "POST" and not st.get("no_login_endpoint"):
             st["logins"] = st.get("logins", 0) + 1
             email, _ = creds(req)
             if not self.authorised(req):
