@@ -1,7 +1,7 @@
 import Foundation
 import TidingsCore
 
-/// Prometheus Alertmanager API v2 (docs/providers.md#alertmanager): the currently firing alerts.
+/// Prometheus Alertmanager API v2 (README.md, section "alertmanager"): the currently firing alerts.
 ///
 /// Kind `alert`, key = Alertmanager's `fingerprint`. An alert that leaves the list (or whose
 /// `endsAt` has passed) is resolved: a `removed` event "resolved after 12m". An alert that

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import TidingsCore
 
-/// e-conomic draft invoices (docs/providers.md#economic): `GET /invoices/drafts`, every page,
+/// e-conomic draft invoices (README.md, section "economic"): `GET /invoices/drafts`, every page,
 /// with the `X-AppSecretToken` and `X-AgreementGrantToken` headers.
 ///
 /// The whole listing is one snapshot: if any page fails the poll fails and state is untouched.

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import TidingsCore
 
-/// Sportdate's member API (docs/providers.md#sportdate): verifies the credentials with
+/// Sportdate's member API (README.md, section "sportdate"): verifies the credentials with
 /// `POST /api/member/get` before the first poll, then polls `/api/message/check`
 /// (with POST: the spec's GET-with-body cannot be sent by URLSession on Linux).
 ///

@@ -2,7 +2,7 @@ import Foundation
 import TidingsCore
 
 /// Broadcast notices from an Atlassian Statuspage v2 status page (`provider = "messagebox"`,
-/// docs/providers.md#messagebox): unresolved incidents and upcoming or in-progress scheduled
+/// README.md, section "messagebox"): unresolved incidents and upcoming or in-progress scheduled
 /// maintenances, from one `GET {base_url}/api/v2/summary.json`.
 ///
 /// Kind `notice`, key = the incident's or maintenance's `id`. A new incident update or a status
