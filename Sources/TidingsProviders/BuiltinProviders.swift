@@ -2,8 +2,12 @@ import TidingsCore
 
 /// Every provider this build ships. The executable registers them; the core knows none by name.
 public enum BuiltinProviders {
+    /// Every built-in provider factory.
     public static var all: [ProviderFactory] {
-        [HTTPJSONProvider.factory, ExecProvider.factory]
+        [
+            HTTPJSONProvider.factory, ExecProvider.factory,
+            SportdateProvider.factory, StatuspageProvider.factory, EconomicProvider.factory, AlertmanagerProvider.factory,
+        ]
     }
 
     public static var registry: ProviderRegistry { ProviderRegistry(all) }

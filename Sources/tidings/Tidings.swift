@@ -16,7 +16,8 @@ struct Tidings: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             RunCommand.self, CheckCommand.self, SourcesCommand.self, HistoryCommand.self,
-            ConfigCommand.self, StateCommand.self, SinksCommand.self, OutboxCommand.self,
+            ConfigCommand.self, StateCommand.self, SinksCommand.self, OutboxCommand.self, NoticesCommand.self,
+            ItemsCommand.self,
         ]
     )
 }

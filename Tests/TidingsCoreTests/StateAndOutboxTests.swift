@@ -164,4 +164,16 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(r.events, 1)
         XCTAssertEqual(try count("event"), 1, "the undelivered event stays")
     }
+
+    func testForgetDropsItemsStatusAndNotices() throws {
+        let rec = PollRecorder(store: store)
+        _ = try rec.recordSuccess(source, result: .snapshot([]), now: Date(), options: RecordOptions(router: nil))
+        _ = try rec.recordSuccess(source, result: .snapshot([Item(key: "n", kind: "notice", title: "maintenance")]), now: Date(), options: RecordOptions(router: nil))
+        XCTAssertEqual(try count("notice"), 1)
+        XCTAssertEqual(try store.forget(source: "s"), 1)
+        XCTAssertEqual(try count("notice"), 0)
+        XCTAssertEqual(try count("item"), 0)
+        XCTAssertEqual(try count("source_state"), 0)
+        XCTAssertEqual(try count("event"), 1, "history stays")
+    }
 }

@@ -187,7 +187,7 @@ public struct ConfigLoader: Sendable {
         try r.finish()
         return SourceConfig(
             name: name, provider: providerName, settings: settings, flapWindow: flap, instance: instance,
-            file: table.file, line: table.line, configHash: Fingerprint.of([providerName, describe(table)]))
+            file: table.file, line: table.line, configHash: Fingerprint.of([providerName, describe(table)] + r.secretHashes))
     }
 
     /// Stable text of a table's contents (for change detection on reload).

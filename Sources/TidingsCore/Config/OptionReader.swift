@@ -15,6 +15,9 @@ public final class OptionReader {
     /// For an executable in `plugins.d` (bare, or beside its `NAME.toml`): `./NAME`,
     /// the exec provider's default `command`.
     public var implicitCommand: String?
+    /// Hashes of the secret values read (from `X`, `X_file` or `X_env`): part of the source's
+    /// config hash, so a changed password file counts as a changed config (clears auth-failed).
+    public private(set) var secretHashes: [String] = []
 
     public init(_ table: ConfigTable, what: String, baseDirectory: String? = nil) {
         self.table = table
@@ -170,6 +173,12 @@ public final class OptionReader {
     /// An inline secret in a file that group or others can read is refused, as ssh refuses
     /// a readable private key.
     public func secret(_ key: String, required: Bool) throws -> Secret? {
+        let secret = try readSecret(key, required: required)
+        if let secret { secretHashes.append(Fingerprint.of(["secret", key, secret.value])) }
+        return secret
+    }
+
+    private func readSecret(_ key: String, required: Bool) throws -> Secret? {
         let variants = [key, "\(key)_file", "\(key)_env"].filter { table[$0] != nil }
         markConsumed(key, "\(key)_file", "\(key)_env")
         if variants.count > 1 {

@@ -49,6 +49,7 @@ public struct PollRecorder: Sendable {
                     let firstSeen = previous[change.item.key]?.firstSeen ?? now
                     events.append(EventFactory.event(source: source, change: change, firstSeen: firstSeen, now: now))
                 }
+                try NoticeBook.record(db, source: source.name, changes: outcome.changes, events: events, ttl: source.settings.noticeTTL, now: now)
                 try db.execute(
                     sql: "UPDATE source_state SET etag = ?, last_modified = ?, baseline_at = COALESCE(baseline_at, ?) WHERE source = ?",
                     arguments: [validators.etag, validators.lastModified, now.timeIntervalSince1970, source.name])

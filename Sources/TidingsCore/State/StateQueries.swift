@@ -44,13 +44,14 @@ extension StateStore {
         }
     }
 
-    /// Drops a source's items and status: its next poll is a silent baseline. History stays.
+    /// Drops a source's items, status and notices: its next poll is a silent baseline. History stays.
     @discardableResult
     public func forget(source: String) throws -> Int {
         try db.write { db in
             try db.execute(sql: "DELETE FROM item WHERE source = ?", arguments: [source])
             let items = db.changesCount
             try db.execute(sql: "DELETE FROM source_state WHERE source = ?", arguments: [source])
+            try db.execute(sql: "DELETE FROM notice WHERE source = ?", arguments: [source])
             return items
         }
     }
@@ -63,7 +64,13 @@ extension StateStore {
             try db.execute(sql: "DELETE FROM event WHERE observed_at < ? AND seq NOT IN (SELECT event_seq FROM delivery)", arguments: [cutoff])
             let events = db.changesCount
             try db.execute(sql: "DELETE FROM item WHERE state = 'gone' AND changed_at < ?", arguments: [cutoff])
-            return (events, db.changesCount)
+            let items = db.changesCount
+            // Notices that ended, were dismissed or expired long ago are no longer pending anywhere.
+            try db.execute(sql: """
+                DELETE FROM notice WHERE updated_at < ?
+                  AND (ended_at IS NOT NULL OR dismissed_at IS NOT NULL OR expires_at < ?)
+                """, arguments: [cutoff, cutoff])
+            return (events, items)
         }
     }
 }

@@ -97,6 +97,7 @@ public final class StateStore: Sendable {
                 CREATE INDEX delivery_by_sink ON delivery(sink, status, id);
                 """)
         }
+        NoticeSchema.register(&m)
         return m
     }
 }

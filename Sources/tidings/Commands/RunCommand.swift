@@ -24,6 +24,8 @@ struct RunCommand: AsyncParsableCommand {
         let store = try app.openStore()
         let logger = Log.logger("tidings")
         logger.info("tidings \(TidingsVersion.string) starting: config \(app.configFile), state \(store.path)")
+        let again = (try? NoticeBook.redeliverUnseen(store, router: app.router)) ?? []
+        if !again.isEmpty { logger.notice("delivering \(again.count) pending notice\(again.count == 1 ? "" : "s") again (not seen since created)") }
         let daemon = DaemonService(
             initial: app.config, configFile: app.configFile, store: store, hangups: hangups, logger: logger)
         let group = ServiceGroup(configuration: .init(

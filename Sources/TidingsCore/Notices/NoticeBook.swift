@@ -1,0 +1,153 @@
+import Foundation
+import GRDB
+
+/// A broadcast notice that is still pending: not dismissed, not expired, not ended upstream.
+public struct PendingNotice: Sendable, Equatable {
+    /// The id of the latest event about it (what `tidings notices dismiss ID` takes).
+    public var id: String
+    public var source: String
+    public var key: String
+    public var title: String
+    public var body: String
+    public var url: String?
+    public var severity: Severity
+    public var createdAt: Date
+    public var updatedAt: Date
+    public var expiresAt: Date
+    /// When the user last listed it (`tidings notices`); nil if never.
+    public var seenAt: Date?
+}
+
+/// The lifecycle of broadcast notices, for every event of kind `notice` from any provider.
+///
+/// A `new` notice is pending until dismissed or expired: at the item's `expiresAt`
+/// (a maintenance window's end) or after `notice_ttl`; a `removed` event (an incident
+/// resolved, a maintenance finished) ends it. A `changed` event (a new incident update)
+/// refreshes it and makes it pending again.
+public enum NoticeBook {
+    public static let kind = "notice"
+
+    /// Applies one poll's changes; `events[i]` is the event made from `changes[i]`.
+    /// Runs inside the poll's transaction (see ``PollRecorder``).
+    static func record(_ db: Database, source: String, changes: [Deduplicator.Change], events: [Event], ttl: TimeInterval, now: Date) throws {
+        for (change, event) in zip(changes, events) where change.item.kind == kind {
+            let expires = (change.item.expiresAt ?? now.addingTimeInterval(ttl)).timeIntervalSince1970
+            switch change.type {
+            case .new, .changed:
+                try db.execute(
+                    sql: """
+                        INSERT INTO notice(source, key, event_id, title, body, url, severity, created_at, updated_at, expires_at)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        ON CONFLICT(source, key) DO UPDATE SET event_id = excluded.event_id, title = excluded.title,
+                          body = excluded.body, url = excluded.url, severity = excluded.severity,
+                          created_at = CASE WHEN notice.ended_at IS NULL THEN notice.created_at ELSE excluded.created_at END,
+                          updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+                          seen_at = NULL, dismissed_at = NULL, ended_at = NULL, redelivered_at = NULL
+                        """,
+                    arguments: [source, event.key, event.id, event.title, event.body, event.url, event.severity.rawValue,
+                                now.timeIntervalSince1970, now.timeIntervalSince1970, expires])
+            case .removed:
+                try db.execute(sql: "UPDATE notice SET ended_at = ? WHERE source = ? AND key = ? AND ended_at IS NULL",
+                               arguments: [now.timeIntervalSince1970, source, event.key])
+            default:
+                continue
+            }
+        }
+    }
+
+    private static let pendingSQL = "dismissed_at IS NULL AND ended_at IS NULL AND expires_at > ?"
+
+    /// Pending notices, newest first.
+    public static func pending(_ store: StateStore, now: Date = Date(), source: String? = nil) throws -> [PendingNotice] {
+        try store.db.read { db in
+            var sql = "SELECT event_id, source, key, title, body, url, severity, created_at, updated_at, expires_at, seen_at FROM notice WHERE \(pendingSQL)"
+            var args: [DatabaseValueConvertible?] = [now.timeIntervalSince1970]
+            if let source { sql += " AND source = ?"; args.append(source) }
+            sql += " ORDER BY updated_at DESC, source, key"
+            return try Row.fetchAll(db, sql: sql, arguments: StatementArguments(args)).map { r in
+                PendingNotice(
+                    id: r[0], source: r[1], key: r[2], title: r[3], body: r[4], url: r[5],
+                    severity: Severity(rawValue: r[6]) ?? .info, createdAt: Date(timeIntervalSince1970: r[7]),
+                    updatedAt: Date(timeIntervalSince1970: r[8]), expiresAt: Date(timeIntervalSince1970: r[9]),
+                    seenAt: (r[10] as Double?).map { Date(timeIntervalSince1970: $0) })
+            }
+        }
+    }
+
+    /// Marks notices as seen by the user (listing them interactively).
+    public static func markSeen(_ store: StateStore, ids: [String], now: Date = Date()) throws {
+        guard !ids.isEmpty else { return }
+        try store.db.write { db in
+            for id in ids {
+                try db.execute(sql: "UPDATE notice SET seen_at = ? WHERE event_id = ?", arguments: [now.timeIntervalSince1970, id])
+            }
+        }
+    }
+
+    public enum DismissError: Error, CustomStringConvertible, Equatable {
+        case notFound(String)
+        case ambiguous(String, Int)
+        public var description: String {
+            switch self {
+            case .notFound(let id): return "no pending notice with id \(id) (see `tidings notices`)"
+            case .ambiguous(let id, let n): return "\(n) pending notices match \(id); give more of the id"
+            }
+        }
+    }
+
+    /// Dismisses one pending notice by id (or a unique prefix of it, at least 6 characters).
+    @discardableResult
+    public static func dismiss(_ store: StateStore, id: String, now: Date = Date()) throws -> PendingNotice {
+        let candidates = try pending(store, now: now).filter { $0.id == id || (id.count >= 6 && $0.id.hasPrefix(id)) }
+        let exact = candidates.filter { $0.id == id }
+        let chosen = exact.isEmpty ? candidates : exact
+        guard !chosen.isEmpty else { throw DismissError.notFound(id) }
+        guard chosen.count == 1 else { throw DismissError.ambiguous(id, chosen.count) }
+        try store.db.write { db in
+            try db.execute(sql: "UPDATE notice SET dismissed_at = ? WHERE source = ? AND key = ?",
+                           arguments: [now.timeIntervalSince1970, chosen[0].source, chosen[0].key])
+        }
+        return chosen[0]
+    }
+
+    /// Dismisses every pending notice; returns how many.
+    @discardableResult
+    public static func dismissAll(_ store: StateStore, now: Date = Date()) throws -> Int {
+        try store.db.write { db in
+            try db.execute(sql: "UPDATE notice SET dismissed_at = ? WHERE \(pendingSQL)",
+                           arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970])
+            return db.changesCount
+        }
+    }
+
+    /// At daemon start: pending notices the user has not seen since they were created are
+    /// delivered again, once (one new outbox row per routed sink, same event id).
+    /// Returns the events queued.
+    @discardableResult
+    public static func redeliverUnseen(_ store: StateStore, router: Router, now: Date = Date()) throws -> [Event] {
+        try store.db.write { db in
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT n.source, n.key, e.seq, e.payload FROM notice n JOIN event e ON e.id = n.event_id
+                WHERE n.dismissed_at IS NULL AND n.ended_at IS NULL AND n.expires_at > ?
+                  AND n.seen_at IS NULL AND n.redelivered_at IS NULL
+                ORDER BY n.updated_at
+                """, arguments: [now.timeIntervalSince1970])
+            guard !rows.isEmpty else { return [] }
+            let batch = EventID.make(at: now)
+            var out: [Event] = []
+            for r in rows {
+                let seq: Int64 = r[2]
+                guard let event = try? Event.decode(jsonLine: r[3]) else { continue }
+                for sink in router.sinks(for: event) {
+                    try db.execute(
+                        sql: "INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at) VALUES (?, ?, ?, 'pending', ?, ?)",
+                        arguments: [seq, sink, batch, now.timeIntervalSince1970, now.timeIntervalSince1970])
+                }
+                try db.execute(sql: "UPDATE notice SET redelivered_at = ? WHERE source = ? AND key = ?",
+                               arguments: [now.timeIntervalSince1970, r[0] as String, r[1] as String])
+                out.append(event)
+            }
+            return out
+        }
+    }
+}

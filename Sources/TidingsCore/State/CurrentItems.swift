@@ -1,0 +1,24 @@
+import Foundation
+import GRDB
+
+/// An item the latest successful poll of a source saw (what is "wrong right now").
+public struct CurrentItem: Sendable {
+    public var source: String
+    public var item: Item
+    public var firstSeen: Date
+    public var changedAt: Date
+    /// Gone from the latest snapshot but still within `flap_window` (no `removed` event yet).
+    public var missing: Bool
+}
+
+extension StateStore {
+    /// The items a source currently has (present, or missing within the flap window), in key order.
+    public func currentItems(source: String) throws -> [CurrentItem] {
+        try db.read { db in
+            try PollRecorder.items(db, source: source).values
+                .filter { $0.state != .gone }
+                .sorted { ($0.firstSeen, $0.key) < ($1.firstSeen, $1.key) }
+                .map { CurrentItem(source: source, item: $0.item, firstSeen: $0.firstSeen, changedAt: $0.changedAt, missing: $0.state == .missing) }
+        }
+    }
+}

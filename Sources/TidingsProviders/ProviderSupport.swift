@@ -1,0 +1,59 @@
+import Foundation
+import TidingsCore
+
+/// Small helpers the built-in providers share: base URLs, JSON bodies, error wording.
+enum ProviderSupport {
+    /// Reads a base URL option (`http` or `https`, with a host), trailing slashes removed.
+    static func baseURL(_ options: OptionReader, _ key: String = "base_url", default fallback: String? = nil) throws -> URL {
+        let raw: String
+        if let fallback {
+            raw = try options.string(key) ?? fallback
+        } else {
+            raw = try options.requiredString(key)
+        }
+        var text = raw.trimmingCharacters(in: .whitespaces)
+        while text.hasSuffix("/") { text.removeLast() }
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+              let host = url.host, !host.isEmpty
+        else {
+            throw options.error(key, "\(options.what): '\(key)' must be an http:// or https:// URL, not \"\(raw)\"")
+        }
+        return url
+    }
+
+    /// True for `localhost`, 127.0.0.0/8 and ::1: traffic that never leaves the machine.
+    static func isLoopback(_ url: URL) -> Bool {
+        guard let host = url.host?.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]")) else { return false }
+        return host == "localhost" || host.hasSuffix(".localhost") || host == "::1" || host.hasPrefix("127.")
+    }
+
+    /// `base` + `path` (path starts with `/`), keeping any path prefix of the base.
+    static func join(_ base: URL, _ path: String, query: [URLQueryItem] = []) -> URL {
+        var c = URLComponents(url: base, resolvingAgainstBaseURL: false)!
+        c.path = c.path + path
+        if !query.isEmpty {
+            // Encode '+' too: URLComponents leaves it, and servers read it as a space.
+            c.percentEncodedQueryItems = query.map {
+                URLQueryItem(name: $0.name, value: $0.value.map(encodeQueryValue))
+            }
+        }
+        return c.url!
+    }
+
+    static func encodeQueryValue(_ s: String) -> String {
+        var allowed = CharacterSet.urlQueryAllowed
+        allowed.remove(charactersIn: "+&=#;")
+        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+    }
+
+    /// Parses a JSON response body, or fails the poll as a malformed response.
+    static func json(_ response: HTTPResponse, what: String) throws -> JSONValue {
+        do {
+            return try JSONValue.parse(response.body)
+        } catch {
+            throw PollError(.transient, "\(what): \(error) (body: \(PollError.excerpt(response.body)))")
+        }
+    }
+
+    static func isSuccess(_ response: HTTPResponse) -> Bool { (200..<300).contains(response.status) }
+}

@@ -1,0 +1,57 @@
+import ArgumentParser
+import Foundation
+import TidingsCore
+
+/// `tidings items SOURCE…`: what each source currently has, as of its last successful poll
+/// (e.g. every alert that is firing right now, not only the ones that changed).
+struct ItemsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "items",
+        abstract: "List what sources currently have (as of their last successful poll).",
+        discussion: """
+            Reads the state only; run `tidings check SOURCE` first for a fresh view, e.g. every \
+            alert firing right now: `tidings check helpdesk >/dev/null; tidings items helpdesk`. \
+            JSON lines carry source, key, kind, title, body, url, severity, first_seen, changed_at, \
+            missing and data.
+            """)
+
+    @OptionGroup var common: CommonOptions
+
+    @Argument(help: "Sources to list (default: every enabled source).")
+    var sources: [String] = []
+
+    @Flag(help: "Print items as JSON lines.")
+    var json = false
+
+    func run() async throws {
+        let app = try App.load(common, logLevel: .warning)
+        let selected = try app.selectSources(sources)
+        let store = try app.openStore()
+        let now = Date()
+        for s in selected {
+            for c in try store.currentItems(source: s.name) {
+                emit(json ? Self.jsonLine(c) : Self.textLine(c, now: now))
+            }
+        }
+    }
+
+    static func jsonLine(_ c: CurrentItem) -> String {
+        let i = c.item
+        let obj: JSONValue = [
+            "source": .string(c.source), "key": .string(i.key), "kind": .string(i.kind), "title": .string(i.title),
+            "body": .string(i.body), "url": i.url.map(JSONValue.string) ?? .null, "severity": .string(i.severity.rawValue),
+            "first_seen": .string(Timestamp.format(c.firstSeen)), "changed_at": .string(Timestamp.format(c.changedAt)),
+            "missing": .bool(c.missing), "data": i.data,
+        ]
+        return obj.jsonString()
+    }
+
+    static func textLine(_ c: CurrentItem, now: Date) -> String {
+        let i = c.item
+        let age = DurationParser.format(max(0, now.timeIntervalSince(c.firstSeen)).rounded())
+        var line = "\(c.source)  \(i.severity.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(i.title)"
+        if !i.body.isEmpty { line += " — " + i.body.replacingOccurrences(of: "\n", with: " ") }
+        line += " (seen for \(age)\(c.missing ? ", missing from the last poll" : ""))"
+        return line
+    }
+}

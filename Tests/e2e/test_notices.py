@@ -1,0 +1,95 @@
+"""Notice lifecycle across providers: Sportdate messagebox entries, redelivery at daemon start."""
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+
+from conftest import read_log, wait_for
+from fakes import sportdate
+
+EMAIL, PASSWORD = "me@example.com", "pw-for-notices-99"
+BOX1 = {"type": "messagebox", "messagetext": "Planerat underhåll i natt 02–04", "actionURL": "https://www.sportdate.se/mobile/nyhet.aspx"}
+BOX2 = {"type": "messagebox", "messagetext": "Nytt erbjudande för medlemmar", "actionURL": "https://www.sportdate.se/mobile/erbjudande.aspx"}
+NOTIFY = {"type": "notify", "messagetext": "Du har ett nytt meddelande från Lisa", "actionURL": "https://www.sportdate.se/mobile/mail.aspx"}
+
+
+@pytest.fixture
+def fake():
+    srv = sportdate.start(users={EMAIL: PASSWORD})
+    yield srv
+    srv.stop()
+
+
+def setup(t, fake):
+    t.write_config("""
+        [sinks.console]
+        type = "stdout"
+        format = "json"
+        """)
+    t.write_secret("pw", PASSWORD)
+    t.write_plugin("sportdate.toml", f"""
+        provider = "sportdate"
+        base_url = "{fake.url}"
+        email = "{EMAIL}"
+        password_file = "{t.root / 'secrets' / 'pw'}"
+        interval = "1h"
+        """)
+
+
+def delivered(log_text, title):
+    out = []
+    for line in log_text.splitlines():
+        if line.startswith("{"):
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("title") == title:
+                out.append(e)
+    return out
+
+
+def stop(p):
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=20) == 0
+
+
+def test_sportdate_messagebox_is_a_pending_notice_and_messages_are_not(tidings, fake):
+    setup(tidings, fake)
+    assert tidings.check().code == 0
+    fake.state["messages"] = [BOX1, NOTIFY]
+    assert tidings.check().code == 1
+    r = tidings.run("notices", "--json")
+    assert [n["title"] for n in r.events] == [BOX1["messagetext"]]
+    assert r.events[0]["source"] == "sportdate"
+
+
+def test_unseen_notices_are_delivered_again_once_at_daemon_start(tidings, fake):
+    setup(tidings, fake)
+    assert tidings.check().code == 0
+    fake.state["messages"] = [BOX1, BOX2]
+    assert tidings.check().code == 1         # recorded, not delivered (no --deliver)
+    seen = tidings.run("notices")            # the user looks at the notices: BOX1 and BOX2 are seen ...
+    assert BOX1["messagetext"] in seen.stdout
+    fake.state["messages"] = [BOX1, BOX2, NOTIFY]
+    fake.state["messages"][1] = {**BOX2, "messagetext": BOX2["messagetext"] + " (förlängt)"}
+    assert tidings.check().code == 1         # ... then a new notice arrives that nobody has seen
+    unseen_title = BOX2["messagetext"] + " (förlängt)"
+
+    d = tidings.start_daemon()
+    wait_for(lambda: delivered(read_log(d), unseen_title), what="unseen notice delivered at start")
+    time.sleep(1)
+    stop(d)
+    log1 = read_log(d)
+    assert len(delivered(log1, unseen_title)) == 1
+    assert delivered(log1, BOX1["messagetext"]) == []     # seen: not again
+    assert delivered(log1, NOTIFY["messagetext"]) == []   # not a notice
+
+    d2 = tidings.start_daemon()
+    wait_for(lambda: "starting" in read_log(d2), what="second daemon start")
+    time.sleep(2)
+    stop(d2)
+    assert delivered(read_log(d2), unseen_title) == []    # once only
