@@ -136,3 +136,20 @@ def test_no_session_bus_check_deliver_exits_2_naming_desktop_webhook_still_deliv
             d = tidings.start_daemon(env=env)
             wait_for(lambda: bus.notifications(), timeout=30, what="the kept notification")
             assert [c["summary"] for c in bus.notifications()] == ["headless"]
+
+
+def test_open_action_runs_xdg_open_with_the_url_while_the_daemon_runs(tidings, bus):
+    opened = tidings.root / "opened"
+    fake_bin = tidings.root / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "xdg-open").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{opened}'\n")
+    os.chmod(fake_bin / "xdg-open", 0o755)
+    tidings.env["PATH"] = f"{fake_bin}:{tidings.env['PATH']}"
+    feed = Feed(tidings)
+    feed.set([item("a", "Click me", url="https://example.org/inbox?id=1&x=<2>")])
+    desktop_config(tidings)
+    tidings.start_daemon(env=bus.env)
+    wait_for(lambda: bus.notifications(), what="the notification")
+    bus.invoke_action(1, "open")
+    wait_for(lambda: opened.exists() and opened.read_text(), what="xdg-open to run")
+    assert opened.read_text() == "https://example.org/inbox?id=1&x=<2>\n"

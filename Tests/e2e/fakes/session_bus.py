@@ -99,6 +99,14 @@ class SessionBus:
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
 
+    def invoke_action(self, notification_id: int, action: str):
+        """Emits ActionInvoked as if the user clicked `action` on notification `notification_id`."""
+        code = ("import dbus, sys; bus = dbus.bus.BusConnection(sys.argv[1]); "
+                "m = bus.get_object('org.freedesktop.Notifications', '/org/freedesktop/Notifications'); "
+                "m.EmitSignal('org.freedesktop.Notifications', 'ActionInvoked', 'us', "
+                "[dbus.UInt32(int(sys.argv[2])), sys.argv[3]], dbus_interface='org.freedesktop.DBus.Mock')")
+        subprocess.run([SYSTEM_PYTHON, "-c", code, self.address, str(notification_id), action], check=True, timeout=20)
+
     def freeze(self):
         self.mock.send_signal(signal.SIGSTOP)
 
