@@ -34,8 +34,21 @@ public final class StateStore: Sendable {
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
-        db = try DatabasePool(path: path, configuration: config)
-        try Self.migrator.migrate(db)
+        // Two processes opening a fresh file at once (the daemon starting while
+        // `tidings outbox` runs) race on switching to WAL ("database is locked") and on the
+        // migration ("table already exists"). The loser retries and finds it all in place.
+        var attempt = 0
+        while true {
+            do {
+                let pool = try DatabasePool(path: path, configuration: config)
+                try Self.migrator.migrate(pool)
+                db = pool
+                break
+            } catch let e as DatabaseError where attempt < 5 && ![.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(e.resultCode) {
+                attempt += 1
+                usleep(50_000 * UInt32(attempt))
+            }
+        }
         // Touch the schema so a corrupt file fails here, not mid-poll.
         _ = try db.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM sqlite_master") }
     }
