@@ -130,13 +130,18 @@ def test_no_session_bus_check_deliver_exits_2_naming_desktop_webhook_still_deliv
         rows = tidings.run("outbox", "--json").events
         assert [(x["sink"], x["status"]) for x in rows] == [("desktop", "retrying")], "the event is kept"
 
+        # The daemon keeps retrying and says so once per outage, not once per attempt.
+        d = tidings.start_daemon(env=env)
+        wait_for(lambda: tidings.run("outbox", "--json").events[0]["attempts"] >= 3, timeout=30,
+                 what="two more failed attempts")
+        assert read_log(d).count("deliveries stay in the outbox and are retried") == 1, read_log(d)
+
         # The bus appears (as under a systemd user unit: $XDG_RUNTIME_DIR/bus): the kept event arrives.
         with SessionBus() as bus:
             os.symlink(bus.address.split("path=", 1)[1].split(",", 1)[0], runtime / "bus")
-            d = tidings.start_daemon(env=env)
             wait_for(lambda: bus.notifications(), timeout=30, what="the kept notification")
             assert [c["summary"] for c in bus.notifications()] == ["headless"]
-
+            wait_for(lambda: "desktop notifications available again" in read_log(d), what="the recovery to be logged")
 
 def test_open_action_runs_xdg_open_with_the_url_while_the_daemon_runs(tidings, bus):
     opened = tidings.root / "opened"

@@ -58,7 +58,7 @@ extension OutboxStore {
                 try db.execute(sql: set, arguments: [t, t])
                 return db.changesCount
             }
-            if let id = Int64(selector) {
+            if let id = Int64(selector.hasPrefix("#") ? String(selector.dropFirst()) : selector) {
                 try db.execute(sql: set + " AND id = ?", arguments: [t, t, id])
             } else {
                 try db.execute(sql: set + " AND event_seq IN (SELECT seq FROM event WHERE id = ?)", arguments: [t, t, selector])
