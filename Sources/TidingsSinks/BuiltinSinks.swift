@@ -2,9 +2,11 @@ import TidingsCore
 
 /// Every sink type this build ships. The executable registers them; the core knows none by name.
 public enum BuiltinSinks {
+    /// The factories, for ``SinkRegistry``.
     public static var all: [SinkFactory] {
         [StdoutSink.factory, DesktopSink.factory, WebhookSink.factory, ExecSink.factory]
     }
 
+    /// A registry with every built-in sink type.
     public static var registry: SinkRegistry { SinkRegistry(all) }
 }

@@ -17,7 +17,9 @@ import TidingsCore
 /// fail as retryable ("desktop notifications unavailable: …", logged once per outage) and stay
 /// in the outbox.
 public final class DesktopSink: Sink {
+    /// How events map to notifications (urgency, expiry, summaries).
     public let style: DesktopStyle
+    /// How long one delivery waits for the notification server.
     public let timeout: TimeInterval
     private let logger: Logger
     /// libnotify is process-global and not thread-safe: every desktop sink (several may be
@@ -30,12 +32,14 @@ public final class DesktopSink: Sink {
     /// nil until the first attempt; false during an outage (so it is reported once).
     private let available = Mutex<Bool?>(nil)
 
+    /// A desktop sink; `logger` gets the once-per-outage unavailable / available-again lines.
     public init(style: DesktopStyle, timeout: TimeInterval = 10, logger: Logger) {
         self.style = style
         self.timeout = timeout
         self.logger = logger
     }
 
+    /// One poll's events together, so a burst can become one summary.
     public var acceptsBatches: Bool { true }
 
     /// The factory the config loader uses.
@@ -63,6 +67,7 @@ public final class DesktopSink: Sink {
         return DesktopSink(style: style, timeout: try o.duration("timeout", minimum: 0.1) ?? 10, logger: setup.logger)
     }
 
+    /// Shows the poll's notifications; any failure (no bus, no server, a hung server) is retryable.
     public func deliver(_ events: [Event]) async throws {
         guard !events.isEmpty else { return }
         let (style, client) = (self.style, self.client)

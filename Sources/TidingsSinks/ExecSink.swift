@@ -15,9 +15,12 @@ import TidingsCore
 /// the command's process group is killed) is a retryable failure whose message carries the
 /// last line of stderr. Runs through the core's `ProcessRunner` (own process group).
 public struct ExecSink: Sink {
+    /// The program and its arguments (the program already resolved to a path or a `$PATH` name).
     public var command: [String]
+    /// Longer than this and the command's process group is killed.
     public var timeout: TimeInterval
 
+    /// An exec sink; see the type's documentation for what the command receives.
     public init(command: [String], timeout: TimeInterval = 30) {
         self.command = command
         self.timeout = timeout
@@ -72,6 +75,7 @@ public struct ExecSink: Sink {
         return out
     }
 
+    /// Runs the command once per event, in order; the first failure stops and is retryable.
     public func deliver(_ events: [Event]) async throws {
         for e in events { try await run(e) }
     }

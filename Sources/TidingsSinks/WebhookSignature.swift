@@ -4,6 +4,7 @@ import Foundation
 /// Standard Webhooks signing (https://www.standardwebhooks.com): the `webhook-signature`
 /// header is `v1,` + base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}")).
 public struct WebhookSignature: Sendable {
+    /// The configured secret cannot be used.
     public enum Error: Swift.Error, CustomStringConvertible {
         case invalidSecret
         public var description: String {

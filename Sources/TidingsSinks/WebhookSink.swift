@@ -14,15 +14,22 @@ import TidingsCore
 /// retryable (honouring `Retry-After`); 410 gone (the sink is disabled until reload); any
 /// other status permanent (dead letter).
 public struct WebhookSink: Sink {
+    /// Where to POST.
     public var url: URL
+    /// Extra headers (`Content-Type` and the `webhook-*` headers are always the sink's own).
     public var headers: [(String, String)]
+    /// One JSON array per poll instead of one POST per event.
     public var batch: Bool
+    /// Signs requests when set (a `secret` is configured).
     public var signature: WebhookSignature?
+    /// Whole-request deadline, seconds.
     public var timeout: TimeInterval
+    /// The HTTP seam (tests pass a fake).
     public var client: any HTTPClient
     /// The clock for `webhook-timestamp` (tests pin it).
     public var now: @Sendable () -> Date
 
+    /// A webhook sink; `client` is normally a ``URLSessionHTTPClient``.
     public init(
         url: URL, headers: [(String, String)] = [], batch: Bool = false, signature: WebhookSignature? = nil,
         timeout: TimeInterval = 15, client: any HTTPClient, now: @escaping @Sendable () -> Date = Date.init
@@ -36,6 +43,7 @@ public struct WebhookSink: Sink {
         self.now = now
     }
 
+    /// Batches only with `batch = true`.
     public var acceptsBatches: Bool { batch }
 
     /// The factory the config loader uses.
@@ -55,6 +63,7 @@ public struct WebhookSink: Sink {
             signature: signature, timeout: try o.duration("timeout", minimum: 1) ?? 15, client: URLSessionHTTPClient())
     }
 
+    /// POSTs the events (or the batch); the first failure throws, classified for the outbox.
     public func deliver(_ events: [Event]) async throws {
         guard !events.isEmpty else { return }
         if batch {

@@ -5,11 +5,14 @@ import GRDB
 public struct OutboxEntry: Sendable {
     /// `pending` (not tried yet), `retrying` (failed at least once, will be retried) or `dead`.
     public enum Status: String, Sendable { case pending, retrying, dead }
+    /// The delivery number (`#N`, what `outbox retry` takes).
     public var id: Int64
     public var sink: String
     public var status: Status
     public var attempts: Int
+    /// When the worker tries again (nil for dead ones).
     public var nextAttempt: Date?
+    /// When it was queued, or requeued by `outbox retry`.
     public var createdAt: Date
     public var lastError: String?
     public var event: Event

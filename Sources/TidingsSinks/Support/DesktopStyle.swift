@@ -35,13 +35,17 @@ public enum DesktopExpiry: Sendable, Equatable {
 
 /// One notification exactly as the desktop sink will send it.
 public struct DesktopNotification: Sendable, Equatable {
+    /// The notification's title (the event title, or "12 new messages from …").
     public var summary: String
     /// Markup-escaped (see ``DesktopStyle/escape(_:)``) unless the server lacks `body-markup`.
     public var body: String
+    /// Icon name from the theme (`dialog-information` …).
     public var icon: String
     public var urgency: DesktopUrgency
     public var expiry: DesktopExpiry
+    /// The `category` hint: `x-tidings.KIND`.
     public var category: String
+    /// The `desktop-entry` hint.
     public var desktopEntry: String
     /// Opened with `xdg-open` by the "Open" action (http and https only).
     public var openURL: String?
@@ -60,10 +64,12 @@ public struct DesktopStyle: Sendable, Equatable {
     public var maxPerPoll = 5
     /// Overrides the severity icons (`dialog-information`, `dialog-warning`, `dialog-error`).
     public var icon: String?
+    /// The `desktop-entry` hint (a `tidings.desktop` file lets desktops group and configure these).
     public var desktopEntry = "tidings"
     /// Whether the server renders body markup (then the body must be escaped).
     public var bodyMarkup = true
 
+    /// The defaults: normal info urgency, server-default expiry, notices never expire, 5 per poll.
     public init() {}
 
     /// Escapes `&`, `<` and `>` so remote text cannot inject notification markup.
@@ -81,6 +87,7 @@ public struct DesktopStyle: Sendable, Equatable {
         return out
     }
 
+    /// info → ``infoUrgency``, warning → normal, critical → critical.
     public func urgency(_ s: Severity) -> DesktopUrgency {
         switch s {
         case .info: return infoUrgency
@@ -127,6 +134,7 @@ public struct DesktopStyle: Sendable, Equatable {
         }
     }
 
+    /// The notification for one event.
     public func single(_ e: Event) -> DesktopNotification {
         DesktopNotification(
             summary: e.title, body: body(e.body), icon: icon(e.severity), urgency: urgency(e.severity),
