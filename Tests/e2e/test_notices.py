@@ -23,7 +23,7 @@ def fake():
     srv.stop()
 
 
-def setup(t, fake):
+def configure_sources(t, fake):
     t.write_config("""
         [sinks.console]
         type = "stdout"
@@ -58,7 +58,7 @@ def stop(p):
 
 
 def test_sportdate_messagebox_is_a_pending_notice_and_messages_are_not(tidings, fake):
-    setup(tidings, fake)
+    configure_sources(tidings, fake)
     assert tidings.check().code == 0
     fake.state["messages"] = [BOX1, NOTIFY]
     assert tidings.check().code == 1
@@ -68,7 +68,7 @@ def test_sportdate_messagebox_is_a_pending_notice_and_messages_are_not(tidings, 
 
 
 def test_unseen_notices_are_delivered_again_once_at_daemon_start(tidings, fake):
-    setup(tidings, fake)
+    configure_sources(tidings, fake)
     assert tidings.check().code == 0
     fake.state["messages"] = [BOX1, BOX2]
     assert tidings.check().code == 1         # recorded, not delivered (no --deliver)
