@@ -176,4 +176,20 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(try count("source_state"), 0)
         XCTAssertEqual(try count("event"), 1, "history stays")
     }
+
+    func testConcurrentOpensOfAFreshFileAllSucceed() async throws {
+        // The daemon and a CLI command may create the database at the same moment.
+        for _ in 0..<5 {
+            let d = try scratchDirectory()
+            let ok = await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<4 {
+                    group.addTask { (try? StateStore.open(directory: d, logger: quietLogger)) != nil }
+                }
+                var all = true
+                for await r in group { all = all && r }
+                return all
+            }
+            XCTAssertTrue(ok)
+        }
+    }
 }
