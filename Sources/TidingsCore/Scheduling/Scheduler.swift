@@ -19,6 +19,10 @@ public actor Scheduler {
     private var stopping = false
     /// Lateness of each poll start against its due time, seconds (for metrics and benchmarks).
     public private(set) var lateness = LatenessStats()
+    /// The same since the last periodic report.
+    private var recentLateness = LatenessStats()
+    /// How often the scheduler logs one `scheduler: polls=…` line at info level.
+    public static let reportInterval: TimeInterval = 60
 
     public init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
                 logger: Logger, onEvents: @escaping @Sendable () -> Void) {
@@ -37,9 +41,14 @@ public actor Scheduler {
         logger.info("scheduler: \(queue.count) source\(queue.count == 1 ? "" : "s") scheduled")
         await withTaskGroup(of: Void.self) { group in
             var lastWake = env.now()
+            var lastReport = lastWake
             var expectedSleep: Double = 0
             while !stopping && !Task.isCancelled {
                 let now = env.now()
+                if now.timeIntervalSince(lastReport) >= Self.reportInterval {
+                    report(seconds: now.timeIntervalSince(lastReport))
+                    lastReport = now
+                }
                 let drift = now.timeIntervalSince(lastWake) - expectedSleep
                 if drift > 5 || drift < -5 { catchUp(now: now, drift: drift) }
                 while let top = queue.peek, top.due <= now {
@@ -62,6 +71,15 @@ public actor Scheduler {
     public func stop() {
         stopping = true
         wakeup.signal()
+    }
+
+    /// One line per ``reportInterval``: polls started and their lateness against the jittered
+    /// due time (window, then since start). Cheap: one sort of the window's samples.
+    private func report(seconds: Double) {
+        func ms(_ s: Double) -> String { String(format: "%.1fms", s * 1000) }
+        let w = recentLateness
+        logger.info("scheduler: polls=\(w.count) in \(Int(seconds.rounded()))s, lateness p50=\(ms(w.percentile(0.5))) p99=\(ms(w.percentile(0.99))) max=\(ms(w.maximum)); since start: polls=\(lateness.count) p50=\(ms(lateness.percentile(0.5))) p99=\(ms(lateness.percentile(0.99))) max=\(ms(lateness.maximum))")
+        recentLateness = LatenessStats()
     }
 
     private func seed() {
@@ -107,7 +125,9 @@ public actor Scheduler {
         let hostLimiter = source.instance.host.map { limiter(for: $0) }
         await global.wait()
         await hostLimiter?.wait()
-        lateness.record(env.now().timeIntervalSince(due))
+        let late = env.now().timeIntervalSince(due)
+        lateness.record(late)
+        recentLateness.record(late)
         let outcome = await runner.poll(source, options: options, logger: logger)
         hostLimiter?.signal()
         global.signal()
