@@ -39,7 +39,9 @@ public actor Scheduler {
     public func run() async {
         seed()
         logger.info("scheduler: \(queue.count) source\(queue.count == 1 ? "" : "s") scheduled")
-        await withTaskGroup(of: Void.self) { group in
+        // A discarding group frees each poll's task when it finishes; a plain task group keeps
+        // every finished child until its result is consumed (~15 KiB per poll, forever).
+        await withDiscardingTaskGroup { group in
             var lastWake = env.now()
             var lastReport = lastWake
             var expectedSleep: Double = 0
@@ -63,7 +65,7 @@ public actor Scheduler {
                 expectedSleep = max(0, sleep)
                 await wakeup.wait(seconds: max(0.001, sleep))
             }
-            await group.waitForAll()
+            // Leaving the group waits for the in-flight polls.
         }
     }
 
