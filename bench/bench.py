@@ -154,8 +154,10 @@ def make_venv(work):
     venv = os.path.join(work, "venv")
     log("creating a throwaway venv with urlwatch 2.29 (PyPI)")
     subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-    subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "--disable-pip-version-check", "urlwatch==2.29"],
-                   check=True, stdout=subprocess.DEVNULL)
+    p = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "--disable-pip-version-check", "urlwatch==2.29"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError("pip install urlwatch==2.29 failed: " + p.stderr[-2000:])
     return os.path.join(venv, "bin", "urlwatch")
 
 
@@ -223,6 +225,7 @@ def bench_daemon(args, work, nginx, n, seconds):
         t0 = time.time()
         time.sleep(settle)
         c1, w1 = proc_cpu(p.pid), time.time()
+        rss_settled = proc_status(p.pid, "VmRSS")
         while time.time() - t0 < seconds:
             if p.poll() is not None:
                 raise RuntimeError("the daemon exited early; see " + logfile)
@@ -243,7 +246,7 @@ def bench_daemon(args, work, nginx, n, seconds):
     reports = [tuple(float(x) for x in m.groups()) for m in LATE.finditer(text)]
     warnings = sum(1 for line in text.splitlines() if " warning " in line or " error " in line)
     res = {"sources": n, "seconds": seconds, "cpu_pct": 100 * (c2 - c1) / (w2 - w1), "cpu_pct_incl_start": 100 * total_cpu / (w2 - t0),
-           "peak_rss_kib": hwm, "rss_kib_end": rss, "warnings_or_errors": warnings,
+           "peak_rss_kib": hwm, "rss_kib_settled": rss_settled, "rss_kib_end": rss, "warnings_or_errors": warnings,
            "check_baseline_s": first[0], "check_warm_s": warm[0], "check_warm_rss_kib": warm[2], "state_dir": os.path.join(d, "state")}
     if reports:
         last = reports[-1]

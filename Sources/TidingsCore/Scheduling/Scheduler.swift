@@ -6,6 +6,8 @@ import Logging
 /// suspend or clock jumps, `max_concurrent` and `max_per_host`, backoff via ``PollRunner``.
 public actor Scheduler {
     private let config: TidingsConfig
+    /// Sources by name: the loop looks one up per poll (a linear search copied 10,000 configs per poll).
+    private let byName: [String: SourceConfig]
     private let runner: PollRunner
     private let options: RecordOptions
     private let env: any Environment
@@ -27,6 +29,7 @@ public actor Scheduler {
     public init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
                 logger: Logger, onEvents: @escaping @Sendable () -> Void) {
         self.config = config
+        self.byName = Dictionary(config.sources.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         self.runner = runner
         self.options = RecordOptions(router: router)
         self.env = env
@@ -55,7 +58,7 @@ public actor Scheduler {
                 if drift > 5 || drift < -5 { catchUp(now: now, drift: drift) }
                 while let top = queue.peek, top.due <= now {
                     _ = queue.pop()
-                    guard let source = config.source(named: top.name), !inFlight.contains(top.name) else { continue }
+                    guard let source = byName[top.name], !inFlight.contains(top.name) else { continue }
                     inFlight.insert(top.name)
                     let due = top.due
                     group.addTask { await self.execute(source, due: due) }
@@ -115,7 +118,7 @@ public actor Scheduler {
         logger.notice("clock jumped \(drift > 0 ? "forward" : "back") by \(DurationParser.format(abs(drift))) (suspend?); rescheduling overdue sources")
         let count = queue.count
         queue.remap { due, name in
-            let interval = config.source(named: name)?.settings.interval ?? 300
+            let interval = byName[name]?.settings.interval ?? 300
             let window = Backoff.spreadWindow(count: count, interval: interval)
             if due <= now { return now.addingTimeInterval(window * env.unit()) }
             if due.timeIntervalSince(now) > interval * 2 { return now.addingTimeInterval(interval * env.unit()) }
