@@ -13,7 +13,7 @@ TEST_PACKAGES  := python3 python3-pytest python3-dbusmock dbus dbus-x11 libnotif
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build run test unit e2e deps test-deps clean
+.PHONY: all build run test unit e2e deps test-deps clean bench
 
 all: build
 
@@ -48,6 +48,11 @@ unit:
 
 e2e:
 	cd Tests/e2e && TIDINGS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q
+
+# Benchmarks (issue 5): loopback only, release build, prints a short table. Not part of `make test`.
+# Knobs: BENCH_N="200 1000" BENCH_RUNS=7 BENCH_DAEMON_SECONDS=135 BENCH_ONLY="1 2 3 4" (see bench/bench.py).
+bench:
+	SWIFT=$(SWIFT) PYTHON=$(PYTHON) bench/run.sh
 
 clean:
 	rm -rf .build $(STATE_DIR)

@@ -59,6 +59,11 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
+        /// `make bench` only (benchmark 3, dedupe/state throughput); not installed, not in `make test`.
+        .executableTarget(
+            name: "tidings-bench",
+            dependencies: ["TidingsCore"]
+        ),
         .testTarget(
             name: "TidingsCoreTests",
             dependencies: [

@@ -136,7 +136,7 @@ public struct ConfigLoader: Sendable {
                     throw ConfigError(file: table.file, line: table.line, "source \"\(name)\" is declared twice (first at \(first))")
                 }
                 declared[name] = where_
-                guard name.range(of: "^[A-Za-z0-9][A-Za-z0-9_.-]*$", options: .regularExpression) != nil else {
+                guard Self.isValidSourceName(name) else {
                     throw ConfigError(file: table.file, line: table.line, "source name \"\(name)\" may use only letters, digits, '.', '_' and '-'")
                 }
                 let src = try buildSource(name: name, table: table, baseDir: baseDir, implicitExec: implicitExec,
@@ -166,6 +166,14 @@ public struct ConfigLoader: Sendable {
             file: file, pluginsDir: pluginsDir, stateDir: stateDir, defaults: defaults, sources: sources,
             sinks: sinkConfigs, routes: routes, maxConcurrent: maxConcurrent, maxPerHost: maxPerHost,
             historyDays: historyDays, shutdownTimeout: shutdownTimeout, deliveryMaxAge: deliveryMaxAge, warnings: warnings)
+    }
+
+    /// `^[A-Za-z0-9][A-Za-z0-9_.-]*$` without compiling a regular expression per source.
+    static func isValidSourceName(_ name: String) -> Bool {
+        func alnum(_ b: UInt8) -> Bool { (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) }
+        let u = Array(name.utf8)
+        guard let first = u.first, alnum(first) else { return false }
+        return u.dropFirst().allSatisfy { alnum($0) || $0 == 95 || $0 == 46 || $0 == 45 }
     }
 
     private func buildSource(

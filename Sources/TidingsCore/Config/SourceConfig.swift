@@ -45,4 +45,16 @@ public struct SourceConfig: Sendable {
     public var line: Int?
     /// Hash of the source's declaration: a reload with a different hash clears `auth-failed`.
     public var configHash: String
+
+    public init(name: String, provider: String, settings: SourceSettings, flapWindow: TimeInterval, instance: any Provider,
+                file: String, line: Int? = nil, configHash: String) {
+        self.name = name
+        self.provider = provider
+        self.settings = settings
+        self.flapWindow = flapWindow
+        self.instance = instance
+        self.file = file
+        self.line = line
+        self.configHash = configHash
+    }
 }

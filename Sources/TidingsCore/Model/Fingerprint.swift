@@ -12,6 +12,19 @@ public enum Fingerprint {
             withUnsafeBytes(of: &n) { hasher.update(bufferPointer: $0) }
             hasher.update(data: bytes)
         }
-        return hasher.finalize().prefix(8).map { String(format: "%02x", $0) }.joined()
+        return hex(hasher.finalize().prefix(8))
+    }
+
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    /// Lower-case hex (`String(format: "%02x")` per byte costs more than the hash itself).
+    static func hex<S: Sequence>(_ bytes: S) -> String where S.Element == UInt8 {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.underestimatedCount * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -50,18 +50,18 @@ public struct PollRecorder: Sendable {
                     events.append(EventFactory.event(source: source, change: change, firstSeen: firstSeen, now: now))
                 }
                 try NoticeBook.record(db, source: source.name, changes: outcome.changes, events: events, ttl: source.settings.noticeTTL, now: now)
-                try db.execute(
-                    sql: "UPDATE source_state SET etag = ?, last_modified = ?, baseline_at = COALESCE(baseline_at, ?) WHERE source = ?",
+                try db.cachedStatement(
+                    sql: "UPDATE source_state SET etag = ?, last_modified = ?, baseline_at = COALESCE(baseline_at, ?) WHERE source = ?").execute(
                     arguments: [validators.etag, validators.lastModified, now.timeIntervalSince1970, source.name])
             }
             if status.errorReported {
                 events.append(EventFactory.health(source: source, type: .recovered, message: "recovered after \(status.failures) failed polls", failures: status.failures, now: now))
             }
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE source_state SET last_poll = ?, last_success = ?, failures = 0, error_reported = 0,
                       auth_failed_hash = NULL WHERE source = ?
-                    """,
+                    """).execute(
                 arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970, source.name])
             record.events = try Self.insert(db, events: events, options: options, now: now)
             return record
@@ -99,7 +99,7 @@ public struct PollRecorder: Sendable {
     public func setNextDue(_ source: String, provider: String, at date: Date) throws {
         try store.db.write { db in
             try SourceRow.ensure(db, source: source, provider: provider)
-            try db.execute(sql: "UPDATE source_state SET next_due = ? WHERE source = ?", arguments: [date.timeIntervalSince1970, source])
+            try db.cachedStatement(sql: "UPDATE source_state SET next_due = ? WHERE source = ?").execute(arguments: [date.timeIntervalSince1970, source])
         }
     }
 
@@ -119,7 +119,7 @@ public struct PollRecorder: Sendable {
 
     static func items(_ db: Database, source: String) throws -> [String: StoredItem] {
         var out: [String: StoredItem] = [:]
-        let rows = try Row.fetchCursor(db, sql: "SELECT key, kind, fingerprint, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ?", arguments: [source])
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT key, kind, fingerprint, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ?"), arguments: [source])
         while let r = try rows.next() {
             let key: String = r[0]
             out[key] = StoredItem(
@@ -172,13 +172,13 @@ struct SourceRow {
     var baselineAt: Double?
 
     static func ensure(_ db: Database, source: String, provider: String) throws {
-        try db.execute(sql: "INSERT INTO source_state(source, provider) VALUES (?, ?) ON CONFLICT(source) DO UPDATE SET provider = excluded.provider",
-                       arguments: [source, provider])
+        try db.cachedStatement(sql: "INSERT INTO source_state(source, provider) VALUES (?, ?) ON CONFLICT(source) DO UPDATE SET provider = excluded.provider")
+            .execute(arguments: [source, provider])
     }
 
     static func fetch(_ db: Database, source: SourceConfig) throws -> SourceRow {
         try ensure(db, source: source.name, provider: source.provider)
-        let r = try Row.fetchOne(db, sql: "SELECT failures, error_reported, baseline_at FROM source_state WHERE source = ?", arguments: [source.name])!
+        let r = try Row.fetchOne(db.cachedStatement(sql: "SELECT failures, error_reported, baseline_at FROM source_state WHERE source = ?"), arguments: [source.name])!
         return SourceRow(failures: r[0], errorReported: r[1], baselineAt: r[2])
     }
 }

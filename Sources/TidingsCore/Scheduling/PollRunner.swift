@@ -44,17 +44,23 @@ public final class PollRunner: Sendable {
         var log = logger
         log[metadataKey: "source"] = "\(source.name)"
         let settings = source.settings
+        // One read per poll: whether credentials were rejected, and the validators to send.
+        var validators = Validators()
         do {
-            if try isAuthFailed(source) {
-                let err = PollError(.auth, "credentials were rejected earlier; fix the configuration (a changed config or `tidings state forget \(source.name)` retries)")
-                return PollOutcome(source: source.name, record: PollRecord(authFailed: true), error: err, nextDue: .distantFuture, skippedAuthFailed: true)
+            let row = try store.db.read { db in
+                try Row.fetchOne(db.cachedStatement(sql: "SELECT auth_failed_hash, etag, last_modified FROM source_state WHERE source = ?"),
+                                 arguments: [source.name])
+            }
+            if let row {
+                if (row[0] as String?) == source.configHash {
+                    let err = PollError(.auth, "credentials were rejected earlier; fix the configuration (a changed config or `tidings state forget \(source.name)` retries)")
+                    return PollOutcome(source: source.name, record: PollRecord(authFailed: true), error: err, nextDue: .distantFuture, skippedAuthFailed: true)
+                }
+                validators = Validators(etag: row[1], lastModified: row[2])
             }
         } catch {
             log.error("state read failed: \(error)")
         }
-        let validators = (try? store.db.read { db in
-            try Row.fetchOne(db, sql: "SELECT etag, last_modified FROM source_state WHERE source = ?", arguments: [source.name])
-        }).flatMap { $0 }.map { Validators(etag: $0[0], lastModified: $0[1]) } ?? Validators()
         let context = PollContext(source: source.name, http: http, validators: validators, timeout: settings.timeout,
                                   maxBody: settings.maxBody, logger: log, now: env.now())
         let result: Result<PollResult, PollError>

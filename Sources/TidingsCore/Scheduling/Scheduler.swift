@@ -6,6 +6,8 @@ import Logging
 /// suspend or clock jumps, `max_concurrent` and `max_per_host`, backoff via ``PollRunner``.
 public actor Scheduler {
     private let config: TidingsConfig
+    /// Sources by name: the loop looks one up per poll (a linear search copied 10,000 configs per poll).
+    private let byName: [String: SourceConfig]
     private let runner: PollRunner
     private let options: RecordOptions
     private let env: any Environment
@@ -19,10 +21,15 @@ public actor Scheduler {
     private var stopping = false
     /// Lateness of each poll start against its due time, seconds (for metrics and benchmarks).
     public private(set) var lateness = LatenessStats()
+    /// The same since the last periodic report.
+    private var recentLateness = LatenessStats()
+    /// How often the scheduler logs one `scheduler: polls=…` line at info level.
+    public static let reportInterval: TimeInterval = 60
 
     public init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
                 logger: Logger, onEvents: @escaping @Sendable () -> Void) {
         self.config = config
+        self.byName = Dictionary(config.sources.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         self.runner = runner
         self.options = RecordOptions(router: router)
         self.env = env
@@ -35,16 +42,23 @@ public actor Scheduler {
     public func run() async {
         seed()
         logger.info("scheduler: \(queue.count) source\(queue.count == 1 ? "" : "s") scheduled")
-        await withTaskGroup(of: Void.self) { group in
+        // A discarding group frees each poll's task when it finishes; a plain task group keeps
+        // every finished child until its result is consumed (~15 KiB per poll, forever).
+        await withDiscardingTaskGroup { group in
             var lastWake = env.now()
+            var lastReport = lastWake
             var expectedSleep: Double = 0
             while !stopping && !Task.isCancelled {
                 let now = env.now()
+                if now.timeIntervalSince(lastReport) >= Self.reportInterval {
+                    report(seconds: now.timeIntervalSince(lastReport))
+                    lastReport = now
+                }
                 let drift = now.timeIntervalSince(lastWake) - expectedSleep
                 if drift > 5 || drift < -5 { catchUp(now: now, drift: drift) }
                 while let top = queue.peek, top.due <= now {
                     _ = queue.pop()
-                    guard let source = config.source(named: top.name), !inFlight.contains(top.name) else { continue }
+                    guard let source = byName[top.name], !inFlight.contains(top.name) else { continue }
                     inFlight.insert(top.name)
                     let due = top.due
                     group.addTask { await self.execute(source, due: due) }
@@ -54,7 +68,7 @@ public actor Scheduler {
                 expectedSleep = max(0, sleep)
                 await wakeup.wait(seconds: max(0.001, sleep))
             }
-            await group.waitForAll()
+            // Leaving the group waits for the in-flight polls.
         }
     }
 
@@ -62,6 +76,15 @@ public actor Scheduler {
     public func stop() {
         stopping = true
         wakeup.signal()
+    }
+
+    /// One line per ``reportInterval``: polls started and their lateness against the jittered
+    /// due time (window, then since start). Cheap: one sort of the window's samples.
+    private func report(seconds: Double) {
+        func ms(_ s: Double) -> String { String(format: "%.1fms", s * 1000) }
+        let w = recentLateness
+        logger.info("scheduler: polls=\(w.count) in \(Int(seconds.rounded()))s, lateness p50=\(ms(w.percentile(0.5))) p99=\(ms(w.percentile(0.99))) max=\(ms(w.maximum)); since start: polls=\(lateness.count) p50=\(ms(lateness.percentile(0.5))) p99=\(ms(lateness.percentile(0.99))) max=\(ms(lateness.maximum))")
+        recentLateness = LatenessStats()
     }
 
     private func seed() {
@@ -95,7 +118,7 @@ public actor Scheduler {
         logger.notice("clock jumped \(drift > 0 ? "forward" : "back") by \(DurationParser.format(abs(drift))) (suspend?); rescheduling overdue sources")
         let count = queue.count
         queue.remap { due, name in
-            let interval = config.source(named: name)?.settings.interval ?? 300
+            let interval = byName[name]?.settings.interval ?? 300
             let window = Backoff.spreadWindow(count: count, interval: interval)
             if due <= now { return now.addingTimeInterval(window * env.unit()) }
             if due.timeIntervalSince(now) > interval * 2 { return now.addingTimeInterval(interval * env.unit()) }
@@ -107,7 +130,9 @@ public actor Scheduler {
         let hostLimiter = source.instance.host.map { limiter(for: $0) }
         await global.wait()
         await hostLimiter?.wait()
-        lateness.record(env.now().timeIntervalSince(due))
+        let late = env.now().timeIntervalSince(due)
+        lateness.record(late)
+        recentLateness.record(late)
         let outcome = await runner.poll(source, options: options, logger: logger)
         hostLimiter?.signal()
         global.signal()

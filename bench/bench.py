@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""`make bench`: tidings benchmarks, all on loopback, self-contained (issue 5).
+
+1. one-shot `tidings check` vs urlwatch 2.29, N http-json sources served by nginx (ETag);
+2. the daemon at scale: 10,000 sources at 60 s ± 10 %: CPU, peak RSS, scheduling lateness;
+3. dedupe + one-transaction commit throughput (the `tidings-bench` target);
+4. cold start: `tidings sources` on a state with 10,000 sources.
+
+Prints one short table; the raw figures go to bench-results/latest.json (not committed).
+Knobs (environment): BENCH_N="200 1000", BENCH_RUNS=7, BENCH_DAEMON_SOURCES=10000,
+BENCH_DAEMON_SECONDS=135, BENCH_ONLY="1 2 3 4", BENCH_KEEP=1 (keep the work directory).
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def env_list(name, default):
+    return [int(x) for x in os.environ.get(name, default).split()]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def timed(cmd, cwd=None, ok=(0,)):
+    """Runs cmd under GNU time: (wall s, cpu s, peak RSS KiB, exit status)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
+        p = subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", tf.name] + cmd, cwd=cwd,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if p.returncode not in ok:
+            raise RuntimeError(f"{' '.join(cmd[:3])}… exited {p.returncode}: {p.stderr[-2000:]}")
+        wall, user, sys_, rss = tf.read().strip().splitlines()[-1].split()
+        return float(wall), float(user) + float(sys_), int(rss), p.returncode
+
+
+# ---------------------------------------------------------------- nginx
+
+class Nginx:
+    """A private nginx (no daemon, own prefix) on 127.0.0.1:free port serving static JSON with ETags."""
+
+    def __init__(self, work, count):
+        self.prefix = os.path.join(work, "nginx")
+        self.www = os.path.join(self.prefix, "www")
+        os.makedirs(os.path.join(self.www, "s"), exist_ok=True)
+        os.makedirs(os.path.join(self.prefix, "tmp"), exist_ok=True)
+        for i in range(count):
+            items = [{"id": f"{i}-{k}", "title": f"Item {k} of source {i}", "status": "ok" if k % 3 else "warning",
+                      "url": f"http://example.invalid/{i}/{k}"} for k in range(5)]
+            with open(os.path.join(self.www, "s", f"{i}.json"), "w") as f:
+                json.dump({"items": items}, f)
+        # The worker must be able to read the files (mkdtemp is 0700).
+        for d, _, _ in os.walk(work):
+            os.chmod(d, 0o755)
+        self.port = free_port()
+        user = "user root root;" if os.geteuid() == 0 else ""
+        t = os.path.join(self.prefix, "tmp")
+        self.conf = os.path.join(self.prefix, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(f"""{user}
+worker_processes 1;
+daemon off;
+pid {self.prefix}/nginx.pid;
+error_log {self.prefix}/error.log warn;
+events {{ worker_connections 8192; }}
+http {{
+  access_log off;
+  default_type application/json;
+  keepalive_requests 1000000;
+  keepalive_timeout 120s;
+  client_body_temp_path {t}/body;
+  proxy_temp_path {t}/proxy;
+  fastcgi_temp_path {t}/fastcgi;
+  server {{
+    listen 127.0.0.1:{self.port};
+    root {self.www};
+    etag on;
+  }}
+}}
+""")
+        self.proc = None
+
+    def url(self, i):
+        return f"http://127.0.0.1:{self.port}/s/{i}.json"
+
+    def start(self):
+        self.proc = subprocess.Popen(["nginx", "-p", self.prefix, "-c", self.conf, "-e", os.path.join(self.prefix, "error.log")],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("nginx did not start: " + self.proc.stderr.read().decode())
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("nginx did not listen")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# ---------------------------------------------------------------- configs
+
+def tidings_config(path, nginx, n, interval="5m"):
+    os.makedirs(os.path.join(path, "plugins.d"), exist_ok=True)
+    with open(os.path.join(path, "tidings.toml"), "w") as f:
+        f.write(f'plugins_dir = "plugins.d"\n\n[defaults]\ninterval = "{interval}"\njitter = 0.1\n')
+    for i in range(n):
+        with open(os.path.join(path, "plugins.d", f"s{i:05d}.toml"), "w") as f:
+            f.write(f'provider = "http-json"\nurl = "{nginx.url(i)}"\nitems = "/items"\nkey = "/id"\n'
+                    f'title = "{{/title}} is {{/status}}"\nlink = "/url"\n')
+    return ["--config", os.path.join(path, "tidings.toml"), "--state-dir", os.path.join(path, "state")]
+
+
+def urlwatch_config(path, nginx, n):
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "urls.yaml"), "w") as f:
+        f.write("---\n".join(f"name: s{i}\nurl: {nginx.url(i)}\n" for i in range(n)))
+    with open(os.path.join(path, "urlwatch.yaml"), "w") as f:
+        f.write("display:\n  new: true\n  error: true\n  unchanged: false\n"
+                "report:\n  text:\n    details: true\n    footer: false\n  stdout:\n    enabled: true\n    color: false\n"
+                "  email:\n    enabled: false\n  html:\n    diff: unified\n")
+    return ["--urls", os.path.join(path, "urls.yaml"), "--config", os.path.join(path, "urlwatch.yaml"),
+            "--cache", os.path.join(path, "cache.db"), "--hooks", os.path.join(path, "hooks.py")]
+
+
+def make_venv(work):
+    venv = os.path.join(work, "venv")
+    log("creating a throwaway venv with urlwatch 2.29 (PyPI)")
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    p = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "--disable-pip-version-check", "urlwatch==2.29"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError("pip install urlwatch==2.29 failed: " + p.stderr[-2000:])
+    return os.path.join(venv, "bin", "urlwatch")
+
+
+# ---------------------------------------------------------------- benchmarks
+
+def bench_check_vs_urlwatch(args, work, nginx, urlwatch, n, runs):
+    d = os.path.join(work, f"check{n}")
+    targs = tidings_config(os.path.join(d, "tidings"), nginx, n)
+    uargs = urlwatch_config(os.path.join(d, "urlwatch"), nginx, n)
+    tcmd = [args.bin, "check", "-q"] + targs
+    ucmd = [urlwatch] + uargs
+    log(f"[1] N={n}: warming up (state and cache filled)")
+    for _ in range(2):
+        timed(tcmd, ok=(0, 1))
+        timed(ucmd)
+    _, _, _, rc = timed(tcmd, ok=(0, 1))
+    if rc != 0:
+        log(f"[1] warning: a warm tidings check still reported events (exit {rc})")
+    t, u = [], []
+    for r in range(runs):
+        t.append(timed(tcmd)[:3])
+        u.append(timed(ucmd)[:3])
+        log(f"[1] N={n} run {r + 1}/{runs}: tidings {t[-1][0]:.2f}s {t[-1][2] // 1024}MiB, urlwatch {u[-1][0]:.2f}s {u[-1][2] // 1024}MiB")
+    med = lambda xs, k: statistics.median(x[k] for x in xs)
+    res = {"n": n, "runs": runs}
+    for name, xs in (("tidings", t), ("urlwatch", u)):
+        res[name] = {"wall_s": med(xs, 0), "cpu_s": med(xs, 1), "rss_kib": med(xs, 2), "rss_kib_max": max(x[2] for x in xs)}
+    res["wall_ratio"] = res["urlwatch"]["wall_s"] / max(res["tidings"]["wall_s"], 1e-3)
+    res["cpu_ratio"] = res["urlwatch"]["cpu_s"] / max(res["tidings"]["cpu_s"], 1e-3)
+    res["rss_ratio"] = res["urlwatch"]["rss_kib"] / res["tidings"]["rss_kib"]
+    return res
+
+
+def proc_cpu(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_status(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+LATE = re.compile(r"scheduler: polls=(\d+) in (\d+)s, lateness p50=([\d.]+)ms p99=([\d.]+)ms max=([\d.]+)ms; "
+                  r"since start: polls=(\d+) p50=([\d.]+)ms p99=([\d.]+)ms max=([\d.]+)ms")
+
+
+def bench_daemon(args, work, nginx, n, seconds):
+    d = os.path.join(work, "daemon")
+    targs = tidings_config(d, nginx, n, interval="60s")
+    log(f"[2] {n} sources: first `tidings check` over all of them (baseline state)")
+    first = timed([args.bin, "check", "-q"] + targs, ok=(0, 1))
+    warm = timed([args.bin, "check", "-q"] + targs, ok=(0, 1))
+    log(f"[2] check of {n} sources: baseline {first[0]:.1f}s, warm {warm[0]:.1f}s {warm[2] // 1024}MiB")
+    logfile = os.path.join(d, "daemon.log")
+    settle = min(20.0, seconds / 4)
+    log(f"[2] running the daemon for {seconds:.0f}s (CPU counted after the first {settle:.0f}s)")
+    with open(logfile, "w") as lf:
+        p = subprocess.Popen([args.bin, "run"] + targs, stdout=subprocess.DEVNULL, stderr=lf)
+    try:
+        t0 = time.time()
+        time.sleep(settle)
+        c1, w1 = proc_cpu(p.pid), time.time()
+        rss_settled = proc_status(p.pid, "VmRSS")
+        while time.time() - t0 < seconds:
+            if p.poll() is not None:
+                raise RuntimeError("the daemon exited early; see " + logfile)
+            time.sleep(1)
+        c2, w2 = proc_cpu(p.pid), time.time()
+        hwm = proc_status(p.pid, "VmHWM")
+        rss = proc_status(p.pid, "VmRSS")
+        total_cpu = c2
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    with open(logfile) as f:
+        text = f.read()
+    reports = [tuple(float(x) for x in m.groups()) for m in LATE.finditer(text)]
+    warnings = sum(1 for line in text.splitlines() if " warning " in line or " error " in line)
+    res = {"sources": n, "seconds": seconds, "cpu_pct": 100 * (c2 - c1) / (w2 - w1), "cpu_pct_incl_start": 100 * total_cpu / (w2 - t0),
+           "peak_rss_kib": hwm, "rss_kib_settled": rss_settled, "rss_kib_end": rss, "warnings_or_errors": warnings,
+           "check_baseline_s": first[0], "check_warm_s": warm[0], "check_warm_rss_kib": warm[2], "state_dir": os.path.join(d, "state")}
+    if reports:
+        last = reports[-1]
+        res.update(polls=int(last[5]), p50_ms=last[6], p99_ms=last[7], max_ms=last[8],
+                   windows=[{"polls": int(r[0]), "p50_ms": r[2], "p99_ms": r[3], "max_ms": r[4]} for r in reports])
+    else:
+        log("[2] warning: no `scheduler: polls=` line in the daemon log (run longer than 60 s)")
+    return res, targs
+
+
+def bench_dedupe(args, work):
+    log("[3] dedupe + commit: 1,000-item snapshots, 1,000,000 items")
+    p = subprocess.run([args.bench_bin, "dedupe", "--dir", os.path.join(work, "dedupe"), "--snapshot", "1000",
+                        "--total", "1000000", "--sources", "10"], check=True, capture_output=True, text=True)
+    return json.loads(p.stdout)
+
+
+def bench_cold_start(args, work, targs):
+    log("[4] cold start: `tidings sources` on the 10,000-source state")
+    cmd = [args.bin, "sources"] + targs
+    if shutil.which("hyperfine"):
+        out = os.path.join(work, "hyperfine.json")
+        subprocess.run(["hyperfine", "-N", "--warmup", "3", "--runs", "20", "--export-json", out, "--style", "none",
+                        " ".join(cmd)], check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            r = json.load(f)["results"][0]
+        times = r["times"]
+    else:
+        times = [timed(cmd)[0] for _ in range(20)]
+    rss = timed(cmd)[2]
+    return {"median_ms": 1000 * statistics.median(times), "min_ms": 1000 * min(times), "rss_kib": rss}
+
+
+# ---------------------------------------------------------------- report
+
+def machine():
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem = subprocess.run(["free", "-h"], capture_output=True, text=True).stdout.splitlines()[1].split()[1]
+    return f"{os.cpu_count()} cores, {model}, {mem} RAM, {platform.system()} {platform.release()}"
+
+
+def table(res):
+    rows = []
+    mib = lambda k: f"{k / 1024:.1f} MiB"
+    prev = None
+    for r in res.get("check", []):
+        t, u = r["tidings"], r["urlwatch"]
+        rows.append((f"1. check N={r['n']}: tidings", f"{t['wall_s']:.3f} s wall, {t['cpu_s']:.3f} s CPU, {mib(t['rss_kib'])}", ""))
+        rows.append((f"   urlwatch 2.29", f"{u['wall_s']:.3f} s wall, {u['cpu_s']:.3f} s CPU, {mib(u['rss_kib'])}", ""))
+        if prev is None:
+            ok = r["wall_ratio"] >= 10 and r["rss_ratio"] >= 2
+            verdict = f"wall >= 10x, RSS >= 2x: {'met' if ok else 'MISSED'}"
+        else:
+            ok = r["wall_ratio"] > prev["wall_ratio"] and r["rss_ratio"] > prev["rss_ratio"]
+            verdict = f"gap widens vs N={prev['n']}: {'met' if ok else 'MISSED'}"
+        rows.append(("   ratio urlwatch/tidings", f"wall {r['wall_ratio']:.1f}x, CPU {r['cpu_ratio']:.1f}x, RSS {r['rss_ratio']:.1f}x", verdict))
+        prev = r
+    if "daemon" in res:
+        d = res["daemon"]
+        rows.append((f"2. daemon {d['sources']} src, {d['seconds']:.0f} s", f"CPU {d['cpu_pct']:.1f}% of a core", f"<= 5%: {'met' if d['cpu_pct'] <= 5 else 'MISSED'}"))
+        rows.append(("   peak RSS", mib(d["peak_rss_kib"]), f"<= 64 MiB: {'met' if d['peak_rss_kib'] <= 64 * 1024 else 'MISSED'}"))
+        if "p99_ms" in d:
+            rows.append((f"   lateness ({d['polls']} polls)", f"p50 {d['p50_ms']:.1f} ms, p99 {d['p99_ms']:.1f} ms, max {d['max_ms']:.0f} ms",
+                         f"p99 <= 250 ms: {'met' if d['p99_ms'] <= 250 else 'MISSED'}"))
+    if "dedupe" in res:
+        x = res["dedupe"]
+        rows.append(("3. dedupe+commit, 1,000-item snapshot", f"{x['items_per_s_snapshot_median']:,.0f} items/s ({x['snapshot_ms_median']:.1f} ms)",
+                     f">= 200,000/s: {'met' if x['items_per_s_snapshot_median'] >= 200000 else 'MISSED'}"))
+        rows.append((f"   {x['total_items']:,.0f} items total", f"{x['items_per_s_total']:,.0f} items/s (baselines {x['items_per_s_baseline']:,.0f}/s)",
+                     f">= 200,000/s: {'met' if x['items_per_s_total'] >= 200000 else 'MISSED'}"))
+    if "cold" in res:
+        c = res["cold"]
+        rows.append(("4. cold start `sources`, 10,000 src", f"{c['median_ms']:.1f} ms median, {mib(c['rss_kib'])}", f"<= 30 ms: {'met' if c['median_ms'] <= 30 else 'MISSED'}"))
+    w = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"tidings benchmarks — {res['machine']}, load average at start {res.get('loadavg', '?')}", ""]
+    lines += [f"{a:<{w[0]}}  {b:<{w[1]}}  {c}".rstrip() for a, b, c in rows]
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(ROOT, ".build/release/tidings"))
+    ap.add_argument("--bench-bin", default=os.path.join(ROOT, ".build/release/tidings-bench"))
+    args = ap.parse_args()
+    args.bin, args.bench_bin = os.path.abspath(args.bin), os.path.abspath(args.bench_bin)
+    only = set(env_list("BENCH_ONLY", "1 2 3 4"))
+    ns = env_list("BENCH_N", "200 1000")
+    runs = int(os.environ.get("BENCH_RUNS", "7"))
+    dn = int(os.environ.get("BENCH_DAEMON_SOURCES", "10000"))
+    dsec = float(os.environ.get("BENCH_DAEMON_SECONDS", "135"))
+
+    work = tempfile.mkdtemp(prefix="tidings-bench-")
+    res = {"machine": machine(), "loadavg": " ".join(open("/proc/loadavg").read().split()[:3]), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    nginx = Nginx(work, max(ns + [dn]))
+    try:
+        nginx.start()
+        log(f"nginx on 127.0.0.1:{nginx.port}, work dir {work}")
+        if 1 in only:
+            urlwatch = make_venv(work)
+            res["check"] = [bench_check_vs_urlwatch(args, work, nginx, urlwatch, n, runs) for n in ns]
+        targs = None
+        if 2 in only or 4 in only:
+            res["daemon"], targs = bench_daemon(args, work, nginx, dn, dsec)
+            if 2 not in only:
+                del res["daemon"]
+        if 3 in only:
+            res["dedupe"] = bench_dedupe(args, work)
+        if 4 in only:
+            res["cold"] = bench_cold_start(args, work, targs)
+    finally:
+        nginx.stop()
+        if os.environ.get("BENCH_KEEP"):
+            log(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(os.path.join(ROOT, "bench-results"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench-results", "latest.json"), "w") as f:
+        json.dump(res, f, indent=2)
+    out = table(res)
+    with open(os.path.join(ROOT, "bench-results", "latest.txt"), "w") as f:
+        f.write(out + "\n")
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
