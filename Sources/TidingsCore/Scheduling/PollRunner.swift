@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import Synchronization
 
 /// The outcome of polling one source once.
 public struct PollOutcome: Sendable {
@@ -121,4 +122,3 @@ public final class PollRunner: Sendable {
     }
 }
 
-import Synchronization

@@ -31,11 +31,6 @@ enum Exit {
     static let config: Int32 = 78
 }
 
-/// A failure that has already been reported on stderr; carries the exit status.
-struct Reported: Error {
-    var status: Int32
-}
-
 /// Prints a diagnostic on stderr (never stdout: stdout carries only results).
 func complain(_ message: String) {
     FileHandle.standardError.write(Data(("tidings: " + Redactor.shared.scrub(message) + "\n").utf8))
@@ -44,9 +39,4 @@ func complain(_ message: String) {
 /// Writes results on stdout.
 func emit(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
-}
-
-extension ParsableCommand {
-    /// Runs a command body, turning ``Reported`` into the right exit status.
-    static func exiting(_ status: Int32) -> ExitCode { ExitCode(status) }
 }
