@@ -19,7 +19,7 @@ public struct OutboxEntry: Sendable {
 
     /// One JSON object (`tidings outbox --json`), the event in its DESIGN §4 shape.
     public var json: JSONValue {
-        let eventJSON = (try? JSONDecoder().decode(JSONValue.self, from: Data(event.jsonLine().utf8))) ?? .null
+        let eventJSON = (try? JSONValue.parse(Data(event.jsonLine().utf8))) ?? .null
         return [
             "id": .number(Double(id)), "sink": .string(sink), "status": .string(status.rawValue),
             "attempts": .number(Double(attempts)),

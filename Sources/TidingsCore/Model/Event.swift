@@ -79,14 +79,55 @@ public struct Event: Sendable, Equatable, Codable {
         data = try c.decodeIfPresent(JSONValue.self, forKey: .data) ?? .object([:])
     }
 
-    /// One line of compact JSON (no trailing newline), keys in contract order.
+    /// One line of compact JSON (no trailing newline), keys sorted; the same bytes as
+    /// `JSONEncoder` with `[.sortedKeys, .withoutEscapingSlashes]` would write.
     public func jsonLine() -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
-        return String(decoding: (try? encoder.encode(self)) ?? Data("{}".utf8), as: UTF8.self)
+        var w = CompactJSONWriter(capacity: 512)
+        w.append(byte: UInt8(ascii: "{"))
+        w.write(key: "body", first: true); w.write(string: body)
+        w.write(key: "data", first: false)
+        do { try w.write(data, depth: 1) } catch { return "{}" }
+        w.write(key: "event", first: false); w.write(string: event.rawValue)
+        w.write(key: "id", first: false); w.write(string: id)
+        w.write(key: "key", first: false); w.write(string: key)
+        w.write(key: "kind", first: false); w.write(string: kind)
+        w.write(key: "observed_at", first: false); w.write(string: Timestamp.format(observedAt))
+        w.write(key: "provider", first: false); w.write(string: provider)
+        w.write(key: "severity", first: false); w.write(string: severity.rawValue)
+        w.write(key: "source", first: false); w.write(string: source)
+        w.write(key: "title", first: false); w.write(string: title)
+        w.write(key: "url", first: false)
+        if let url { w.write(string: url) } else { w.append("null") }
+        w.append(byte: UInt8(ascii: "}"))
+        return w.string
     }
 
+    /// Reads an event back from ``jsonLine()`` text (the stored form), checking it as
+    /// strictly as the `Decodable` conformance does.
     public static func decode(jsonLine: String) throws -> Event {
-        try JSONDecoder().decode(Event.self, from: Data(jsonLine.utf8))
+        guard case .object(let o) = try JSONParser.parse(jsonLine) else { throw JSONParseError(message: "event: not a JSON object") }
+        func string(_ k: CodingKeys, required: Bool = true) throws -> String? {
+            switch o[k.stringValue] {
+            case .string(let s): return s
+            case nil, .null?: if required { throw JSONParseError(message: "event: missing '\(k.stringValue)'") } else { return nil }
+            default: throw JSONParseError(message: "event: '\(k.stringValue)' is not a string")
+            }
+        }
+        guard let type = EventType(rawValue: try string(.event)!) else { throw JSONParseError(message: "event: unknown 'event' type") }
+        let severity = try string(.severity, required: false).map { s in
+            guard let v = Severity(rawValue: s) else { throw JSONParseError(message: "event: unknown severity '\(s)'") }
+            return v
+        } ?? .info
+        let stamp = try string(.observedAt)!
+        guard let observedAt = Timestamp.parse(stamp) else { throw JSONParseError(message: "event: bad timestamp \(stamp)") }
+        let data: JSONValue
+        switch o["data"] {
+        case nil, .null?: data = .object([:])
+        case let v?: data = v
+        }
+        return Event(
+            id: try string(.id)!, source: try string(.source)!, provider: try string(.provider)!, kind: try string(.kind)!,
+            event: type, key: try string(.key)!, title: try string(.title)!, body: try string(.body, required: false) ?? "",
+            url: try string(.url, required: false), severity: severity, observedAt: observedAt, data: data)
     }
 }

@@ -33,23 +33,9 @@ public enum JSONValue: Sendable, Hashable, Codable {
         }
     }
 
-    /// Parses JSON bytes. Throws a readable error for malformed input.
+    /// Parses JSON bytes. Throws a readable error (what, and at which byte) for malformed input.
     public static func parse(_ data: Data) throws -> JSONValue {
-        do {
-            return try JSONDecoder().decode(JSONValue.self, from: data)
-        } catch let error as DecodingError {
-            throw JSONParseError(message: Self.describe(error))
-        }
-    }
-
-    static func describe(_ error: DecodingError) -> String {
-        switch error {
-        case .dataCorrupted(let ctx):
-            let underlying = (ctx.underlyingError as NSError?)?.userInfo[NSDebugDescriptionErrorKey] as? String
-            return "malformed JSON" + (underlying.map { ": \($0)" } ?? "")
-        default:
-            return "malformed JSON"
-        }
+        try JSONParser.parse(data)
     }
 
     public subscript(key: String) -> JSONValue? {
@@ -80,10 +66,11 @@ public enum JSONValue: Sendable, Hashable, Codable {
     public var isNull: Bool { if case .null = self { return true }; return false }
 
     /// Compact JSON text with sorted keys (stable for fingerprints).
+    /// (Byte-identical to `JSONEncoder` with `[.sortedKeys, .withoutEscapingSlashes]`.)
     public func jsonString() -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? String(decoding: encoder.encode(self), as: UTF8.self)) ?? "null"
+        var writer = CompactJSONWriter()
+        do { try writer.write(self) } catch { return "null" }
+        return writer.string
     }
 }
 

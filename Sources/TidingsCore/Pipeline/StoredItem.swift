@@ -52,8 +52,7 @@ public struct StoredItem: Sendable, Equatable {
         switch content {
         case .item(let i): return i
         case .json(let kind, let json):
-            let snap = (try? JSONDecoder().decode(ItemSnapshot.self, from: Data(json.utf8)))
-                ?? ItemSnapshot(Item(key: key, kind: kind, title: key))
+            let snap = ItemSnapshot(stored: json) ?? ItemSnapshot(Item(key: key, kind: kind, title: key))
             return snap.item(key: key, fingerprint: fingerprint)
         }
     }
@@ -69,10 +68,7 @@ public struct StoredItem: Sendable, Equatable {
     var snapshotJSON: String {
         switch content {
         case .json(_, let s): return s
-        case .item(let i):
-            let enc = JSONEncoder()
-            enc.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return String(decoding: (try? enc.encode(ItemSnapshot(i))) ?? Data("{}".utf8), as: UTF8.self)
+        case .item(let i): return ItemSnapshot(i).jsonText()
         }
     }
 
@@ -98,6 +94,40 @@ struct ItemSnapshot: Codable {
 
     init(_ i: Item) {
         kind = i.kind; title = i.title; body = i.body; url = i.url; severity = i.severity; data = i.data; expiresAt = i.expiresAt
+    }
+
+    /// Reads ``jsonText()`` back; nil when the stored text is not such an object.
+    init?(stored text: String) {
+        guard case .object(let o)? = try? JSONParser.parse(text),
+              case .string(let kind)? = o["kind"], case .string(let title)? = o["title"], case .string(let body)? = o["body"]
+        else { return nil }
+        self.kind = kind; self.title = title; self.body = body
+        url = o["url"]?.stringValue
+        severity = o["severity"]?.stringValue.flatMap(Severity.init(rawValue:)) ?? .info
+        data = o["data"] ?? .object([:])
+        expiresAt = o["expiresAt"]?.doubleValue.map(Date.init(timeIntervalSinceReferenceDate:))
+    }
+
+    /// The stored text: what `JSONEncoder` with sorted keys writes for this type (optional
+    /// fields omitted when nil, `expiresAt` as seconds since 2001), without its cost.
+    func jsonText() -> String {
+        var w = CompactJSONWriter()
+        w.append(byte: UInt8(ascii: "{"))
+        w.write(key: "body", first: true); w.write(string: body)
+        w.write(key: "data", first: false)
+        do {
+            try w.write(data, depth: 1)
+            if let expiresAt {
+                w.write(key: "expiresAt", first: false)
+                try w.write(double: expiresAt.timeIntervalSinceReferenceDate)
+            }
+        } catch { return "{}" }
+        w.write(key: "kind", first: false); w.write(string: kind)
+        w.write(key: "severity", first: false); w.write(string: severity.rawValue)
+        w.write(key: "title", first: false); w.write(string: title)
+        if let url { w.write(key: "url", first: false); w.write(string: url) }
+        w.append(byte: UInt8(ascii: "}"))
+        return w.string
     }
 
     func item(key: String, fingerprint: String) -> Item {
