@@ -92,6 +92,23 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertNil(third.error, "a changed config tries again")
     }
 
+    /// The next poll time is part of the poll's own commit (one transaction per poll), for
+    /// successes and failures alike, so a restart resumes the schedule the poll decided.
+    func testNextDueIsStoredWithThePoll() async throws {
+        let runner = PollRunner(store: store, http: URLSessionHTTPClient())
+        func stored() throws -> Double? {
+            try store.db.read { try Double.fetchOne($0, sql: "SELECT next_due FROM source_state WHERE source = ?", arguments: [self.source.name]) }
+        }
+        let ok = await runner.poll(source, options: RecordOptions(router: nil), logger: quietLogger)
+        XCTAssertTrue(ok.nextDueStored)
+        XCTAssertEqual(try XCTUnwrap(stored()), ok.nextDue.timeIntervalSince1970, accuracy: 0.001)
+        provider.failure = PollError(.transient, "HTTP 503")
+        let failed = await runner.poll(source, options: RecordOptions(router: nil), logger: quietLogger)
+        XCTAssertTrue(failed.nextDueStored)
+        XCTAssertGreaterThan(failed.nextDue, ok.nextDue.addingTimeInterval(-1000))
+        XCTAssertEqual(try XCTUnwrap(stored()), failed.nextDue.timeIntervalSince1970, accuracy: 0.001)
+    }
+
     func testOutboxRetriesInOrderThenDeadLetters() async throws {
         let rec = PollRecorder(store: store)
         let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))

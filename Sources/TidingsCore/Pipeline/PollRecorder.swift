@@ -32,8 +32,9 @@ public struct PollRecorder: Sendable {
 
     public init(store: StateStore) { self.store = store }
 
-    /// Records a successful poll and returns the events it produced.
-    public func recordSuccess(_ source: SourceConfig, result: PollResult, now: Date, options: RecordOptions) throws -> PollRecord {
+    /// Records a successful poll and returns the events it produced. `nextDue`, when given, is
+    /// stored in the same transaction (one commit per poll).
+    public func recordSuccess(_ source: SourceConfig, result: PollResult, now: Date, options: RecordOptions, nextDue: Date? = nil) throws -> PollRecord {
         try transaction(options) { db in
             var record = PollRecord()
             let status = try SourceRow.fetch(db, source: source)
@@ -60,9 +61,9 @@ public struct PollRecorder: Sendable {
             try db.cachedStatement(
                 sql: """
                     UPDATE source_state SET last_poll = ?, last_success = ?, failures = 0, error_reported = 0,
-                      auth_failed_hash = NULL WHERE source = ?
+                      auth_failed_hash = NULL, next_due = COALESCE(?, next_due) WHERE source = ?
                     """).execute(
-                arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970, source.name])
+                arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970, nextDue?.timeIntervalSince1970, source.name])
             record.events = try Self.insert(db, events: events, options: options, now: now)
             return record
         }
@@ -70,7 +71,10 @@ public struct PollRecorder: Sendable {
 
     /// Records a failed poll: counts it, and emits one `error` event when the threshold is
     /// reached (or at once for rejected credentials). Never one event per failed poll.
-    public func recordFailure(_ source: SourceConfig, error: PollError, now: Date, options: RecordOptions) throws -> PollRecord {
+    /// `nextDue`, given the consecutive failures, is stored in the same transaction.
+    public func recordFailure(
+        _ source: SourceConfig, error: PollError, now: Date, options: RecordOptions, nextDue: (Int) -> Date? = { _ in nil }
+    ) throws -> PollRecord {
         try transaction(options) { db in
             var record = PollRecord()
             let status = try SourceRow.fetch(db, source: source)
@@ -83,13 +87,14 @@ public struct PollRecorder: Sendable {
                 events.append(EventFactory.health(source: source, type: .error, message: what, failures: failures, now: now, auth: isAuth))
             }
             record.authFailed = isAuth
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE source_state SET last_poll = ?, last_error = ?, last_error_at = ?, failures = ?,
-                      error_reported = ?, auth_failed_hash = ? WHERE source = ?
-                    """,
+                      error_reported = ?, auth_failed_hash = ?, next_due = COALESCE(?, next_due) WHERE source = ?
+                    """).execute(
                 arguments: [now.timeIntervalSince1970, error.message, now.timeIntervalSince1970, failures,
-                            status.errorReported || !events.isEmpty, isAuth ? source.configHash : nil, source.name])
+                            status.errorReported || !events.isEmpty, isAuth ? source.configHash : nil,
+                            nextDue(failures)?.timeIntervalSince1970, source.name])
             record.events = try Self.insert(db, events: events, options: options, now: now)
             return record
         }

@@ -13,6 +13,8 @@ public struct PollOutcome: Sendable {
     public var nextDue: Date
     /// The poll was skipped: the source is waiting for a config change after rejected credentials.
     public var skippedAuthFailed = false
+    /// `nextDue` was written with the poll's record (otherwise the caller stores it).
+    public var nextDueStored = false
 }
 
 /// Polls one source: prepare (once), poll with a deadline, record the result, and compute
@@ -89,7 +91,8 @@ public final class PollRunner: Sendable {
         do {
             switch result {
             case .success(let value):
-                let record = try recorder.recordSuccess(source, result: value, now: now, options: options)
+                let next = now.addingTimeInterval(Backoff.afterSuccess(interval: settings.interval, jitter: settings.jitter, unit: env.unit()))
+                let record = try recorder.recordSuccess(source, result: value, now: now, options: options, nextDue: next)
                 if let n = record.baselineCount {
                     if source.settings.notifyExisting {
                         log.notice("first poll: reporting \(record.events.count) existing item\(record.events.count == 1 ? "" : "s") (notify_existing = true)")
@@ -97,20 +100,25 @@ public final class PollRunner: Sendable {
                         log.notice("baseline: stored \(n) existing item\(n == 1 ? "" : "s") silently (notify_existing = false)")
                     }
                 }
-                let next = now.addingTimeInterval(Backoff.afterSuccess(interval: settings.interval, jitter: settings.jitter, unit: env.unit()))
-                return PollOutcome(source: source.name, record: record, nextDue: next)
+                return PollOutcome(source: source.name, record: record, nextDue: next, nextDueStored: true)
             case .failure(let error):
-                let record = try recorder.recordFailure(source, error: error, now: now, options: options)
-                if error.category == .auth {
+                let unit = env.unit()
+                let wait = { (failures: Int) in
+                    Backoff.afterFailure(interval: settings.interval, failures: failures, maxBackoff: settings.maxBackoff,
+                                         jitter: settings.jitter, unit: unit, retryAfter: error.retryAfter)
+                }
+                let isAuth = error.category == .auth
+                let record = try recorder.recordFailure(source, error: error, now: now, options: options) { failures in
+                    isAuth ? .distantFuture : now.addingTimeInterval(wait(failures))
+                }
+                if isAuth {
                     prepared.withLock { _ = $0.remove(source.name) }
                     log.error("credentials rejected: \(error.message); not polling again until the configuration changes")
-                    return PollOutcome(source: source.name, record: record, error: error, nextDue: .distantFuture)
+                    return PollOutcome(source: source.name, record: record, error: error, nextDue: .distantFuture, nextDueStored: true)
                 }
-                let wait = Backoff.afterFailure(
-                    interval: settings.interval, failures: record.failures, maxBackoff: settings.maxBackoff,
-                    jitter: settings.jitter, unit: env.unit(), retryAfter: error.retryAfter)
-                log.warning("poll failed (\(record.failures) in a row): \(error.message); next try in \(DurationParser.format(wait))")
-                return PollOutcome(source: source.name, record: record, error: error, nextDue: now.addingTimeInterval(wait))
+                let delay = wait(record.failures)
+                log.warning("poll failed (\(record.failures) in a row): \(error.message); next try in \(DurationParser.format(delay))")
+                return PollOutcome(source: source.name, record: record, error: error, nextDue: now.addingTimeInterval(delay), nextDueStored: true)
             }
         } catch {
             // The state could not be written: nothing was recorded, so nothing is lost; try again later.

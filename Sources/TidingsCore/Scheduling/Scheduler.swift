@@ -137,10 +137,12 @@ public actor Scheduler {
         hostLimiter?.signal()
         global.signal()
         if !outcome.record.events.isEmpty { onEvents() }
-        do {
-            try runner.recorder.setNextDue(source.name, provider: source.provider, at: outcome.nextDue)
-        } catch {
-            logger.error("could not store next due time for \(source.name): \(error)")
+        if !outcome.nextDueStored {
+            do {
+                try runner.recorder.setNextDue(source.name, provider: source.provider, at: outcome.nextDue)
+            } catch {
+                logger.error("could not store next due time for \(source.name): \(error)")
+            }
         }
         completed(source.name, next: outcome.nextDue)
     }
