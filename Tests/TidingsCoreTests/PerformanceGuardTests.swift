@@ -22,4 +22,24 @@ final class PerformanceGuardTests: XCTestCase {
         XCTAssertEqual(TOMLLineIndex.trimmed("   "[...]), "")
         XCTAssertEqual(TOMLLineIndex.keyPath(" a . \"b.c\" .d "), "a.b.c.d")
     }
+
+    /// Event ids: 10 time characters then 16 random ones (80 bits from two draws), all
+    /// Crockford base32; sortable by time and unique.
+    func testEventIDsKeepTheirShape() {
+        let t0 = Date(timeIntervalSince1970: 1_790_000_000)
+        let ids = (0..<10_000).map { EventID.make(at: t0.addingTimeInterval(Double($0) / 100)) }
+        XCTAssertEqual(Set(ids).count, ids.count)
+        XCTAssertEqual(ids, ids.sorted(), "later ids sort after earlier ones")
+        let alphabet = Set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+        for id in ids.prefix(100) {
+            XCTAssertEqual(id.count, 26)
+            XCTAssertTrue(id.allSatisfy(alphabet.contains), id)
+        }
+        // Every random position varies (no position left constant by the bit slicing).
+        for pos in 10..<26 {
+            let chars = Set(ids.map { Array($0)[pos] })
+            XCTAssertGreaterThan(chars.count, 20, "position \(pos)")
+        }
+        XCTAssertEqual(String(EventID.make(at: t0).prefix(10)), "01M3250V00")
+    }
 }

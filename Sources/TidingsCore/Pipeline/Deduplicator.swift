@@ -45,13 +45,18 @@ public struct Deduplicator: Sendable {
     }
 
     public func run(previous: [String: StoredItem], current rawItems: [Item], baseline: Bool, notifyExisting: Bool, now: Date) -> Outcome {
-        let current = Self.disambiguate(rawItems)
+        var seenKeys = Set<String>(minimumCapacity: rawItems.count)
+        for item in rawItems { seenKeys.insert(item.key) }
+        // Repeated keys are rare: only then copy the snapshot to rename them.
+        var current = rawItems
+        if seenKeys.count != rawItems.count {
+            current = Self.disambiguate(rawItems)
+            seenKeys = Set(current.map(\.key))
+        }
         var out = Outcome()
-        var seenKeys = Set<String>()
-        seenKeys.reserveCapacity(current.count)
+        var removals: [Change] = []
 
         for item in current {
-            seenKeys.insert(item.key)
             guard let old = previous[item.key] else {
                 out.upserts.append(StoredItem(item: item, state: .present, firstSeen: now, changedAt: now))
                 if baseline && !notifyExisting { out.baselineCount += 1 } else { out.changes.append(Change(type: .new, item: item)) }
@@ -83,18 +88,18 @@ public struct Deduplicator: Sendable {
                 out.upserts.append(old.with(state: .missing, changedAt: old.changedAt, missingSince: now))
             case .present:
                 out.upserts.append(old.with(state: .gone, changedAt: now, missingSince: now))
-                out.changes.append(Change(type: .removed, item: old.item, previous: old.item))
+                removals.append(Change(type: .removed, item: old.item, previous: old.item))
             case .missing:
                 let since = old.missingSince ?? now
                 if now.timeIntervalSince(since) >= flapWindow {
                     out.upserts.append(old.with(state: .gone, changedAt: now, missingSince: since))
-                    out.changes.append(Change(type: .removed, item: old.item, previous: old.item))
+                    removals.append(Change(type: .removed, item: old.item, previous: old.item))
                 }
             }
         }
-        // Deterministic order: as the provider listed them, removals after, by key.
-        let order = Dictionary(current.enumerated().map { ($1.key, $0) }, uniquingKeysWith: { a, _ in a })
-        out.changes.sort { (order[$0.item.key] ?? Int.max, $0.item.key) < (order[$1.item.key] ?? Int.max, $1.item.key) }
+        // Deterministic order: as the provider listed them (the loop above), removals after, by key.
+        removals.sort { $0.item.key < $1.item.key }
+        out.changes += removals
         return out
     }
 }
