@@ -72,7 +72,9 @@ let package = Package(
             dependencies: [
                 "TidingsCore", "TidingsProviders", "TidingsSinks",
                 .product(name: "GRDB", package: "GRDB.swift"),
-            ]
+            ],
+            // Raw inputs that crashed `make fuzz`, read by FuzzRegressionTests through #filePath.
+            exclude: ["FuzzRegressions"]
         ),
     ]
 )
