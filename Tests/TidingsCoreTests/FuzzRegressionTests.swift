@@ -70,6 +70,55 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertGreaterThan(replayed, 0)
     }
 
+    /// toml++ asserted (abort) on a table header whose key starts with a character that cannot start a key.
+    func testTableHeaderWithBadKeyStartIsASyntaxError() throws {
+        for text in [String(decoding: try input("config", "toml-header-key-assert"), as: UTF8.self),
+                     "[é]\n", "[[{a]]\n", "[ =x]\n", "\u{FEFF}[%]\n", "a = 1\n  [\t!b]\n", "[[[a]]]\n"] {
+            XCTAssertThrowsError(try ConfigTable.parse(text, file: "t.toml"), text.debugDescription) { error in
+                let e = error as? ConfigError
+                XCTAssertTrue(e?.message.contains("table header") == true, "\(text.debugDescription): \(error)")
+            }
+        }
+        // Not headers: brackets inside values, strings and comments; valid headers of every shape.
+        let fine = """
+            a = [
+              [{ b = 1 }],
+              ["[é]"],
+            ]
+            s = '''
+            [é]
+            '''
+            t = \"\"\"
+            [{x} \\\""" still inside
+            [é]\"\"\"
+            # [é]
+            [ "q.k" . r ]
+            [[ arr ]]
+            [-_x9]
+
+            """
+        XCTAssertNoThrow(try ConfigTable.parse(fine, file: "t.toml"))
+    }
+
+    /// toml++ asserted (abort) on a date-time whose time does not start with a digit.
+    func testDateTimeWithoutTimeIsASyntaxError() throws {
+        for text in [String(decoding: try input("config", "toml-datetime-time-assert"), as: UTF8.self),
+                     "a = 1979-05-27T(07:32:00Z\n", "a = [1979-05-27t]\n", "a = { b = 1979-05-27Tx:00 }\n", "a = [1, 2026-01-01T]"] {
+            XCTAssertThrowsError(try ConfigTable.parse(text, file: "t.toml"), text.debugDescription) { error in
+                let e = error as? ConfigError
+                XCTAssertTrue(e?.message.contains("date-time") == true, "\(text.debugDescription): \(error)")
+            }
+        }
+        let fine = """
+            a = 1979-05-27T07:32:00Z
+            b = [1979-05-27t07:32:00, 1979-05-27 07:32:00+01:00, 1979-05-27, 07:32:00]
+            1979-05-27Tx = "a bare key, not a value"
+            c = { d = 1979-05-27T00:00:00.5Z }
+
+            """
+        XCTAssertNoThrow(try ConfigTable.parse(fine, file: "t.toml"))
+    }
+
     /// A Retry-After of 3.3e24 s made `DurationParser.format` trap in `Int(_:)` (the poll runner logs it).
     func testHugeRetryAfterIsCappedAndFormats() throws {
         let text = String(decoding: try input("duration", "huge-retry-after"), as: UTF8.self)
