@@ -119,6 +119,17 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertNoThrow(try ConfigTable.parse(fine, file: "t.toml"))
     }
 
+    /// Seen while reading the loader for the fuzz target (the fuzzer had not reached it): a size
+    /// past Int.max trapped in `Int(_:)`.
+    func testHugeByteSizeIsAnError() throws {
+        for size in ["1e300MiB", "infKB", "nanB", "9e18GiB"] {
+            XCTAssertThrowsError(try Self.loadConfig(Data("[defaults]\nmax_body = \"\(size)\"\n".utf8)), size) { error in
+                XCTAssertTrue("\(error)".contains("invalid size"), "\(size): \(error)")
+            }
+        }
+        XCTAssertEqual(try Self.loadConfig(Data("[defaults]\nmax_body = \"8GiB\"\n".utf8)).defaults.maxBody, 8 << 30)
+    }
+
     /// A Retry-After of 3.3e24 s made `DurationParser.format` trap in `Int(_:)` (the poll runner logs it).
     func testHugeRetryAfterIsCappedAndFormats() throws {
         let text = String(decoding: try input("duration", "huge-retry-after"), as: UTF8.self)
