@@ -228,6 +228,9 @@ struct Draft: Equatable {
 
     /// 4200 → "4,200.00" (fixed grouping, whatever the locale).
     static func money(_ v: Double) -> String {
+        // No real invoice comes near 10^15, but a response may say so (or "nan"): Int64(_:) trapped
+        // on those (found by `make fuzz`). Anything in range formats as before (it is in fingerprints).
+        guard v.isFinite, abs(v) < 1e15 else { return "\(v)" }
         let cents = Int64((abs(v) * 100).rounded())
         var whole = String(cents / 100)
         var grouped = ""

@@ -130,6 +130,17 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertEqual(try Self.loadConfig(Data("[defaults]\nmax_body = \"8GiB\"\n".utf8)).defaults.maxBody, 8 << 30)
     }
 
+    /// An e-conomic amount of 1.9e84 (or "nan") trapped in `Int64(_:)` when formatting the draft's money.
+    func testHugeInvoiceAmountFormats() throws {
+        let page = try EconomicProvider.decodePage(try input("economic", "huge-amount"), page: 1, base: URL(string: "https://restapi.e-conomic.com")!)
+        XCTAssertEqual(page.items.map(\.key), ["6", "7"])
+        XCTAssertTrue(page.items[1].body.contains("net 1.888888888888889e+84 "), page.items[1].body)
+        XCTAssertEqual(Draft.money(.nan), "nan")
+        XCTAssertEqual(Draft.money(-.infinity), "-inf")
+        XCTAssertEqual(Draft.money(123_456_789_012.5), "123,456,789,012.50")
+        XCTAssertEqual(Draft.money(-15.625), "-15.63")
+    }
+
     /// A Retry-After of 3.3e24 s made `DurationParser.format` trap in `Int(_:)` (the poll runner logs it).
     func testHugeRetryAfterIsCappedAndFormats() throws {
         let text = String(decoding: try input("duration", "huge-retry-after"), as: UTF8.self)
