@@ -22,16 +22,20 @@ LOGS=$OUT/logs
 
 # Longest input per target: duration strings are short; documents and configs a few KiB.
 max_len() { case $1 in duration) echo 64 ;; *) echo 4096 ;; esac; }
-
-echo "== building the fuzz binary (debug, -sanitize=fuzzer,address; first build takes minutes)"
-# ld.gold warns "Cannot export local symbol" for every sanitized module: harmless, filtered.
-"$SWIFT" build --package-path Fuzz --scratch-path "$OUT" -c debug \
-    -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library 2>&1 | grep -v "Cannot export local symbol"
-[ "${PIPESTATUS[0]}" = 0 ] || { echo "fuzz build failed"; exit 1; }
-BIN=$("$SWIFT" build --package-path Fuzz --scratch-path "$OUT" -c debug --show-bin-path \
-    -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library)/TidingsFuzz
+# Token dictionaries (Fuzz/dict): JSON syntax and field names, TOML syntax and config keys.
+dict() { case $1 in config) echo Fuzz/dict/toml.dict ;; duration) ;; *) echo Fuzz/dict/json.dict ;; esac; }
 
 mkdir -p "$WORK" "$ART" "$LOGS"
+echo "== building the fuzz binary (debug, -sanitize=fuzzer,address; the first build takes minutes)"
+BUILD=("$SWIFT" build --package-path Fuzz --scratch-path "$OUT" -c debug -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library)
+# The log is long (dependencies' warnings; ld.gold's harmless "Cannot export local symbol" per module).
+if ! "${BUILD[@]}" >"$LOGS/build.log" 2>&1; then
+    grep -v "Cannot export local symbol" "$LOGS/build.log" | grep -E "error" | head -20
+    echo "fuzz build failed (log: ${LOGS#$ROOT/}/build.log)"
+    exit 1
+fi
+grep "Build complete" "$LOGS/build.log"
+BIN=$("${BUILD[@]}" --show-bin-path)/TidingsFuzz
 rows=()
 failed=0
 for t in $TARGETS; do
@@ -40,6 +44,7 @@ for t in $TARGETS; do
     rm -f "$ART/$t"/*
     log=$LOGS/$t.log
     echo "== $t: ${SECONDS_PER}s (log: ${log#$ROOT/})"
+    dict_file=$(dict "$t")
     start=$(date +%s)
     # detect_leaks=0 (ASan at exit, libFuzzer per input): Foundation's caches (DateFormatter, the
     # Swift runtime) read as leaks; leaks are not what this hunts. -timeout: one input taking 10 s
@@ -47,7 +52,8 @@ for t in $TARGETS; do
     # SWIFT_BACKTRACE=enable=no: the Swift runtime's crash backtracer itself trips ASan, hiding the real error.
     SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} FUZZ_TARGET=$t "$BIN" "$WORK/$t" "Fuzz/corpus/$t" \
         -max_total_time="$SECONDS_PER" -max_len="$(max_len "$t")" -timeout=10 -rss_limit_mb=2048 \
-        -report_slow_units=2 -detect_leaks=0 -print_final_stats=1 -artifact_prefix="$ART/$t/" ${FUZZ_FLAGS:-} >"$log" 2>&1
+        -report_slow_units=2 -detect_leaks=0 -print_final_stats=1 -artifact_prefix="$ART/$t/" \
+        ${dict_file:+-dict="$dict_file"} ${FUZZ_FLAGS:-} >"$log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
     stat() { sed -n "s/^stat::$1: *//p" "$log" | tail -1; }
