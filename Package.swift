@@ -7,6 +7,9 @@ let package = Package(
     products: [
         .executable(name: "tidings", targets: ["tidings"]),
         .library(name: "TidingsCore", targets: ["TidingsCore"]),
+        // For the fuzz package (Fuzz/Package.swift), which links the providers and sinks from outside.
+        .library(name: "TidingsProviders", targets: ["TidingsProviders"]),
+        .library(name: "TidingsSinks", targets: ["TidingsSinks"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -69,7 +72,9 @@ let package = Package(
             dependencies: [
                 "TidingsCore", "TidingsProviders", "TidingsSinks",
                 .product(name: "GRDB", package: "GRDB.swift"),
-            ]
+            ],
+            // Raw inputs that crashed `make fuzz`, read by FuzzRegressionTests through #filePath.
+            exclude: ["FuzzRegressions"]
         ),
     ]
 )

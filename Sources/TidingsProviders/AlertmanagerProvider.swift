@@ -44,11 +44,16 @@ public struct AlertmanagerProvider: Provider, EventDescriber, Sendable {
         guard ProviderSupport.isSuccess(response) else {
             throw PollError.http(response, detail: PollError.excerpt(response.body))
         }
-        let json = try ProviderSupport.json(response, what: "Alertmanager alerts")
+        return .snapshot(try Self.decode(response.body, now: context.now))
+    }
+
+    /// A successful response body → items (pure: what `poll` does after the request; fuzzed by `make fuzz`).
+    public static func decode(_ body: Data, now: Date) throws -> [Item] {
+        let json = try ProviderSupport.json(body, what: "Alertmanager alerts")
         guard let list = json.arrayValue else {
-            throw PollError(.transient, "Alertmanager alerts: expected a JSON array (body: \(PollError.excerpt(response.body)))")
+            throw PollError(.transient, "Alertmanager alerts: expected a JSON array (body: \(PollError.excerpt(body)))")
         }
-        return .snapshot(Self.items(list, now: context.now))
+        return items(list, now: now)
     }
 
     /// Alerts → items, dropping those whose `endsAt` has passed.

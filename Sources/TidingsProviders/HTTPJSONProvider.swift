@@ -24,6 +24,21 @@ public struct HTTPJSONProvider: Provider {
     public var severity: FieldTemplate?
     public var kind: String
 
+    public init(
+        url: URL, headers: [(String, String)] = [], items: String = "", key: FieldTemplate? = nil, title: FieldTemplate? = nil,
+        body: FieldTemplate? = nil, link: FieldTemplate? = nil, severity: FieldTemplate? = nil, kind: String = "item"
+    ) {
+        self.url = url
+        self.headers = headers
+        self.items = items
+        self.key = key
+        self.title = title
+        self.body = body
+        self.link = link
+        self.severity = severity
+        self.kind = kind
+    }
+
     public var host: String? { url.host }
 
     public static let factory = ProviderFactory(name: "http-json", summary: "any JSON endpoint, items picked with JSON pointers") { o, _, _ in
@@ -76,8 +91,13 @@ public struct HTTPJSONProvider: Provider {
         guard (200..<300).contains(response.status) else {
             throw PollError.http(response, detail: PollError.excerpt(response.body))
         }
+        return .snapshot(try decode(response.body), validators: Validators(from: response))
+    }
+
+    /// A successful response body → items (pure: what `poll` does after the request; fuzzed by `make fuzz`).
+    public func decode(_ responseBody: Data) throws -> [Item] {
         let doc: JSONValue
-        do { doc = try JSONValue.parse(response.body) } catch { throw PollError(.transient, "\(url.host ?? ""): \(error)") }
+        do { doc = try JSONValue.parse(responseBody) } catch { throw PollError(.transient, "\(url.host ?? ""): \(error)") }
         guard let list = JSONPointer.resolve(items, in: doc) else {
             throw PollError(.transient, "no value at items pointer \"\(items)\" in the response")
         }
@@ -90,12 +110,11 @@ public struct HTTPJSONProvider: Provider {
         }
         default: throw PollError(.transient, "the value at items pointer \"\(items)\" is not an array")
         }
-        let result = elements.map { e -> Item in
+        return elements.map { e -> Item in
             let k = key?.render(e) ?? e["_key"]?.stringValue ?? Fingerprint.of([e.jsonString()])
             return Item(
                 key: k, kind: kind, title: title?.render(e) ?? k, body: body?.render(e) ?? "", url: link?.render(e),
                 severity: Severity(lenient: severity?.render(e)), data: e)
         }
-        return .snapshot(result, validators: Validators(from: response))
     }
 }

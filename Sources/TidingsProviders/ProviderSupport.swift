@@ -48,10 +48,15 @@ enum ProviderSupport {
 
     /// Parses a JSON response body, or fails the poll as a malformed response.
     static func json(_ response: HTTPResponse, what: String) throws -> JSONValue {
+        try json(response.body, what: what)
+    }
+
+    /// Parses a JSON body, or fails the poll as a malformed response (the pure half of the above).
+    static func json(_ body: Data, what: String) throws -> JSONValue {
         do {
-            return try JSONValue.parse(response.body)
+            return try JSONValue.parse(body)
         } catch {
-            throw PollError(.transient, "\(what): \(error) (body: \(PollError.excerpt(response.body)))")
+            throw PollError(.transient, "\(what): \(error) (body: \(PollError.excerpt(body)))")
         }
     }
 

@@ -79,16 +79,25 @@ public final class SportdateProvider: Provider, Sendable {
     public func poll(_ context: PollContext) async throws -> PollResult {
         let response = try await context.send(messageMethod, ProviderSupport.join(base, "/api/message/check"), headers: jsonHeaders, body: credentialsBody)
         guard ProviderSupport.isSuccess(response) else { throw PollError.http(response) }
-        let json = try ProviderSupport.json(response, what: "Sportdate message check")
-        guard Self.success(json) else {
-            throw PollError(.auth, "Sportdate answered success: false to the message check for \(email) (credentials rejected?); not retrying until the config changes")
-        }
-        let messages = try Self.decodeMessages(json)
+        let messages = try Self.decode(response.body, email: email)
         for m in messages where !["notify", "messagebox"].contains(m.type) {
             let first = loggedTypes.withLock { $0.insert(m.type).inserted }
             if first { context.logger.notice("\(context.source): unknown Sportdate message type '\(m.type)', kept as kind '\(m.type)'") }
         }
         return .snapshot(messages.map { $0.item(base: base) })
+    }
+
+    /// A message-check body → items (pure: what `poll` does after the request; fuzzed by `make fuzz`).
+    public static func decode(_ body: Data, base: URL, email: String) throws -> [Item] {
+        try decode(body, email: email).map { $0.item(base: base) }
+    }
+
+    static func decode(_ body: Data, email: String) throws -> [Message] {
+        let json = try ProviderSupport.json(body, what: "Sportdate message check")
+        guard Self.success(json) else {
+            throw PollError(.auth, "Sportdate answered success: false to the message check for \(email) (credentials rejected?); not retrying until the config changes")
+        }
+        return try Self.decodeMessages(json)
     }
 
     // MARK: decoding

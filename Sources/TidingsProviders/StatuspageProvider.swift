@@ -27,14 +27,20 @@ public struct StatuspageProvider: Provider, EventDescriber, Sendable {
         let response = try await context.send("GET", ProviderSupport.join(base, "/api/v2/summary.json"), headers: headers)
         if response.status == 304 { return .notModified }
         guard ProviderSupport.isSuccess(response) else { throw PollError.http(response, detail: PollError.excerpt(response.body)) }
-        let json = try ProviderSupport.json(response, what: "status page summary")
+        return .snapshot(try Self.decode(response.body, host: base.host), validators: Validators(from: response))
+    }
+
+    /// A `summary.json` body → items (pure: what `poll` does after the request; fuzzed by `make fuzz`).
+    /// - Parameter host: names the page when the summary does not.
+    public static func decode(_ body: Data, host: String?) throws -> [Item] {
+        let json = try ProviderSupport.json(body, what: "status page summary")
         guard case .object = json, json["incidents"] != nil || json["scheduled_maintenances"] != nil else {
             throw PollError(.transient, "status page summary: no 'incidents' or 'scheduled_maintenances' (is base_url a Statuspage v2 page?)")
         }
-        let page = json["page"]?["name"]?.stringValue ?? base.host ?? ""
+        let page = json["page"]?["name"]?.stringValue ?? host ?? ""
         let incidents = (json["incidents"]?.arrayValue ?? []).compactMap { Self.item($0, maintenance: false, page: page) }
         let maintenances = (json["scheduled_maintenances"]?.arrayValue ?? []).compactMap { Self.item($0, maintenance: true, page: page) }
-        return .snapshot(incidents + maintenances, validators: Validators(from: response))
+        return incidents + maintenances
     }
 
     /// Statuses after which an entry no longer needs telling (it leaves the snapshot: `removed`).

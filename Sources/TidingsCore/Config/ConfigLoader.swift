@@ -32,9 +32,15 @@ public struct ConfigLoader: Sendable {
         guard let data = FileManager.default.contents(atPath: file) else {
             throw ConfigErrors([ConfigError(file: file, line: nil, "cannot read config file (does it exist? --config PATH or $TIDINGS_CONFIG)")])
         }
+        return try load(text: String(decoding: data, as: UTF8.self), file: file)
+    }
+
+    /// Loads the main config from its text; `file` names it in errors and locates the default
+    /// `plugins.d` beside it (which is still read from disk). The string entry point `make fuzz` uses.
+    public func load(text: String, file: String) throws -> TidingsConfig {
         let root: ConfigTable
         do {
-            root = try ConfigTable.parse(String(decoding: data, as: UTF8.self), file: file)
+            root = try ConfigTable.parse(text, file: file)
         } catch let e as ConfigError {
             throw ConfigErrors([e])
         }

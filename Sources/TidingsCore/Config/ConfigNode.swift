@@ -46,6 +46,7 @@ public struct ConfigTable: Sendable {
 
     /// Parses TOML text. Syntax errors become a ``ConfigError`` with the parser's line.
     public static func parse(_ text: String, file: String) throws -> ConfigTable {
+        try TOMLPrecheck.check(text, file: file)
         let toml: TOMLTable
         do {
             toml = try TOMLTable(string: text)

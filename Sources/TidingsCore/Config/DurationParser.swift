@@ -51,7 +51,11 @@ public enum DurationParser {
     }
 
     /// Formats seconds back into the shortest readable form (`90` → `1m30s`).
+    /// Total: any value formats (found by `make fuzz`: a huge `Retry-After` trapped in `Int(_:)`);
+    /// beyond ±10^15 s (±31 million years, and ±∞) it is clamped, NaN is "?".
     public static func format(_ seconds: TimeInterval) -> String {
+        if seconds.isNaN { return "?" }
+        let seconds = min(max(seconds, -1e15), 1e15)
         if seconds < 1 { return "\(Int((seconds * 1000).rounded()))ms" }
         var rest = Int(seconds.rounded())
         var out = ""

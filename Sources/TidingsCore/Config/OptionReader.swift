@@ -115,7 +115,10 @@ public final class OptionReader {
         case .string(let s):
             let units: [(String, Int)] = [("KiB", 1024), ("MiB", 1 << 20), ("GiB", 1 << 30), ("KB", 1000), ("MB", 1_000_000), ("B", 1)]
             for (u, f) in units where s.hasSuffix(u) {
-                if let v = Double(s.dropLast(u.count).trimmingCharacters(in: .whitespaces)), v > 0 { return Int(v * Double(f)) }
+                // `"1e300MiB"` / `"infKB"` trapped in `Int(_:)`; anything past 2^53 bytes is a typo.
+                if let v = Double(s.dropLast(u.count).trimmingCharacters(in: .whitespaces)), v > 0, v * Double(f) <= 0x1p53 {
+                    return Int(v * Double(f))
+                }
             }
             throw error(key, "\(what): '\(key)': invalid size \"\(s)\" (use bytes or e.g. \"10MiB\")")
         default:

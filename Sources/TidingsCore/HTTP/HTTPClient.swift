@@ -38,15 +38,19 @@ public struct HTTPResponse: Sendable {
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
 
-    /// `Retry-After` as seconds (delta-seconds or an HTTP date).
+    /// The longest `Retry-After` honoured: a server asking for more is retried after a week.
+    public static let maxRetryAfter: TimeInterval = 7 * 86_400
+
+    /// `Retry-After` as seconds (delta-seconds or an HTTP date), within 0...``maxRetryAfter``;
+    /// nil if absent or not a finite number or date (`inf`, `nan`).
     public var retryAfter: TimeInterval? {
         guard let raw = header("retry-after")?.trimmingCharacters(in: .whitespaces) else { return nil }
-        if let s = Double(raw) { return max(0, s) }
+        if let s = Double(raw) { return s.isFinite ? min(max(0, s), Self.maxRetryAfter) : nil }
         let f = DateFormatter()
         f.locale = Locale(identifier: "en_US_POSIX")
         f.timeZone = TimeZone(identifier: "GMT")
         f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        if let d = f.date(from: raw) { return max(0, d.timeIntervalSinceNow) }
+        if let d = f.date(from: raw) { return min(max(0, d.timeIntervalSinceNow), Self.maxRetryAfter) }
         return nil
     }
 }

@@ -1,0 +1,74 @@
+import Foundation
+import TidingsCore
+import TidingsProviders
+import TidingsSinks
+
+/// What each fuzz target does with one input. Every function feeds the bytes to the same public
+/// entry point production uses; thrown errors are expected answers to bad input, while traps,
+/// sanitizer reports, hangs and runaway memory are bugs. Tests/TidingsCoreTests/FuzzRegressionTests.swift
+/// replays the saved crashers through the same calls.
+enum Targets {
+    /// Name (as `make fuzz` and Fuzz/corpus/NAME use it) → what one input goes through.
+    static let all: [String: @Sendable (Data) -> Void] = [
+        "config": config, "duration": duration, "sportdate": sportdate, "statuspage": statuspage,
+        "economic": economic, "alertmanager": alertmanager, "http-json": httpJSON, "exec-output": execOutput,
+    ]
+
+    /// The TOML text of a main config → ``ConfigLoader/load(text:file:)`` with every built-in
+    /// provider and sink. The file name does not exist, so the default plugins.d is absent.
+    static func config(_ data: Data) {
+        let loader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry)
+        _ = try? loader.load(text: String(decoding: data, as: UTF8.self), file: "/nonexistent/tidings-fuzz/tidings.toml")
+    }
+
+    /// A duration string (config values like "1h30m"), and the same text as an HTTP `Retry-After`
+    /// value; each result is formatted back the way log lines and error messages do.
+    static func duration(_ data: Data) {
+        let text = String(decoding: data, as: UTF8.self)
+        if let s = try? DurationParser.seconds(text) { _ = DurationParser.format(s) }
+        if let wait = HTTPResponse(status: 429, headers: ["retry-after": text], body: Data()).retryAfter {
+            _ = DurationParser.format(wait.rounded(.up))
+        }
+    }
+
+    /// A Sportdate `/api/message/check` body.
+    static func sportdate(_ data: Data) {
+        _ = try? SportdateProvider.decode(data, base: URL(string: "https://www.sportdate.se")!, email: "fuzz@example.com")
+    }
+
+    /// A Statuspage v2 `summary.json` body.
+    static func statuspage(_ data: Data) {
+        _ = try? StatuspageProvider.decode(data, host: "status.example.com")
+    }
+
+    /// An e-conomic `/invoices/drafts` page, and the same body as an error response.
+    static func economic(_ data: Data) {
+        _ = try? EconomicProvider.decodePage(data, page: 1, base: URL(string: "https://restapi.e-conomic.com")!)
+        _ = EconomicProvider.error(HTTPResponse(status: 400, headers: [:], body: data), page: 2)
+    }
+
+    /// An Alertmanager `/api/v2/alerts` body.
+    static func alertmanager(_ data: Data) {
+        _ = try? AlertmanagerProvider.decode(data, now: Date(timeIntervalSince1970: 1_795_000_000))
+    }
+
+    /// Two http-json sources over the same body: items at `/data` with templated fields, and
+    /// the whole document as the list with no fields set (keys from `_key` or a hash).
+    static let httpJSONSources: [HTTPJSONProvider] = [
+        HTTPJSONProvider(
+            url: URL(string: "https://api.example.com/items")!, items: "/data", key: FieldTemplate("/id"),
+            title: FieldTemplate("{/name} is {/status}"), body: FieldTemplate("/detail/text"),
+            link: FieldTemplate("/links/0/href"), severity: FieldTemplate("/level")),
+        HTTPJSONProvider(url: URL(string: "https://api.example.com/items")!),
+    ]
+
+    static func httpJSON(_ data: Data) {
+        for p in httpJSONSources { _ = try? p.decode(data) }
+    }
+
+    /// An exec plugin's stdout, read as JSON lines and as Nagios output (exit status = first byte mod 4).
+    static func execOutput(_ data: Data) {
+        _ = try? ExecProvider.parseJSONLines(data)
+        _ = ExecProvider.nagiosItem(status: Int32((data.first ?? 0) % 4), stdout: data, name: "fuzz")
+    }
+}
