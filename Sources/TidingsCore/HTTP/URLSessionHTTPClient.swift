@@ -132,7 +132,3 @@ public final class URLSessionHTTPClient: HTTPClient, @unchecked Sendable {
         }
     }
 }
-
-public enum TidingsVersion {
-    public static let string = "0.1.0"
-}
