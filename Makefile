@@ -5,8 +5,8 @@ PYTHON       ?= /usr/bin/python3
 BIN          := .build/debug/tidings
 STATE_DIR    ?= .state
 
-# Needed to build (GRDB links SQLite; the desktop sink links libnotify).
-BUILD_PACKAGES := libsqlite3-dev libnotify-dev pkg-config
+# Needed to build (GRDB links SQLite; the desktop sink links libnotify; HTTP is libcurl).
+BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev pkg-config
 # Needed by the test suite: real session bus + notification server, real Alertmanager.
 TEST_PACKAGES  := python3 python3-pytest python3-dbusmock dbus dbus-x11 libnotify-bin \
                   prometheus-alertmanager dunst xvfb

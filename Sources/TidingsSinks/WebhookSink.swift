@@ -29,7 +29,7 @@ public struct WebhookSink: Sink {
     /// The clock for `webhook-timestamp` (tests pin it).
     public var now: @Sendable () -> Date
 
-    /// A webhook sink; `client` is normally a ``URLSessionHTTPClient``.
+    /// A webhook sink; `client` is normally a ``CurlHTTPClient``.
     public init(
         url: URL, headers: [(String, String)] = [], batch: Bool = false, signature: WebhookSignature? = nil,
         timeout: TimeInterval = 15, client: any HTTPClient, now: @escaping @Sendable () -> Date = Date.init
@@ -60,7 +60,7 @@ public struct WebhookSink: Sink {
         }
         return WebhookSink(
             url: url, headers: try o.stringTable("headers") ?? [], batch: try o.bool("batch") ?? false,
-            signature: signature, timeout: try o.duration("timeout", minimum: 1) ?? 15, client: URLSessionHTTPClient())
+            signature: signature, timeout: try o.duration("timeout", minimum: 1) ?? 15, client: CurlHTTPClient())
     }
 
     /// POSTs the events (or the batch); the first failure throws, classified for the outbox.

@@ -36,7 +36,7 @@ final class SchedulerTests: XCTestCase {
         cfg.sources = sources
         let env = FixedEnvironment(draw: 0.5)
         let t0 = env.time
-        let scheduler = Scheduler(config: cfg, runner: PollRunner(store: store, http: URLSessionHTTPClient(), env: env),
+        let scheduler = Scheduler(config: cfg, runner: PollRunner(store: store, http: CurlHTTPClient(), env: env),
                                   router: Router(routes: [], allSinks: []), env: env, logger: quietLogger, onEvents: {})
         let task = Task { await scheduler.run() }
 

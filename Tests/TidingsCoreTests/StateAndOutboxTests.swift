@@ -78,7 +78,7 @@ final class StateAndOutboxTests: XCTestCase {
     }
 
     func testAuthFailureIsImmediateAndParksTheSource() async throws {
-        let runner = PollRunner(store: store, http: URLSessionHTTPClient())
+        let runner = PollRunner(store: store, http: CurlHTTPClient())
         provider.failure = PollError(.auth, "credentials rejected")
         let first = await runner.poll(source, options: RecordOptions(router: nil), logger: quietLogger)
         XCTAssertEqual(first.record.events.map(\.event), [.error])

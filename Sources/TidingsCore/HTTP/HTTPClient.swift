@@ -69,7 +69,7 @@ public enum HTTPClientError: Error, CustomStringConvertible, Sendable {
     }
 }
 
-/// The one HTTP seam. Production uses ``URLSessionHTTPClient``; nothing else needs to know.
+/// The one HTTP seam. Production uses ``CurlHTTPClient``; nothing else needs to know.
 public protocol HTTPClient: Sendable {
     func send(_ request: HTTPRequest) async throws -> HTTPResponse
 }

@@ -31,7 +31,7 @@ struct CheckCommand: AsyncParsableCommand {
         let app = try App.load(common, logLevel: .notice)
         let selected = try app.selectSources(sources)
         let store = try app.openStore()
-        let runner = PollRunner(store: store, http: URLSessionHTTPClient(maxConnectionsPerHost: app.config.maxPerHost))
+        let runner = PollRunner(store: store, http: CurlHTTPClient(maxConnectionsPerHost: app.config.maxPerHost))
         let options = RecordOptions(router: deliver ? app.router : nil, dryRun: dryRun)
         let logger = Log.logger("check")
 

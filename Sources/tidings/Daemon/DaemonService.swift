@@ -66,7 +66,7 @@ final class DaemonService: Service, Sendable {
     private func runGeneration(_ config: TidingsConfig, next: () async -> Control) async -> TidingsConfig? {
         let sinks = Dictionary(uniqueKeysWithValues: config.sinks.map { ($0.name, $0.instance) })
         let outbox = OutboxWorker(store: store, sinks: sinks, policy: RetryPolicy(maxAge: config.deliveryMaxAge), logger: Log.logger("outbox"))
-        let runner = PollRunner(store: store, http: URLSessionHTTPClient(maxConnectionsPerHost: config.maxPerHost))
+        let runner = PollRunner(store: store, http: CurlHTTPClient(maxConnectionsPerHost: config.maxPerHost))
         let router = Router(routes: config.routes, allSinks: config.sinks.map(\.name))
         let scheduler = Scheduler(config: config, runner: runner, router: router, logger: Log.logger("scheduler"), onEvents: { outbox.nudge() })
 

@@ -1,0 +1,152 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// `curl_global_init`, once per process (libcurl's global setup is not thread-safe on its own).
+private let curlGlobalInit: Void = {
+    curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+}()
+
+/// One thread driving every transfer of a ``CurlHTTPClient`` through one libcurl multi handle
+/// (connection cache, DNS cache, per-host limit).
+///
+/// Other threads only append commands to a mutex-protected inbox and call `curl_multi_wakeup`,
+/// the one multi-handle call libcurl allows from another thread. Adding and removing easy
+/// handles, `curl_multi_perform`, the transfer callbacks and resuming the waiting tasks all
+/// happen on the loop thread. The thread starts with the first request and ends after ``stop()``.
+final class CurlMultiLoop: @unchecked Sendable {
+    private enum Command {
+        case add(CurlTransfer)
+        case cancel(CurlTransfer)
+    }
+
+    private struct Inbox {
+        var commands: [Command] = []
+        var started = false
+        var stopping = false
+    }
+
+    /// The `CURLM *`; freed in deinit, after the thread (which holds `self`) has ended.
+    private let multi: UnsafeMutableRawPointer
+    private let inbox = Mutex(Inbox())
+    /// Reset easy handles kept for reuse, at most this many.
+    private static let poolLimit = 64
+
+    init(maxConnectionsPerHost: Int, maxCachedConnections: Int = 256) {
+        _ = curlGlobalInit
+        multi = curl_multi_init()
+        tidings_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, maxConnectionsPerHost))
+        tidings_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxCachedConnections)
+    }
+
+    deinit { curl_multi_cleanup(multi) }
+
+    /// Hands a transfer to the loop; it completes the transfer's continuation.
+    func submit(_ transfer: CurlTransfer) {
+        let accepted = inbox.withLock { inbox -> Bool in
+            guard !inbox.stopping else { return false }
+            inbox.commands.append(.add(transfer))
+            if !inbox.started {
+                inbox.started = true
+                let thread = Thread { [self] in run() }
+                thread.name = "tidings-curl"
+                thread.start()
+            }
+            return true
+        }
+        if accepted {
+            curl_multi_wakeup(multi)
+        } else {
+            transfer.complete(.failure(CancellationError()))
+        }
+    }
+
+    /// Cancels a transfer (from any thread): the loop drops it and it fails with `CancellationError`.
+    func cancel(_ transfer: CurlTransfer) {
+        transfer.cancelled.store(true, ordering: .sequentiallyConsistent)
+        let queued = inbox.withLock { inbox -> Bool in
+            guard !inbox.stopping else { return false }
+            inbox.commands.append(.cancel(transfer))
+            return true
+        }
+        if queued { curl_multi_wakeup(multi) }
+    }
+
+    /// Ends the thread; transfers still running fail with `CancellationError`.
+    func stop() {
+        let started = inbox.withLock { inbox -> Bool in
+            inbox.stopping = true
+            return inbox.started
+        }
+        if started { curl_multi_wakeup(multi) }
+    }
+
+    /// The loop thread.
+    private func run() {
+        var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+        var idle: [UnsafeMutableRawPointer] = []
+        var batch: [Command] = []
+
+        func retire(_ handle: UnsafeMutableRawPointer) {
+            curl_multi_remove_handle(multi, handle)
+            curl_easy_reset(handle)
+            active[handle] = nil
+            if idle.count < Self.poolLimit { idle.append(handle) } else { curl_easy_cleanup(handle) }
+        }
+
+        while true {
+            let stopping = inbox.withLock { inbox -> Bool in
+                swap(&batch, &inbox.commands)
+                return inbox.stopping
+            }
+            for command in batch {
+                switch command {
+                case .add(let transfer):
+                    if transfer.cancelled.load(ordering: .sequentiallyConsistent) {
+                        transfer.complete(.failure(CancellationError()))
+                        continue
+                    }
+                    guard let handle = idle.popLast() ?? curl_easy_init() else {
+                        transfer.complete(.failure(HTTPClientError.transport("libcurl: cannot create a transfer")))
+                        continue
+                    }
+                    transfer.configure(handle)
+                    active[handle] = transfer
+                    let code = curl_multi_add_handle(multi, handle)
+                    if code != CURLM_OK {
+                        retire(handle)
+                        transfer.complete(.failure(HTTPClientError.transport("libcurl: \(String(cString: curl_multi_strerror(code)))")))
+                    }
+                case .cancel(let transfer):
+                    // The handle may already serve another transfer: only the one it belongs to is cancelled.
+                    guard let handle = transfer.handle, active[handle] === transfer else { continue }
+                    retire(handle)
+                    transfer.complete(.failure(CancellationError()))
+                }
+            }
+            batch.removeAll(keepingCapacity: true)
+
+            if stopping {
+                for (handle, transfer) in active {
+                    retire(handle)
+                    transfer.complete(.failure(CancellationError()))
+                }
+                for handle in idle { curl_easy_cleanup(handle) }
+                return
+            }
+
+            var running: Int32 = 0
+            curl_multi_perform(multi, &running)
+            var left: Int32 = 0
+            while let message = curl_multi_info_read(multi, &left) {
+                guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
+                      let transfer = active[handle] else { continue }
+                let outcome = transfer.outcome(message.pointee.data.result)
+                retire(handle)
+                transfer.complete(outcome)
+            }
+            // Sleeps until a socket is ready, libcurl's next timeout, or a wakeup from submit/cancel/stop.
+            curl_multi_poll(multi, nil, 0, active.isEmpty ? 10_000 : 1_000, nil)
+        }
+    }
+}

@@ -1,0 +1,173 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// One request on a ``CurlMultiLoop``: what to send, what has arrived so far, and who waits for it.
+///
+/// Created by ``CurlHTTPClient/send(_:)``. Once submitted, everything except `cancelled` is touched
+/// only on the loop thread (libcurl calls the write and header callbacks there, inside
+/// `curl_multi_perform`), so the class is `@unchecked Sendable` by that discipline.
+final class CurlTransfer: @unchecked Sendable {
+    let request: HTTPRequest
+    /// Set by task cancellation, from any thread; the loop checks it when it picks the transfer up.
+    let cancelled = Atomic<Bool>(false)
+    /// Resumed exactly once, by ``complete(_:)``.
+    var continuation: CheckedContinuation<HTTPResponse, Error>?
+
+    // Loop-thread state.
+    private(set) var handle: UnsafeMutableRawPointer?
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+    private var headers: [String: String] = [:]
+    private var body = Data()
+    private var failure: HTTPClientError?
+
+    init(_ request: HTTPRequest) {
+        self.request = request
+        errorBuffer[0] = 0
+    }
+
+    deinit {
+        curl_slist_free_all(headerList)
+        errorBuffer.deallocate()
+    }
+
+    static let userAgent = "User-Agent: tidings/\(TidingsVersion.string)"
+
+    /// Sets every option of `handle` (fresh or `curl_easy_reset`) for this request.
+    func configure(_ handle: UnsafeMutableRawPointer) {
+        self.handle = handle
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        tidings_curl_easy_setopt_str(handle, CURLOPT_URL, request.url.absoluteString)
+        tidings_curl_easy_setopt_str(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+        tidings_curl_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
+        tidings_curl_easy_setopt_long(handle, CURLOPT_MAXREDIRS, 10)
+        tidings_curl_easy_setopt_str(handle, CURLOPT_REDIR_PROTOCOLS_STR, CurlHTTPClient.redirectProtocols(for: request.url))
+        tidings_curl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+        tidings_curl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(min(max(request.timeout, 0.001), 1e9) * 1000))
+        tidings_curl_easy_setopt_str(handle, CURLOPT_ACCEPT_ENCODING, "")  // every encoding libcurl decodes
+        tidings_curl_easy_setopt_ptr(handle, CURLOPT_ERRORBUFFER, errorBuffer)
+        tidings_curl_easy_setopt_callback(handle, CURLOPT_WRITEFUNCTION, curlWriteCallback)
+        tidings_curl_easy_setopt_ptr(handle, CURLOPT_WRITEDATA, me)
+        tidings_curl_easy_setopt_callback(handle, CURLOPT_HEADERFUNCTION, curlHeaderCallback)
+        tidings_curl_easy_setopt_ptr(handle, CURLOPT_HEADERDATA, me)
+
+        let method = request.method.uppercased()
+        if method == "HEAD" {
+            tidings_curl_easy_setopt_long(handle, CURLOPT_NOBODY, 1)
+        } else {
+            // Refuses up front on a larger Content-Length; `receive` enforces it while streaming.
+            tidings_curl_easy_setopt_off_t(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxBody))
+            if let body = request.body, !body.isEmpty {
+                tidings_curl_easy_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+                body.withUnsafeBytes { raw in
+                    _ = tidings_curl_easy_setopt_ptr(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress))
+                }
+            } else if request.body != nil || method == "POST" {
+                tidings_curl_easy_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, 0)
+                tidings_curl_easy_setopt_str(handle, CURLOPT_COPYPOSTFIELDS, "")
+            }
+            // POSTFIELDS makes it a POST; any other method (GET with a body too) is named explicitly.
+            if method != "GET" || request.body != nil, method != "POST" {
+                tidings_curl_easy_setopt_str(handle, CURLOPT_CUSTOMREQUEST, method)
+            }
+        }
+
+        var list: UnsafeMutablePointer<curl_slist>? = nil
+        var hasUserAgent = false, hasExpect = false
+        for (name, value) in request.headers {
+            if name.caseInsensitiveCompare("User-Agent") == .orderedSame { hasUserAgent = true }
+            if name.caseInsensitiveCompare("Expect") == .orderedSame { hasExpect = true }
+            // "Name;" is libcurl's way of sending a header with an empty value.
+            list = curl_slist_append(list, value.isEmpty ? "\(name);" : "\(name): \(value)")
+        }
+        if !hasUserAgent { list = curl_slist_append(list, Self.userAgent) }
+        // No `Expect: 100-continue` round trip before a body.
+        if !hasExpect && request.body != nil { list = curl_slist_append(list, "Expect:") }
+        headerList = list
+        tidings_curl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, list)
+    }
+
+    /// A chunk of the (decoded) body; false aborts the transfer.
+    fileprivate func receive(_ chunk: UnsafeRawBufferPointer) -> Bool {
+        if body.count + chunk.count > request.maxBody {
+            failure = .bodyTooLarge(limit: request.maxBody)
+            return false
+        }
+        if body.isEmpty, let handle {
+            var length: curl_off_t = -1
+            tidings_curl_easy_getinfo_off_t(handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
+            if length > 0 { body.reserveCapacity(min(Int(length), request.maxBody)) }
+        }
+        if let base = chunk.baseAddress { body.append(base.assumingMemoryBound(to: UInt8.self), count: chunk.count) }
+        return true
+    }
+
+    /// One header line (status line, header, or the blank line ending a block).
+    fileprivate func receiveHeader(_ line: UnsafeRawBufferPointer) {
+        let bytes = line.bindMemory(to: UInt8.self)
+        // A new status line: a redirect or a 100 Continue came first; keep only the last response's headers.
+        if bytes.starts(with: "HTTP/".utf8) {
+            headers.removeAll(keepingCapacity: true)
+            return
+        }
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0 else { return }
+        let name = String(unsafeUninitializedCapacity: colon) { out in
+            for i in 0..<colon {
+                let c = bytes[i]
+                out[i] = (c >= 65 && c <= 90) ? c + 32 : c
+            }
+            return colon
+        }
+        var start = colon + 1, end = bytes.count
+        func isSpace(_ c: UInt8) -> Bool { c == 32 || c == 9 || c == 13 || c == 10 }
+        while start < end, isSpace(bytes[start]) { start += 1 }
+        while end > start, isSpace(bytes[end - 1]) { end -= 1 }
+        let value = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+        if let previous = headers[name] {
+            headers[name] = previous + ", " + value
+        } else {
+            headers[name] = value
+        }
+    }
+
+    /// What the waiting task gets, once libcurl is done with the transfer.
+    func outcome(_ code: CURLcode) -> Result<HTTPResponse, Error> {
+        if let failure { return .failure(failure) }
+        var status = 0
+        if let handle { tidings_curl_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status) }
+        switch code {
+        case CURLE_OK:
+            return .success(HTTPResponse(status: status, headers: headers, body: body))
+        case CURLE_OPERATION_TIMEDOUT:
+            return .failure(HTTPClientError.timeout(request.timeout))
+        case CURLE_FILESIZE_EXCEEDED:
+            return .failure(HTTPClientError.bodyTooLarge(limit: request.maxBody))
+        case CURLE_UNSUPPORTED_PROTOCOL where (300..<400).contains(status):
+            // A redirect not followed (https→http, or another scheme): the caller sees the redirect itself.
+            return .success(HTTPResponse(status: status, headers: headers, body: Data()))
+        default:
+            let detail = errorBuffer[0] != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
+            return .failure(HTTPClientError.transport(Redactor.shared.scrub(detail)))
+        }
+    }
+
+    /// Resumes the waiting task (once; later calls do nothing).
+    func complete(_ result: Result<HTTPResponse, Error>) {
+        guard let c = continuation else { return }
+        continuation = nil
+        c.resume(with: result)
+    }
+}
+
+private func curlWriteCallback(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ me: UnsafeMutableRawPointer?) -> Int {
+    guard let me else { return 0 }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(me).takeUnretainedValue()
+    return transfer.receive(UnsafeRawBufferPointer(start: data, count: size * count)) ? size * count : 0
+}
+
+private func curlHeaderCallback(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ me: UnsafeMutableRawPointer?) -> Int {
+    guard let me else { return 0 }
+    Unmanaged<CurlTransfer>.fromOpaque(me).takeUnretainedValue().receiveHeader(UnsafeRawBufferPointer(start: data, count: size * count))
+    return size * count
+}

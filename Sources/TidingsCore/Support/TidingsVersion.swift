@@ -1,0 +1,3 @@
+public enum TidingsVersion {
+    public static let string = "0.1.0"
+}
