@@ -95,7 +95,7 @@ final class StateAndOutboxTests: XCTestCase {
     /// The next poll time is part of the poll's own commit (one transaction per poll), for
     /// successes and failures alike, so a restart resumes the schedule the poll decided.
     func testNextDueIsStoredWithThePoll() async throws {
-        let runner = PollRunner(store: store, http: URLSessionHTTPClient())
+        let runner = PollRunner(store: store, http: CurlHTTPClient())
         func stored() throws -> Double? {
             try store.db.read { try Double.fetchOne($0, sql: "SELECT next_due FROM source_state WHERE source = ?", arguments: [self.source.name]) }
         }
