@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Finds, parses and validates the configuration (DESIGN §2–§3).
 public struct ConfigLoader: Sendable {
@@ -233,11 +234,13 @@ public struct ConfigLoader: Sendable {
             !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.contains(".dpkg-")
               || n.hasSuffix(".rpmnew") || n.hasSuffix(".rpmsave") || n.hasSuffix(".swp"))
         }
-        var out: [(String, ConfigTable, String?)] = []
-        var errors: [ConfigError] = []
-        for n in names where n.hasSuffix(".toml") {
-            let name = String(n.dropLast(5))
-            let path = "\(dir)/\(n)"
+        // Parsing is most of loading a large plugins.d: spread the files over the cores.
+        let tomls = names.filter { $0.hasSuffix(".toml") }
+        let parsed = Mutex([Result<(String, ConfigTable, String?), ConfigError>?](repeating: nil, count: tomls.count))
+        DispatchQueue.concurrentPerform(iterations: tomls.count) { i in
+            let name = String(tomls[i].dropLast(5))
+            let path = "\(dir)/\(tomls[i])"
+            let result: Result<(String, ConfigTable, String?), ConfigError>
             do {
                 guard let data = FileManager.default.contents(atPath: path) else {
                     throw ConfigError(file: path, line: nil, "cannot read plugin config")
@@ -245,10 +248,25 @@ public struct ConfigLoader: Sendable {
                 let table = try ConfigTable.parse(String(decoding: data, as: UTF8.self), file: path)
                 let exe = "\(dir)/\(name)"
                 let exec = FilePermissions.isExecutableFile(exe) ? try checkedExecutable(exe) : nil
-                out.append((name, table, exec.map { _ in "./\(name)" }))
-            } catch let e as ConfigError { errors.append(e) }
+                result = .success((name, table, exec.map { _ in "./\(name)" }))
+            } catch let e as ConfigError {
+                result = .failure(e)
+            } catch {
+                result = .failure(ConfigError(file: path, line: nil, "\(error)"))
+            }
+            parsed.withLock { $0[i] = result }
         }
-        for n in names where !n.hasSuffix(".toml") && !names.contains("\(n).toml") {
+        var out: [(String, ConfigTable, String?)] = []
+        var errors: [ConfigError] = []
+        for result in parsed.withLock({ $0 }) {
+            switch result {
+            case .success(let entry)?: out.append(entry)
+            case .failure(let e)?: errors.append(e)
+            case nil: break
+            }
+        }
+        let withConfig = Set(tomls)
+        for n in names where !n.hasSuffix(".toml") && !withConfig.contains("\(n).toml") {
             let path = "\(dir)/\(n)"
             guard FilePermissions.isExecutableFile(path) else { continue }
             do {
