@@ -119,6 +119,20 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertNoThrow(try ConfigTable.parse(fine, file: "t.toml"))
     }
 
+    /// toml++ asserted (abort) on a `}` where an array expects an element.
+    func testBraceInArrayIsASyntaxError() throws {
+        for text in [String(decoding: try input("config", "toml-brace-in-array-assert"), as: UTF8.self),
+                     "a = [}\n", "a = [1, }\n", "a = [\n  1, # c\n  }\n", "a = { b = [[2], }\n"] {
+            XCTAssertThrowsError(try ConfigTable.parse(text, file: "t.toml"), text.debugDescription) { error in
+                let e = error as? ConfigError
+                XCTAssertTrue(e?.message.contains("in an array, saw '}'") == true, "\(text.debugDescription): \(error)")
+            }
+        }
+        XCTAssertNoThrow(try ConfigTable.parse("a = [{}, { b = [] }, # c\n  1979-05-27T07:32:00Z]\nc = { d = [1] }\n", file: "t.toml"))
+        // A date-time check after a comment inside an array (the comment used to end the value position).
+        XCTAssertThrowsError(try ConfigTable.parse("a = [ # c\n 1979-05-27T]\n", file: "t.toml"))
+    }
+
     /// Seen while reading the loader for the fuzz target (the fuzzer had not reached it): a size
     /// past Int.max trapped in `Int(_:)`.
     func testHugeByteSizeIsAnError() throws {
