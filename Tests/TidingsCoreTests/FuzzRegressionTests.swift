@@ -70,15 +70,20 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertGreaterThan(replayed, 0)
     }
 
-    /// toml++ asserted (abort) on a table header whose key starts with a character that cannot start a key.
-    func testTableHeaderWithBadKeyStartIsASyntaxError() throws {
-        for text in [String(decoding: try input("config", "toml-header-key-assert"), as: UTF8.self),
-                     "[é]\n", "[[{a]]\n", "[ =x]\n", "\u{FEFF}[%]\n", "a = 1\n  [\t!b]\n", "[[[a]]]\n"] {
-            XCTAssertThrowsError(try ConfigTable.parse(text, file: "t.toml"), text.debugDescription) { error in
-                let e = error as? ConfigError
-                XCTAssertTrue(e?.message.contains("table header") == true, "\(text.debugDescription): \(error)")
+    /// The saved config crasher and more texts of its kind each throw a ``ConfigError`` mentioning `words`.
+    func assertSyntaxError(mentioning words: String, crasher: String, also texts: [String], line: UInt = #line) throws {
+        for text in [String(decoding: try input("config", crasher), as: UTF8.self)] + texts {
+            XCTAssertThrowsError(try ConfigTable.parse(text, file: "t.toml"), text.debugDescription, line: line) { error in
+                let message = (error as? ConfigError)?.message ?? ""
+                XCTAssertTrue(message.contains(words), "\(text.debugDescription): \(error)", line: line)
             }
         }
+    }
+
+    /// toml++ asserted (abort) on a table header whose key starts with a character that cannot start a key.
+    func testTableHeaderWithBadKeyStartIsASyntaxError() throws {
+        try assertSyntaxError(mentioning: "table header", crasher: "toml-header-key-assert",
+                                   also: ["[é]\n", "[[{a]]\n", "[ =x]\n", "\u{FEFF}[%]\n", "a = 1\n  [\t!b]\n", "[[[a]]]\n"])
         // Not headers: brackets inside values, strings and comments; valid headers of every shape.
         let fine = """
             a = [
@@ -102,13 +107,8 @@ final class FuzzRegressionTests: XCTestCase {
 
     /// toml++ asserted (abort) on a date-time whose time does not start with a digit.
     func testDateTimeWithoutTimeIsASyntaxError() throws {
-        for text in [String(decoding: try input("config", "toml-datetime-time-assert"), as: UTF8.self),
-                     "a = 1979-05-27T(07:32:00Z\n", "a = [1979-05-27t]\n", "a = { b = 1979-05-27Tx:00 }\n", "a = [1, 2026-01-01T]"] {
-            XCTAssertThrowsError(try ConfigTable.parse(text, file: "t.toml"), text.debugDescription) { error in
-                let e = error as? ConfigError
-                XCTAssertTrue(e?.message.contains("date-time") == true, "\(text.debugDescription): \(error)")
-            }
-        }
+        try assertSyntaxError(mentioning: "date-time", crasher: "toml-datetime-time-assert",
+                                   also: ["a = 1979-05-27T(07:32:00Z\n", "a = [1979-05-27t]\n", "a = { b = 1979-05-27Tx:00 }\n", "a = [1, 2026-01-01T]"])
         let fine = """
             a = 1979-05-27T07:32:00Z
             b = [1979-05-27t07:32:00, 1979-05-27 07:32:00+01:00, 1979-05-27, 07:32:00]
@@ -117,6 +117,15 @@ final class FuzzRegressionTests: XCTestCase {
 
             """
         XCTAssertNoThrow(try ConfigTable.parse(fine, file: "t.toml"))
+    }
+
+    /// toml++ asserted (abort) on a `}` where an array expects an element.
+    func testBraceInArrayIsASyntaxError() throws {
+        try assertSyntaxError(mentioning: "in an array, saw '}'", crasher: "toml-brace-in-array-assert",
+                                   also: ["a = [}\n", "a = [1, }\n", "a = [\n  1, # c\n  }\n", "a = { b = [[2], }\n"])
+        XCTAssertNoThrow(try ConfigTable.parse("a = [{}, { b = [] }, # c\n  1979-05-27T07:32:00Z]\nc = { d = [1] }\n", file: "t.toml"))
+        // A date-time check after a comment inside an array (the comment used to end the value position).
+        XCTAssertThrowsError(try ConfigTable.parse("a = [ # c\n 1979-05-27T]\n", file: "t.toml"))
     }
 
     /// Seen while reading the loader for the fuzz target (the fuzzer had not reached it): a size

@@ -3,7 +3,8 @@
 /// build and is undefined behaviour (`__builtin_assume`) in a release build. Found by `make fuzz`:
 ///
 /// - a table header whose key starts with a character that cannot start a key: `[é]`, `[[{a]]`;
-/// - a date-time whose time does not start with a digit: `1979-05-27T(07:32:00Z`, `2026-01-01T`.
+/// - a date-time whose time does not start with a digit: `1979-05-27T(07:32:00Z`, `2026-01-01T`;
+/// - a `}` where an array expects an element: `a = [1, }`.
 ///
 /// A small lexer (strings, comments, nesting of arrays and inline tables) finds headers and values;
 /// everything else is left to the parser, which reports it as usual.
@@ -89,12 +90,18 @@ enum TOMLPrecheck {
                 }
             }
             if isBlank(c) || c == "\r" { i += 1; continue }
+            if c == "#" {  // a comment, up to the newline (an array may go on after it)
+                while i < s.count && s[i] != "\n" { i += 1 }
+                continue
+            }
             let wasValueNext = valueNext
             valueNext = false
             switch c {
             case "\"", "'": skipString(); continue
-            case "#": while i < s.count && s[i] != "\n" { i += 1 }; continue
             case "=": valueNext = !inHeader
+            case "}" where wasValueNext && nesting.last == "[":
+                // toml++ hands a `}` where an array expects an element to its value parser, which asserts.
+                throw fail("expected a value or ']' in an array, saw '}'")
             case "[", "{":
                 if !inHeader {
                     nesting.append(c)
