@@ -7,19 +7,25 @@ public func withTimeout<T: Sendable>(
 ) async throws -> T {
     let once = ResumeOnce<T>()
     let work = TaskHandle()
+    // Cancelled as soon as the body finishes: a timer left sleeping for the whole timeout
+    // after every poll kept thousands of tasks and dispatch timers alive in the daemon.
+    let timer = TaskHandle()
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, Error>) in
             once.install(c)
             work.set(Task {
-                    do { once.resume(.success(try await body())) } catch { once.resume(.failure(error)) }
+                    let result: Result<T, Error>
+                    do { result = .success(try await body()) } catch { result = .failure(error) }
+                    if once.resume(result) { timer.cancel() }
                 })
-            Task {
-                try? await Task.sleep(for: .seconds(seconds))
+            timer.set(Task {
+                do { try await Task.sleep(for: .seconds(seconds)) } catch { return }
                 if once.resume(.failure(onTimeout())) { work.cancel() }
-            }
+            })
         }
     } onCancel: {
         work.cancel()
+        timer.cancel()
         once.resume(.failure(CancellationError()))
     }
 }
@@ -54,9 +60,22 @@ final class ResumeOnce<T: Sendable>: Sendable {
     }
 }
 
-/// The task running a timed body, cancellable from the timer or the caller.
+/// A task to cancel from elsewhere (the timed body, or its timer); a cancel that comes
+/// before the task is set cancels it when it is set.
 final class TaskHandle: Sendable {
-    private let task = Mutex<Task<Void, Never>?>(nil)
-    func set(_ t: Task<Void, Never>) { task.withLock { $0 = t } }
-    func cancel() { task.withLock { $0?.cancel() } }
+    private let state = Mutex<(task: Task<Void, Never>?, cancelled: Bool)>((nil, false))
+    func set(_ t: Task<Void, Never>) {
+        let cancelNow = state.withLock { s -> Bool in
+            s.task = t
+            return s.cancelled
+        }
+        if cancelNow { t.cancel() }
+    }
+    func cancel() {
+        let t = state.withLock { s -> Task<Void, Never>? in
+            s.cancelled = true
+            return s.task
+        }
+        t?.cancel()
+    }
 }
