@@ -74,7 +74,7 @@ class FakeHandler(BaseHTTPRequestHandler):
 
 
 class FakeServer:
-    """Runs a handler on 127.0.0.1:<free port> in a background thread.
+    """Runs a handler on 127.0.0.1:<free port> (or `host`) in a background thread.
 
     with FakeServer(MyHandler, state={...}) as srv:
         srv.url        -> "http://127.0.0.1:PORT"
@@ -82,9 +82,10 @@ class FakeServer:
         srv.state      -> the dict the handler reads
     """
 
-    def __init__(self, handler, state=None, port=0):
-        """`port`: 0 for a free one; a fixed port lets a test bring a receiver back where it was."""
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    def __init__(self, handler, state=None, port=0, host="127.0.0.1"):
+        """`port`: 0 for a free one; a fixed port lets a test bring a receiver back where it was.
+        `host`: another loopback address (127.0.0.2) is another host to tidings' per-host limits."""
+        self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
         self.httpd.state = state if state is not None else {}
         self.httpd.requests = []
