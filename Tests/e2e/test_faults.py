@@ -12,13 +12,14 @@ import base64
 import os
 import random
 import signal
+import subprocess
 import time
 
 import pytest
 
 import ledger
 from conftest import read_log, wait_for
-from fakes.faults import FaultWorld, feed_items, write_sources
+from fakes.faults import FaultWorld, feed_items, fill_disk, write_sources
 from fakes.server import FakeServer
 from fakes.session_bus import SessionBus, available
 from fakes.webhook_receiver import WebhookReceiver, receiver_state
@@ -142,4 +143,44 @@ def test_crash_loop_loses_nothing_and_records_each_change_once(tidings):
         assert led.produced >= 10
         items = {(e["source"], e["key"], e["title"]) for e in tidings.run("items", "--json").events}
         assert items == {(s, i["id"], i["name"]) for s in "ab" for i in feed_items(world.generation())}
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (root only)")
+
+
+@pytest.fixture
+def small_state_dir(tidings):
+    tidings.state.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(tidings.state)], check=True)
+    yield tidings.state
+    tidings.stop_all()
+    subprocess.run(["umount", "-l", str(tidings.state)], check=True)
+
+
+@needs_root
+def test_disk_full_is_one_clear_error_no_redelivery_no_corruption(tidings, small_state_dir):
+    with FaultWorld(period=0.5) as world:
+        receiver = FakeServer(WebhookReceiver, state=receiver_state(SECRET))
+        hook_config(tidings, receiver.url)
+        write_sources(tidings, world, {"a": "feed"})
+        d = tidings.start_daemon()
+        # Events queue while the receiver is away; the disk fills; the receiver comes back:
+        # deliveries succeed but cannot be marked done. They must not be sent again and again.
+        wait_for(lambda: (ledger.queued(tidings.state / "tidings.sqlite") or 0) >= 4, what="queued deliveries")
+        filler = fill_disk(small_state_dir)
+        receiver.start()
+        time.sleep(4)
+        text = read_log(d)
+        assert d.poll() is None, text
+        errors = [l for l in text.splitlines() if "disk is full" in l and " error " in l]
+        assert errors and str(tidings.state / "tidings.sqlite") in errors[0], text[-2000:]
+        assert len(errors) <= 3, errors
+        ids = receiver.state["ids"]
+        assert len(ids) == len(set(ids)), "a delivery the disk could not record was sent again"
+        filler.unlink()
+        world.thaw()
+        time.sleep(2)
+        drain(tidings, world, d)
+        receiver.stop()
+        check_ledger(tidings, receiver.state)
 
