@@ -184,3 +184,21 @@ def test_disk_full_is_one_clear_error_no_redelivery_no_corruption(tidings, small
         receiver.stop()
         check_ledger(tidings, receiver.state)
 
+
+@needs_root
+def test_read_only_state_dir_exits_2_naming_it_then_recovers(tidings, small_state_dir):
+    with FaultWorld(period=0.5) as world, FakeServer(WebhookReceiver, state=receiver_state(SECRET)) as srv:
+        hook_config(tidings, srv.url)
+        write_sources(tidings, world, {"a": "feed"})
+        assert tidings.run("check").code == 0
+        subprocess.run(["mount", "-o", "remount,ro", str(small_state_dir)], check=True)
+        try:
+            r = tidings.run("run", timeout=20)
+            assert r.code == 2, r
+            assert str(small_state_dir) in r.stderr and "read-only" in r.stderr.lower(), r
+        finally:
+            subprocess.run(["mount", "-o", "remount,rw", str(small_state_dir)], check=True)
+        d = tidings.start_daemon()
+        wait_for(lambda: srv.state["ids"], what="events after the state dir is writable again")
+        drain(tidings, world, d)
+        check_ledger(tidings, srv.state)

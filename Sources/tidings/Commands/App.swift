@@ -50,7 +50,9 @@ struct App {
         do {
             return try StateStore.open(directory: stateDir, logger: Log.logger("state"))
         } catch {
-            complain("cannot open the state database in \(stateDir): \(error)")
+            // SQLite only says "unable to open database file": say why when the directory is the reason.
+            let why = access(stateDir, W_OK) == 0 ? "" : " (\(stateDir): \(String(cString: strerror(errno))))"
+            complain("cannot open the state database in \(stateDir): \(error)\(why)")
             throw ExitCode(Exit.failure)
         }
     }
