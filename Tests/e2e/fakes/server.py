@@ -7,6 +7,7 @@ assert what tidings sent, and exposes mutable `state` that tests change between 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,10 +38,42 @@ class FakeHandler(BaseHTTPRequestHandler):
     def log_message(self, *args):  # keep test output clean
         pass
 
+    # Open connections are tracked so that `FakeServer.stop()` really takes the server away:
+    # a client's kept-alive connection would otherwise still be served. A request being
+    # handled gets its answer first (a graceful stop), then the connection closes.
+    busy = False
+
+    def setup(self):
+        super().setup()
+        with self.server.lock:
+            self.server.connections.add(self)
+
+    def finish(self):
+        with self.server.lock:
+            self.server.connections.discard(self)
+        super().finish()
+
+    def handle_one_request(self):
+        try:
+            super().handle_one_request()
+        finally:
+            with self.server.lock:
+                self.busy = False
+                if self.server.stopping:
+                    self.close_connection = True
+
+    def parse_request(self):
+        with self.server.lock:
+            self.busy = True
+        return super().parse_request()
+
     def _handle(self):
         parts = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
+        if self.server.stopping:  # stopped while this request arrived: never handled, no answer
+            self.close_connection = True
+            return
         req = Request(self.command, parts.path, parse_qs(parts.query),
                       {k.lower(): v for k, v in self.headers.items()}, body)
         with self.server.lock:
@@ -91,6 +124,8 @@ class FakeServer:
         self.httpd.requests = []
         self.httpd.request_times = []  # time.monotonic() of each request, same order
         self.httpd.lock = threading.Lock()
+        self.httpd.connections = set()
+        self.httpd.stopping = False
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def __enter__(self):
@@ -100,6 +135,14 @@ class FakeServer:
     def __exit__(self, *exc):
         self.httpd.shutdown()
         self.httpd.server_close()
+        with self.httpd.lock:
+            self.httpd.stopping = True
+            idle = [h.connection for h in self.httpd.connections if not h.busy]
+        for conn in idle:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     start = __enter__
 
