@@ -46,7 +46,13 @@ struct App {
         return e.hasPrefix("/") ? e : FileManager.default.currentDirectoryPath + "/" + e
     }
 
-    func openStore() throws -> StateStore {
+    /// `writable`: fail unless the state directory can be written (the daemon: SQLite could
+    /// open a file on a read-only file system and then fail every write).
+    func openStore(writable: Bool = false) throws -> StateStore {
+        if writable, access(stateDir, W_OK) != 0, errno != ENOENT {
+            complain("cannot write the state directory \(stateDir): \(String(cString: strerror(errno)))")
+            throw ExitCode(Exit.failure)
+        }
         do {
             return try StateStore.open(directory: stateDir, logger: Log.logger("state"))
         } catch {
