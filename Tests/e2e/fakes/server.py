@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -106,6 +107,14 @@ class FakeHandler(BaseHTTPRequestHandler):
         raise NotImplementedError
 
 
+class QuietServer(ThreadingHTTPServer):
+    """No traceback on stderr when a client goes away mid-request (killed daemons do)."""
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class FakeServer:
     """Runs a handler on 127.0.0.1:<free port> (or `host`) in a background thread.
 
@@ -118,7 +127,7 @@ class FakeServer:
     def __init__(self, handler, state=None, port=0, host="127.0.0.1"):
         """`port`: 0 for a free one; a fixed port lets a test bring a receiver back where it was.
         `host`: another loopback address (127.0.0.2) is another host to tidings' per-host limits."""
-        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd = QuietServer((host, port), handler)
         self.httpd.daemon_threads = True
         self.httpd.state = state if state is not None else {}
         self.httpd.requests = []
