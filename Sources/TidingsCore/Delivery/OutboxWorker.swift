@@ -14,7 +14,11 @@ public final class OutboxWorker: Sendable {
     private let env: any Environment
     private let logger: Logger
     private let wakeups: [String: Wakeup]
-    private let state = Mutex<(disabled: Set<String>, failing: Set<String>, stopping: Bool)>(([], [], false))
+    private let state = Mutex<(disabled: Set<String>, failing: Set<String>, stopping: Bool, unrecorded: [String: [Int64]])>(([], [], false, [:]))
+    /// Failed writes to the state database (disk full, read-only): one error line per outage.
+    private let stateLog = OnceLog()
+    /// How long a sink loop waits before trying again to write the state database.
+    public static let stateRetry: TimeInterval = 5
     /// Upper bound for one sink call, beyond the sink's own timeouts.
     public let callTimeout: TimeInterval
 
@@ -59,6 +63,10 @@ public final class OutboxWorker: Sendable {
                 await wake.wait(seconds: 3600)
                 continue
             }
+            guard recordUnrecorded(name) else {
+                await wake.wait(seconds: Self.stateRetry)
+                continue
+            }
             let rows: [Delivery]
             do {
                 rows = try outbox.head(sink: name, batch: sink.acceptsBatches)
@@ -77,7 +85,27 @@ public final class OutboxWorker: Sendable {
                 continue
             }
             await attempt(name, sink, rows)
+            if state.withLock({ $0.unrecorded[name] != nil }) { await wake.wait(seconds: Self.stateRetry) }
         }
+    }
+
+    /// Removes deliveries the sink accepted but the outbox could not mark done (disk full,
+    /// read-only): they are never sent again. False while the state still cannot be written.
+    private func recordUnrecorded(_ name: String) -> Bool {
+        guard let ids = state.withLock({ $0.unrecorded[name] }) else { return true }
+        if ids.isEmpty {  // (only a pause was asked for, after a failed write)
+            state.withLock { $0.unrecorded[name] = nil }
+            return true
+        }
+        do {
+            try outbox.markDelivered(ids)
+        } catch {
+            stateLog.failed(name, "outbox: cannot record deliveries to sink \(name) in \(outbox.store.path): \(error)", logger: logger)
+            return false
+        }
+        state.withLock { $0.unrecorded[name] = nil }
+        stateLog.succeeded(name, "outbox: recorded \(ids.count) earlier deliveries to sink \(name); \(outbox.store.path) is writable again", logger: logger)
+        return true
     }
 
     /// Delivers everything currently due, once per row, without waiting for retries
@@ -88,7 +116,12 @@ public final class OutboxWorker: Sendable {
             while true {
                 guard let rows = try? outbox.head(sink: name, batch: sink.acceptsBatches), let head = rows.first,
                       head.nextAttempt <= env.now().addingTimeInterval(0.5) else { break }
-                if let err = await attempt(name, sink, rows) {
+                let err = await attempt(name, sink, rows)
+                if !recordUnrecorded(name) {
+                    failures[name] = "delivered, but the state database could not record it (see the log); it is not sent again by this run"
+                    break
+                }
+                if let err {
                     failures[name] = err.message
                     // A dead letter does not hold up the rest of the queue; anything else does.
                     if err.category != .permanent { break }
@@ -110,17 +143,20 @@ public final class OutboxWorker: Sendable {
             try await withTimeout(callTimeout, onTimeout: { DeliveryError(.retryable, "sink did not answer within \(DurationParser.format(self.callTimeout))") }) {
                 try await sink.deliver(events)
             }
-            try outbox.markDelivered(ids)
-            if state.withLock({ $0.failing.remove(name) != nil }) {
-                log.notice("sink \(name) recovered")
-            }
-            for e in events { log.info("delivered \(e.event.rawValue) \(e.kind) \(e.id) (\(e.source))") }
-            return nil
         } catch {
             let de = (error as? DeliveryError) ?? DeliveryError(.retryable, "\(error)")
             record(de, name: name, rows: rows, attempts: attempts, log: log)
             return de
         }
+        if state.withLock({ $0.failing.remove(name) != nil }) {
+            log.notice("sink \(name) recovered")
+        }
+        for e in events { log.info("delivered \(e.event.rawValue) \(e.kind) \(e.id) (\(e.source))") }
+        // The sink has it: if the outbox cannot record that (disk full), remember it here so it
+        // is not sent again, and record it once the state can be written.
+        state.withLock { $0.unrecorded[name] = ids }
+        _ = recordUnrecorded(name)
+        return nil
     }
 
     private func record(_ de: DeliveryError, name: String, rows: [Delivery], attempts: Int, log: Logger) {
@@ -149,8 +185,11 @@ public final class OutboxWorker: Sendable {
                 let text = "delivery to sink \(name) failed (attempt \(attempts)): \(de.message); retrying in \(DurationParser.format(delay))"
                 if first { log.warning("\(text)") } else { log.debug("\(text)") }
             }
+            stateLog.succeeded(name, "outbox: \(outbox.store.path) is writable again", logger: log)
         } catch {
-            log.error("outbox: cannot record delivery result for sink \(name): \(error)")
+            // Nothing changed in the outbox: the loop waits before trying this delivery again.
+            state.withLock { $0.unrecorded[name] = $0.unrecorded[name] ?? [] }
+            stateLog.failed(name, "outbox: cannot record the result of a delivery to sink \(name) in \(outbox.store.path): \(error)", logger: log)
         }
     }
 }

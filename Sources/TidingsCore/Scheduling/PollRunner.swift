@@ -25,6 +25,11 @@ public final class PollRunner: Sendable {
     public let http: any HTTPClient
     public let env: any Environment
     private let prepared = Mutex<Set<String>>([])
+    /// Sources whose last poll in this process failed, with the failure count: the first
+    /// failure of an outage is logged as a warning, the rest at debug, the recovery once.
+    private let failing = Mutex<[String: Int]>([:])
+    /// Failed writes to the state database (disk full, read-only): one error line per outage.
+    private let stateLog = OnceLog()
 
     public init(store: StateStore, http: any HTTPClient, env: any Environment = SystemEnvironment()) {
         self.store = store
@@ -93,6 +98,10 @@ public final class PollRunner: Sendable {
             case .success(let value):
                 let next = now.addingTimeInterval(Backoff.afterSuccess(interval: settings.interval, jitter: settings.jitter, unit: env.unit()))
                 let record = try recorder.recordSuccess(source, result: value, now: now, options: options, nextDue: next)
+                stateWriteSucceeded(logger: log)
+                if let n = failing.withLock({ $0.removeValue(forKey: source.name) }) {
+                    log.notice("poll succeeded again after \(n) failed poll\(n == 1 ? "" : "s")")
+                }
                 if let n = record.baselineCount {
                     if source.settings.notifyExisting {
                         log.notice("first poll: reporting \(record.events.count) existing item\(record.events.count == 1 ? "" : "s") (notify_existing = true)")
@@ -111,22 +120,37 @@ public final class PollRunner: Sendable {
                 let record = try recorder.recordFailure(source, error: error, now: now, options: options) { failures in
                     isAuth ? .distantFuture : now.addingTimeInterval(wait(failures))
                 }
+                stateWriteSucceeded(logger: log)
                 if isAuth {
                     prepared.withLock { _ = $0.remove(source.name) }
                     log.error("credentials rejected: \(error.message); not polling again until the configuration changes")
                     return PollOutcome(source: source.name, record: record, error: error, nextDue: .distantFuture, nextDueStored: true)
                 }
                 let delay = wait(record.failures)
-                log.warning("poll failed (\(record.failures) in a row): \(error.message); next try in \(DurationParser.format(delay))")
+                let text = "poll failed (\(record.failures) in a row): \(error.message); next try in \(DurationParser.format(delay))"
+                if failing.withLock({ $0.updateValue(record.failures, forKey: source.name) == nil }) {
+                    log.warning("\(text)")
+                } else {
+                    log.debug("\(text)")
+                }
                 return PollOutcome(source: source.name, record: record, error: error, nextDue: now.addingTimeInterval(delay), nextDueStored: true)
             }
         } catch {
             // The state could not be written: nothing was recorded, so nothing is lost; try again later.
-            let err = PollError(.transient, "could not record the poll in the state database: \(error)")
-            log.error("\(err.message)")
+            let err = PollError(.transient, "could not record the poll in the state database \(store.path): \(error)")
+            stateWriteFailed(err.message, logger: log)
             return PollOutcome(source: source.name, record: PollRecord(), error: err,
                                nextDue: now.addingTimeInterval(min(settings.interval, 60)))
         }
     }
-}
 
+    /// A write to the state database failed: an error the first time, then debug until a
+    /// write succeeds again.
+    public func stateWriteFailed(_ message: String, logger: Logger) {
+        stateLog.failed("state", message, logger: logger)
+    }
+
+    private func stateWriteSucceeded(logger: Logger) {
+        stateLog.succeeded("state", "state database \(store.path) is writable again", logger: logger)
+    }
+}

@@ -141,7 +141,7 @@ public actor Scheduler {
             do {
                 try runner.recorder.setNextDue(source.name, provider: source.provider, at: outcome.nextDue)
             } catch {
-                logger.error("could not store next due time for \(source.name): \(error)")
+                runner.stateWriteFailed("could not store the next due time of \(source.name) in \(runner.store.path): \(error)", logger: logger)
             }
         }
         completed(source.name, next: outcome.nextDue)

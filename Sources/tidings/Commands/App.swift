@@ -46,11 +46,19 @@ struct App {
         return e.hasPrefix("/") ? e : FileManager.default.currentDirectoryPath + "/" + e
     }
 
-    func openStore() throws -> StateStore {
+    /// `writable`: fail unless the state directory can be written (the daemon: SQLite could
+    /// open a file on a read-only file system and then fail every write).
+    func openStore(writable: Bool = false) throws -> StateStore {
+        if writable, access(stateDir, W_OK) != 0, errno != ENOENT {
+            complain("cannot write the state directory \(stateDir): \(String(cString: strerror(errno)))")
+            throw ExitCode(Exit.failure)
+        }
         do {
             return try StateStore.open(directory: stateDir, logger: Log.logger("state"))
         } catch {
-            complain("cannot open the state database in \(stateDir): \(error)")
+            // SQLite only says "unable to open database file": say why when the directory is the reason.
+            let why = access(stateDir, W_OK) == 0 ? "" : " (\(stateDir): \(String(cString: strerror(errno))))"
+            complain("cannot open the state database in \(stateDir): \(error)\(why)")
             throw ExitCode(Exit.failure)
         }
     }

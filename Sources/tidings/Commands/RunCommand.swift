@@ -21,7 +21,7 @@ struct RunCommand: AsyncParsableCommand {
         // Trap SIGHUP before anything else: its default action would kill the process.
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let app = try App.load(common, logLevel: .info)
-        let store = try app.openStore()
+        let store = try app.openStore(writable: true)
         let logger = Log.logger("tidings")
         logger.info("tidings \(TidingsVersion.string) starting: config \(app.configFile), state \(store.path)")
         let again = (try? NoticeBook.redeliverUnseen(store, router: app.router)) ?? []

@@ -7,6 +7,8 @@ assert what tidings sent, and exposes mutable `state` that tests change between 
 from __future__ import annotations
 
 import json
+import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,10 +39,42 @@ class FakeHandler(BaseHTTPRequestHandler):
     def log_message(self, *args):  # keep test output clean
         pass
 
+    # Open connections are tracked so that `FakeServer.stop()` really takes the server away:
+    # a client's kept-alive connection would otherwise still be served. A request being
+    # handled gets its answer first (a graceful stop), then the connection closes.
+    busy = False
+
+    def setup(self):
+        super().setup()
+        with self.server.lock:
+            self.server.connections.add(self)
+
+    def finish(self):
+        with self.server.lock:
+            self.server.connections.discard(self)
+        super().finish()
+
+    def handle_one_request(self):
+        try:
+            super().handle_one_request()
+        finally:
+            with self.server.lock:
+                self.busy = False
+                if self.server.stopping:
+                    self.close_connection = True
+
+    def parse_request(self):
+        with self.server.lock:
+            self.busy = True
+        return super().parse_request()
+
     def _handle(self):
         parts = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
+        if self.server.stopping:  # stopped while this request arrived: never handled, no answer
+            self.close_connection = True
+            return
         req = Request(self.command, parts.path, parse_qs(parts.query),
                       {k.lower(): v for k, v in self.headers.items()}, body)
         with self.server.lock:
@@ -73,8 +107,16 @@ class FakeHandler(BaseHTTPRequestHandler):
         raise NotImplementedError
 
 
+class QuietServer(ThreadingHTTPServer):
+    """No traceback on stderr when a client goes away mid-request (killed daemons do)."""
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class FakeServer:
-    """Runs a handler on 127.0.0.1:<free port> in a background thread.
+    """Runs a handler on 127.0.0.1:<free port> (or `host`) in a background thread.
 
     with FakeServer(MyHandler, state={...}) as srv:
         srv.url        -> "http://127.0.0.1:PORT"
@@ -82,14 +124,17 @@ class FakeServer:
         srv.state      -> the dict the handler reads
     """
 
-    def __init__(self, handler, state=None, port=0):
-        """`port`: 0 for a free one; a fixed port lets a test bring a receiver back where it was."""
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    def __init__(self, handler, state=None, port=0, host="127.0.0.1"):
+        """`port`: 0 for a free one; a fixed port lets a test bring a receiver back where it was.
+        `host`: another loopback address (127.0.0.2) is another host to tidings' per-host limits."""
+        self.httpd = QuietServer((host, port), handler)
         self.httpd.daemon_threads = True
         self.httpd.state = state if state is not None else {}
         self.httpd.requests = []
         self.httpd.request_times = []  # time.monotonic() of each request, same order
         self.httpd.lock = threading.Lock()
+        self.httpd.connections = set()
+        self.httpd.stopping = False
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def __enter__(self):
@@ -99,6 +144,14 @@ class FakeServer:
     def __exit__(self, *exc):
         self.httpd.shutdown()
         self.httpd.server_close()
+        with self.httpd.lock:
+            self.httpd.stopping = True
+            idle = [h.connection for h in self.httpd.connections if not h.busy]
+        for conn in idle:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     start = __enter__
 
