@@ -61,14 +61,15 @@ final class LoopbackHTTPServer: @unchecked Sendable {
     var requests: [Request] { shared.withLock { $0.requests } }
     var connections: Int { shared.withLock { $0.connections } }
 
+    /// Idempotent. Sockets are shut down under the lock (a connection closes only after leaving
+    /// `open`, so no number here was reused); the accept thread closes the listener.
     func stop() {
-        let fds = shared.withLock { s -> Set<Int32> in
+        shared.withLock { s in
+            guard !s.stopped else { return }
             s.stopped = true
-            return s.open
+            shutdown(listener, Int32(SHUT_RDWR))
+            for fd in s.open { shutdown(fd, Int32(SHUT_RDWR)) }
         }
-        shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
-        for fd in fds { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
     deinit { stop() }
@@ -76,14 +77,22 @@ final class LoopbackHTTPServer: @unchecked Sendable {
     private func acceptLoop() {
         while true {
             let fd = accept(listener, nil, nil)
-            guard fd >= 0 else { return }
+            guard fd >= 0 else {
+                if errno == EINTR { continue }
+                close(listener)
+                return
+            }
             let accepted = shared.withLock { s -> Bool in
                 guard !s.stopped else { return false }
                 s.connections += 1
                 s.open.insert(fd)
                 return true
             }
-            guard accepted else { close(fd); return }
+            guard accepted else {
+                close(fd)
+                close(listener)
+                return
+            }
             var yes: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
             let t = Thread { [self] in serve(fd) }
