@@ -4,7 +4,8 @@ import TidingsCore
 
 /// Sportdate's member API (README.md, section "sportdate"): verifies the credentials with
 /// `POST /api/member/get` before the first poll, then polls `/api/message/check`
-/// (with POST: the spec's GET-with-body cannot be sent by URLSession on Linux).
+/// (GET with the JSON credentials as its body, per the spec; `message_method = "POST"` for
+/// servers or proxies that drop a GET's body).
 ///
 /// - `type: notify` → kind `message` (a personal notice);
 /// - `type: messagebox` → kind `notice` (a broadcast, pending until dismissed or expired);
@@ -21,14 +22,10 @@ public final class SportdateProvider: Provider, Sendable {
         let base = try ProviderSupport.baseURL(options, default: "https://www.sportdate.se")
         let email = try options.requiredString("email")
         guard let password = try options.secret("password", required: true) else { throw options.error(nil, "\(options.what): missing password") }
-        // The spec says GET with a JSON body, but Foundation's URLSession on Linux refuses to send
-        // a body with GET ("GET method must not have a body"), so POST is the working default.
-        let method = (try options.string("message_method") ?? "POST").uppercased()
-        guard method == "POST" else {
-            if method == "GET" {
-                throw options.error("message_method", "\(options.what): message_method = \"GET\" (the spec's GET with a JSON body) is not supported: the HTTP client on Linux cannot send a body with GET; use \"POST\" (the default)")
-            }
-            throw options.error("message_method", "\(options.what): 'message_method' must be \"POST\", not \"\(method)\"")
+        // The spec sends the credentials as a JSON body on a GET; the libcurl client can.
+        let method = (try options.string("message_method") ?? "GET").uppercased()
+        guard method == "GET" || method == "POST" else {
+            throw options.error("message_method", "\(options.what): 'message_method' must be \"GET\" (the spec) or \"POST\", not \"\(method)\"")
         }
         let insecureOK = try options.bool("allow_insecure_http") ?? false
         if base.scheme?.lowercased() == "http" && !insecureOK && !ProviderSupport.isLoopback(base) {

@@ -69,13 +69,21 @@ def test_baseline_then_new_removed_and_reappearing(tidings, fake):
     assert_no_secrets(tidings, [base, r, r2], [PASSWORD])
 
 
-def test_message_check_sends_credentials_as_json_body_with_post(tidings, fake):
+def test_message_check_sends_credentials_as_json_body_with_get_per_the_spec(tidings, fake):
     configure(tidings, fake)
+    assert tidings.check().code == 0
+    checks = [q for q in fake.requests if q.path == "/api/message/check"]
+    assert checks and all(q.method == "GET" for q in checks)
+    assert checks[0].json() == {"epost": EMAIL, "losen": PASSWORD}
+    assert checks[0].headers["content-type"].startswith("application/json")
+
+
+def test_message_method_post_sends_the_same_body_with_post(tidings, fake):
+    configure(tidings, fake, extra='message_method = "POST"')
     assert tidings.check().code == 0
     checks = [q for q in fake.requests if q.path == "/api/message/check"]
     assert checks and all(q.method == "POST" for q in checks)
     assert checks[0].json() == {"epost": EMAIL, "losen": PASSWORD}
-    assert checks[0].headers["content-type"].startswith("application/json")
 
 
 def test_rejected_credentials_are_auth_failed_without_more_logins(tidings, fake):
@@ -151,11 +159,11 @@ def test_plain_http_is_refused_at_config_load(tidings):
     assert_no_secrets(tidings, [r], [PASSWORD])
 
 
-def test_get_with_body_is_refused_with_a_reason(tidings, fake):
-    configure(tidings, fake, extra='message_method = "GET"')
+def test_other_message_methods_are_refused_with_file_and_line(tidings, fake):
+    configure(tidings, fake, extra='message_method = "PUT"')
     r = tidings.run("config", "check")
     assert r.code == 78, r
-    assert "message_method" in r.stderr and "POST" in r.stderr
+    assert "message_method" in r.stderr and '"GET"' in r.stderr and ".toml:" in r.stderr
 
 
 def test_daemon_logs_in_once_per_start_and_reload_and_never_hammers(tidings, fake):
