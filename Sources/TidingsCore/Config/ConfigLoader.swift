@@ -162,7 +162,7 @@ public struct ConfigLoader: Sendable {
         }
         collect { try main.finish() }
         collect {
-            for (name, table, exec) in try scanPlugins(pluginsDir, explicit: main.has("plugins_dir") ? (file, root["plugins_dir"]?.line) : nil) {
+            try scanPlugins(pluginsDir, explicit: main.has("plugins_dir") ? (file, root["plugins_dir"]?.line) : nil) { name, table, exec in
                 addSource(name: name, table: table, baseDir: pluginsDir, implicitExec: exec)
             }
         }
@@ -222,47 +222,39 @@ public struct ConfigLoader: Sendable {
     }
 
     /// Reads `plugins.d`: `NAME.toml` files and executables (DESIGN §2).
-    func scanPlugins(_ dir: String, explicit: (String, Int?)?) throws -> [(String, ConfigTable, String?)] {
+    /// Hands each plugin (name, parsed table, implicit command) to `each`, in file-name order,
+    /// until a file fails; then throws every failure found.
+    func scanPlugins(_ dir: String, explicit: (String, Int?)?, each: (String, ConfigTable, String?) -> Void) throws {
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
             if let (file, line) = explicit {
                 throw ConfigError(file: file, line: line, "plugins_dir \(dir) is not a directory")
             }
-            return []
+            return
         }
         let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted().filter { n in
             !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.contains(".dpkg-")
               || n.hasSuffix(".rpmnew") || n.hasSuffix(".rpmsave") || n.hasSuffix(".swp"))
         }
-        // Parsing is most of loading a large plugins.d: spread the files over the cores.
+        // Parsing is most of loading a large plugins.d: files are parsed on all cores, a chunk at
+        // a time, and each chunk is handed over and dropped before the next, so 10,000 plugin
+        // files are never all held in memory as parsed tables at once.
         let tomls = names.filter { $0.hasSuffix(".toml") }
-        let parsed = Mutex([Result<(String, ConfigTable, String?), ConfigError>?](repeating: nil, count: tomls.count))
-        DispatchQueue.concurrentPerform(iterations: tomls.count) { i in
-            let name = String(tomls[i].dropLast(5))
-            let path = "\(dir)/\(tomls[i])"
-            let result: Result<(String, ConfigTable, String?), ConfigError>
-            do {
-                guard let data = FileManager.default.contents(atPath: path) else {
-                    throw ConfigError(file: path, line: nil, "cannot read plugin config")
-                }
-                let table = try ConfigTable.parse(String(decoding: data, as: UTF8.self), file: path)
-                let exe = "\(dir)/\(name)"
-                let exec = FilePermissions.isExecutableFile(exe) ? try checkedExecutable(exe) : nil
-                result = .success((name, table, exec.map { _ in "./\(name)" }))
-            } catch let e as ConfigError {
-                result = .failure(e)
-            } catch {
-                result = .failure(ConfigError(file: path, line: nil, "\(error)"))
-            }
-            parsed.withLock { $0[i] = result }
-        }
-        var out: [(String, ConfigTable, String?)] = []
         var errors: [ConfigError] = []
-        for result in parsed.withLock({ $0 }) {
-            switch result {
-            case .success(let entry)?: out.append(entry)
-            case .failure(let e)?: errors.append(e)
-            case nil: break
+        let chunk = 256
+        for base in stride(from: 0, to: tomls.count, by: chunk) {
+            let count = min(chunk, tomls.count - base)
+            let parsed = Mutex([Result<(String, ConfigTable, String?), ConfigError>?](repeating: nil, count: count))
+            DispatchQueue.concurrentPerform(iterations: count) { k in
+                let result = parsePlugin(dir: dir, file: tomls[base + k])
+                parsed.withLock { $0[k] = result }
+            }
+            for result in parsed.withLock({ $0 }) {
+                switch result {
+                case .success(let entry)?: if errors.isEmpty { each(entry.0, entry.1, entry.2) }
+                case .failure(let e)?: errors.append(e)
+                case nil: break
+                }
             }
         }
         let withConfig = Set(tomls)
@@ -272,11 +264,29 @@ public struct ConfigLoader: Sendable {
             do {
                 _ = try checkedExecutable(path)
                 let empty = ConfigTable(file: path, path: "", line: nil, keys: [], entries: [:])
-                out.append((n, empty, "./\(n)"))
+                if errors.isEmpty { each(n, empty, "./\(n)") }
             } catch let e as ConfigError { errors.append(e) }
         }
         if !errors.isEmpty { throw ConfigErrors(errors) }
-        return out
+    }
+
+    /// Reads and parses one `NAME.toml`; an executable `NAME` beside it is its command.
+    private func parsePlugin(dir: String, file: String) -> Result<(String, ConfigTable, String?), ConfigError> {
+        let name = String(file.dropLast(5))
+        let path = "\(dir)/\(file)"
+        do {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw ConfigError(file: path, line: nil, "cannot read plugin config")
+            }
+            let table = try ConfigTable.parse(String(decoding: data, as: UTF8.self), file: path)
+            let exe = "\(dir)/\(name)"
+            let exec = FilePermissions.isExecutableFile(exe) ? try checkedExecutable(exe) : nil
+            return .success((name, table, exec.map { _ in "./\(name)" }))
+        } catch let e as ConfigError {
+            return .failure(e)
+        } catch {
+            return .failure(ConfigError(file: path, line: nil, "\(error)"))
+        }
     }
 
     /// Refuses executables that group or others can write (anyone could make tidings run their code).
