@@ -150,6 +150,22 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertEqual(Draft.money(-15.625), "-15.63")
     }
 
+    /// Foundation's DateFormatter trapped ("Incorrect range CFRange…") on a Retry-After with a combining mark.
+    func testNonASCIIRetryAfterIsIgnored() throws {
+        let text = String(decoding: try input("duration", "dateformatter-combining-mark"), as: UTF8.self)
+        XCTAssertNil(Self.retryAfter(text))
+        XCTAssertNil(Self.retryAfter("Wed, 21 Oct 2015 07:28:00 GMT\r\n"))
+        XCTAssertNil(Self.retryAfter("Wed, 21 Oct 2015 07:28:00 GMT\u{301}"))
+        XCTAssertEqual(Self.retryAfter("Wed, 21 Oct 2015 07:28:00 GMT"), 0, "an HTTP date in the past: retry now")
+        let soon = Date().addingTimeInterval(3600)
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        let wait = try XCTUnwrap(Self.retryAfter(f.string(from: soon)))
+        XCTAssertEqual(wait, 3600, accuracy: 5)
+    }
+
     /// A Retry-After of 3.3e24 s made `DurationParser.format` trap in `Int(_:)` (the poll runner logs it).
     func testHugeRetryAfterIsCappedAndFormats() throws {
         let text = String(decoding: try input("duration", "huge-retry-after"), as: UTF8.self)

@@ -46,6 +46,9 @@ public struct HTTPResponse: Sendable {
     public var retryAfter: TimeInterval? {
         guard let raw = header("retry-after")?.trimmingCharacters(in: .whitespaces) else { return nil }
         if let s = Double(raw) { return s.isFinite ? min(max(0, s), Self.maxRetryAfter) : nil }
+        // An HTTP date is printable ASCII. Foundation's DateFormatter traps ("Incorrect range") on
+        // some other text, e.g. a combining mark ("s\u{346}\u{FFFD}s", found by `make fuzz`).
+        guard raw.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else { return nil }
         let f = DateFormatter()
         f.locale = Locale(identifier: "en_US_POSIX")
         f.timeZone = TimeZone(identifier: "GMT")
