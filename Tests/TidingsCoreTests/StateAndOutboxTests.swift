@@ -92,6 +92,25 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertNil(third.error, "a changed config tries again")
     }
 
+    /// A removed item stays in the table as `gone` (not read back each poll); when it
+    /// returns it is `new` again, first seen now, in the same row.
+    func testRemovedItemThatReturnsIsNewAgain() throws {
+        let rec = PollRecorder(store: store)
+        let opts = RecordOptions(router: nil)
+        let a = Item(key: "a", kind: "k", title: "A"), b = Item(key: "b", kind: "k", title: "B")
+        let t0 = Date(timeIntervalSince1970: 1_790_000_000)
+        _ = try rec.recordSuccess(source, result: .snapshot([a, b]), now: t0, options: opts)
+        let removed = try rec.recordSuccess(source, result: .snapshot([a]), now: t0 + 60, options: opts)
+        XCTAssertEqual(removed.events.map(\.event), [.removed])
+        let quiet = try rec.recordSuccess(source, result: .snapshot([a]), now: t0 + 120, options: opts)
+        XCTAssertEqual(quiet.events.count, 0, "a gone item is not removed twice")
+        let back = try rec.recordSuccess(source, result: .snapshot([a, b]), now: t0 + 180, options: opts)
+        XCTAssertEqual(back.events.map(\.event), [.new])
+        XCTAssertEqual(try count("item"), 2)
+        let firstSeen = try store.db.read { try Double.fetchOne($0, sql: "SELECT first_seen FROM item WHERE key = 'b'") }
+        XCTAssertEqual(firstSeen, (t0 + 180).timeIntervalSince1970)
+    }
+
     /// The next poll time is part of the poll's own commit (one transaction per poll), for
     /// successes and failures alike, so a restart resumes the schedule the poll decided.
     func testNextDueIsStoredWithThePoll() async throws {

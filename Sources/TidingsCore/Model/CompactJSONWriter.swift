@@ -1,3 +1,5 @@
+import Foundation
+
 /// Compact JSON text with sorted keys, written straight into a byte buffer.
 ///
 /// Produces exactly the bytes of Foundation's `JSONEncoder` with
@@ -51,8 +53,18 @@ struct CompactJSONWriter {
         }
     }
 
-    /// The order `JSONEncoder` uses for `.sortedKeys` on Linux.
-    static func keyOrder(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
+    /// The order `JSONEncoder` uses for `.sortedKeys` on Linux: by UTF-8 bytes (memcmp, not
+    /// `String.<`, which compares canonically equivalent text as equal).
+    static func keyOrder(_ a: String, _ b: String) -> Bool {
+        var a = a, b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                let n = min(x.count, y.count)
+                let c = n == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, n)
+                return c != 0 ? c < 0 : x.count < y.count
+            }
+        }
+    }
 
     /// A number as ``JSONValue`` encodes it: integral values below 1e15 as integers, others
     /// with Swift's shortest round-trip spelling minus a trailing `.0`.

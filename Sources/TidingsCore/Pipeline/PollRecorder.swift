@@ -122,9 +122,12 @@ public struct PollRecorder: Sendable {
 
     // MARK: rows
 
+    /// The source's present and missing items. `gone` rows (removal reported) are left out:
+    /// de-duplication treats a gone item that returns exactly like one never seen (`new`,
+    /// first seen now), and they pile up between prunes.
     static func items(_ db: Database, source: String) throws -> [String: StoredItem] {
         var out: [String: StoredItem] = [:]
-        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT key, kind, fingerprint, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ?"), arguments: [source])
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT key, kind, fingerprint, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ? AND state <> 'gone'"), arguments: [source])
         while let r = try rows.next() {
             let key: String = r[0]
             out[key] = StoredItem(
