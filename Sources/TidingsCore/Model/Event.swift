@@ -3,7 +3,7 @@ import Foundation
 /// The one event shape used everywhere: stdout `--json`, webhook bodies, the exec sink's stdin.
 ///
 /// Field names are the external contract (DESIGN §4).
-public struct Event: Sendable, Equatable, Codable {
+public struct Event: Sendable, Equatable, Encodable {
     /// Unique per event, stable across redeliveries.
     public var id: String
     public var source: String
@@ -59,26 +59,6 @@ public struct Event: Sendable, Equatable, Codable {
         try c.encode(data, forKey: .data)
     }
 
-    public init(from decoder: Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        id = try c.decode(String.self, forKey: .id)
-        source = try c.decode(String.self, forKey: .source)
-        provider = try c.decode(String.self, forKey: .provider)
-        kind = try c.decode(String.self, forKey: .kind)
-        event = try c.decode(EventType.self, forKey: .event)
-        key = try c.decode(String.self, forKey: .key)
-        title = try c.decode(String.self, forKey: .title)
-        body = try c.decodeIfPresent(String.self, forKey: .body) ?? ""
-        url = try c.decodeIfPresent(String.self, forKey: .url)
-        severity = try c.decodeIfPresent(Severity.self, forKey: .severity) ?? .info
-        let stamp = try c.decode(String.self, forKey: .observedAt)
-        guard let date = Timestamp.parse(stamp) else {
-            throw DecodingError.dataCorruptedError(forKey: .observedAt, in: c, debugDescription: "bad timestamp \(stamp)")
-        }
-        observedAt = date
-        data = try c.decodeIfPresent(JSONValue.self, forKey: .data) ?? .object([:])
-    }
-
     /// One line of compact JSON (no trailing newline), keys sorted; the same bytes as
     /// `JSONEncoder` with `[.sortedKeys, .withoutEscapingSlashes]` would write.
     public func jsonLine() -> String {
@@ -102,8 +82,8 @@ public struct Event: Sendable, Equatable, Codable {
         return w.string
     }
 
-    /// Reads an event back from ``jsonLine()`` text (the stored form), checking it as
-    /// strictly as the `Decodable` conformance does.
+    /// Reads an event back from ``jsonLine()`` text (the stored form): required fields,
+    /// known event type and severity, a valid timestamp.
     public static func decode(jsonLine: String) throws -> Event {
         guard case .object(let o) = try JSONParser.parse(jsonLine) else { throw JSONParseError(message: "event: not a JSON object") }
         func string(_ k: CodingKeys, required: Bool = true) throws -> String? {
