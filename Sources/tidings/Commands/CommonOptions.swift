@@ -31,9 +31,10 @@ enum Exit {
     static let config: Int32 = 78
 }
 
-/// Prints a diagnostic on stderr (never stdout: stdout carries only results).
+/// Prints a diagnostic on stderr (never stdout: stdout carries only results), one line:
+/// secrets scrubbed, and remote text it may quote (an error body, a title) escaped.
 func complain(_ message: String) {
-    FileHandle.standardError.write(Data(("tidings: " + Redactor.shared.scrub(message) + "\n").utf8))
+    FileHandle.standardError.write(Data(("tidings: " + TerminalText.line(Redactor.shared.scrub(message)) + "\n").utf8))
 }
 
 /// Writes results on stdout.

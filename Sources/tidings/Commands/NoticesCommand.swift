@@ -48,9 +48,9 @@ struct NoticesCommand: AsyncParsableCommand {
         }
 
         static func textLine(_ n: PendingNotice) -> String {
-            var s = "\(n.id)  \(n.source)  \(n.title)"
-            if !n.body.isEmpty { s += " — " + n.body.replacingOccurrences(of: "\n", with: " ") }
-            if let url = n.url { s += "  \(url)" }
+            var s = "\(n.id)  \(TerminalText.line(n.source))  \(TerminalText.line(n.title))"
+            if !n.body.isEmpty { s += " — " + TerminalText.line(n.body) }
+            if let url = n.url { s += "  \(TerminalText.line(url))" }
             return s + "  (until \(Timestamp.format(n.expiresAt)))"
         }
     }

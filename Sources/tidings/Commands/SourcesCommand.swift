@@ -40,7 +40,7 @@ struct SourcesCommand: AsyncParsableCommand {
                 line += " last ok: \(st?.lastSuccess.map(Self.ago) ?? "never")"
                 if let n = st?.nextDue, s.settings.enabled, state != "auth-failed" { line += ", next: \(Self.until(n))" }
                 if let f = st?.failures, f > 0 { line += ", \(f) failure\(f == 1 ? "" : "s")" }
-                if let e = st?.lastError, state != "ok" { line += ", error: \(e)" }
+                if let e = st?.lastError, state != "ok" { line += ", error: \(TerminalText.line(e))" }
                 emit(line)
             }
         }
