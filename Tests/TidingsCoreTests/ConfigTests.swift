@@ -156,6 +156,53 @@ final class ConfigTests: XCTestCase {
         XCTAssertTrue(missing[0].message.contains("TIDINGS_TEST_UNSET_VAR"))
     }
 
+    func testEveryUnknownKeyOfATableIsReported() throws {
+        let errors = try configErrors("""
+            [sinks.out]
+            type = "stdout"
+            colour = true
+            formatt = "json"
+            """)
+        XCTAssertEqual(errors.map(\.line), [3, 4], errors.map(\.description).joined(separator: "\n"))
+        XCTAssertEqual(errors.map { $0.message.contains("'colour'") || $0.message.contains("'formatt'") }, [true, true])
+    }
+
+    func testErrorsOfEveryPluginAreReportedAfterABrokenOne() throws {
+        let errors = try configErrors("", plugins: [
+            "a.toml": ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\n", 0o600),
+            "b.toml": ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\"\nitmes = \"/x\"\n", 0o600),
+        ])
+        let text = errors.map(\.description).joined(separator: "\n")
+        XCTAssertTrue(text.contains("a.toml:2: TOML syntax"), text)
+        XCTAssertTrue(text.contains("b.toml:3: source \"b\": unknown key 'itmes'"), text)
+    }
+
+    func testRouteMatchNamingNoConfiguredSourceOrProviderIsAnError() throws {
+        let errors = try configErrors("""
+            [sinks.out]
+            type = "stdout"
+            [[routes]]
+            match = { source = ["api", "apl"] }
+            sinks = ["out"]
+            [[routes]]
+            match = { provider = "http_json", source = "probe" }
+            sinks = ["out"]
+            \(jsonSource)
+            """, plugins: ["probe": ("#!/bin/sh\n", 0o700)])
+        let text = errors.map(\.description).joined(separator: "\n")
+        XCTAssertEqual(errors.map(\.line), [7, 4], text)
+        XCTAssertTrue(text.contains(":4: route #1: match names no configured source 'apl' (configured: api, probe)"), text)
+        XCTAssertTrue(text.contains(":7: route #2: match names no provider 'http_json'"), text)
+    }
+
+    func testAConfigWithoutSinksIsLoadedWithAWarning() throws {
+        let c = try loadConfig(jsonSource)
+        XCTAssertEqual(c.sources.count, 1)
+        XCTAssertTrue(c.warnings.contains { $0.contains("no sinks configured") }, "\(c.warnings)")
+        let withSink = try loadConfig("[sinks.out]\ntype = \"stdout\"\n" + jsonSource)
+        XCTAssertEqual(withSink.warnings, [])
+    }
+
     func testLocateFollowsTheDocumentedOrder() throws {
         let dir = try scratchDirectory()
         XCTAssertEqual(ConfigLoader.locate(explicit: "/x/y.toml", environment: ["TIDINGS_CONFIG": "/a.toml"]), "/x/y.toml")

@@ -93,8 +93,9 @@ public struct ConfigLoader: Sendable {
             }
         }
 
-        // Routes
+        // Routes (their `match` names are checked against the sources once those are loaded)
         var routes: [Route] = []
+        var matches: [RouteMatch] = []
         collect {
             guard let n = root["routes"] else { main.markConsumed("routes"); return }
             main.markConsumed("routes")
@@ -106,9 +107,10 @@ public struct ConfigLoader: Sendable {
                     guard case .table(let t) = item.value else {
                         throw ConfigError(file: file, line: item.line, "routes[\(i)] must be a table")
                     }
-                    let r = OptionReader(t, what: "route #\(i + 1)")
+                    let what = "route #\(i + 1)"
+                    let r = OptionReader(t, what: what)
                     var route = Route(sinks: try r.stringList("sinks") ?? [])
-                    if route.sinks.isEmpty { throw r.error(nil, "route #\(i + 1): 'sinks' must name at least one sink") }
+                    if route.sinks.isEmpty { throw r.error(nil, "\(what): 'sinks' must name at least one sink") }
                     route.continueMatching = try r.bool("continue") ?? false
                     if let m = try r.subtable("match") {
                         route.source = try m.stringList("source")
@@ -117,16 +119,20 @@ public struct ConfigLoader: Sendable {
                         route.severity = try m.stringList("severity")
                         route.event = try m.stringList("event")
                         for s in route.severity ?? [] where Severity(rawValue: s) == nil {
-                            throw m.error("severity", "route #\(i + 1): unknown severity '\(s)' (info, warning, critical)")
+                            errors.append(m.error("severity", "\(what): unknown severity '\(s)' (info, warning, critical)"))
                         }
                         for s in route.event ?? [] where EventType(rawValue: s) == nil {
-                            throw m.error("event", "route #\(i + 1): unknown event '\(s)' (new, changed, removed, error, recovered)")
+                            errors.append(m.error("event", "\(what): unknown event '\(s)' (new, changed, removed, error, recovered)"))
                         }
-                        try m.finish()
+                        for p in route.provider ?? [] where providers.factory(named: p) == nil {
+                            errors.append(m.error("provider", "\(what): match names no provider '\(p)' (known: \(providers.names.joined(separator: ", ")))"))
+                        }
+                        collect { try m.finish() }
+                        matches.append(RouteMatch(what: what, reader: m, sources: route.source ?? []))
                     }
-                    try r.finish()
+                    collect { try r.finish() }
                     for s in route.sinks where !sinkConfigs.contains(where: { $0.name == s }) && !errors.contains(where: { $0.message.contains("sink \"\(s)\"") }) {
-                        throw r.error("sinks", "route #\(i + 1): no sink named '\(s)' (define [sinks.\(s)])")
+                        errors.append(r.error("sinks", "\(what): no sink named '\(s)' (define [sinks.\(s)])"))
                     }
                     routes.append(route)
                 }
@@ -167,12 +173,30 @@ public struct ConfigLoader: Sendable {
             }
         }
 
+        // A route matching a source that does not exist never fires: a typo, or a plugin renamed.
+        for m in matches {
+            for name in m.sources where declared[name] == nil {
+                let known = declared.keys.sorted().joined(separator: ", ")
+                errors.append(m.reader.error("source", "\(m.what): match names no configured source '\(name)' (configured: \(known.isEmpty ? "none" : known))"))
+            }
+        }
+        if sinkConfigs.isEmpty {
+            warnings.append("\(file): no sinks configured: `tidings run` records events but delivers them nowhere (add a [sinks.NAME] table)")
+        }
+
         if !errors.isEmpty { throw ConfigErrors(errors) }
         sources.sort { $0.name < $1.name }
         return TidingsConfig(
             file: file, pluginsDir: pluginsDir, stateDir: stateDir, defaults: defaults, sources: sources,
             sinks: sinkConfigs, routes: routes, maxConcurrent: maxConcurrent, maxPerHost: maxPerHost,
             historyDays: historyDays, shutdownTimeout: shutdownTimeout, deliveryMaxAge: deliveryMaxAge, warnings: warnings)
+    }
+
+    /// A route's `match` table, kept to check the source names it matches once all sources are loaded.
+    private struct RouteMatch {
+        var what: String
+        var reader: OptionReader
+        var sources: [String]
     }
 
     /// `^[A-Za-z0-9][A-Za-z0-9_.-]*$` without compiling a regular expression per source.
@@ -223,7 +247,7 @@ public struct ConfigLoader: Sendable {
 
     /// Reads `plugins.d`: `NAME.toml` files and executables (DESIGN §2).
     /// Hands each plugin (name, parsed table, implicit command) to `each`, in file-name order,
-    /// until a file fails; then throws every failure found.
+    /// also after a file failed (so every error is reported); then throws every failure found.
     func scanPlugins(_ dir: String, explicit: (String, Int?)?, each: (String, ConfigTable, String?) -> Void) throws {
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
@@ -251,7 +275,7 @@ public struct ConfigLoader: Sendable {
             }
             for result in parsed.withLock({ $0 }) {
                 switch result {
-                case .success(let entry)?: if errors.isEmpty { each(entry.0, entry.1, entry.2) }
+                case .success(let entry)?: each(entry.0, entry.1, entry.2)
                 case .failure(let e)?: errors.append(e)
                 case nil: break
                 }
@@ -264,7 +288,7 @@ public struct ConfigLoader: Sendable {
             do {
                 _ = try checkedExecutable(path)
                 let empty = ConfigTable(file: path, path: "", line: nil, keys: [], entries: [:])
-                if errors.isEmpty { each(n, empty, "./\(n)") }
+                each(n, empty, "./\(n)")
             } catch let e as ConfigError { errors.append(e) }
         }
         if !errors.isEmpty { throw ConfigErrors(errors) }

@@ -220,11 +220,10 @@ public final class OptionReader {
 
     // MARK: finishing
 
-    /// Throws for the first key nobody read.
+    /// Throws ``ConfigErrors`` naming every key nobody read.
     public func finish() throws {
-        for key in table.keys where !consumed.contains(key) {
-            throw error(key, "\(what): unknown key '\(key)'")
-        }
+        let unknown = table.keys.filter { !consumed.contains($0) }.map { error($0, "\(what): unknown key '\($0)'") }
+        if !unknown.isEmpty { throw ConfigErrors(unknown) }
     }
 }
 
