@@ -120,3 +120,49 @@ def test_a_config_without_sinks_is_reported_by_config_check_and_at_daemon_start(
     assert d.wait(timeout=20) == 0
     assert "no sinks configured: `tidings run` records events but delivers them nowhere" in read_log(d)
 
+
+def test_config_check_poll_warns_when_the_key_pointer_matches_no_item(tidings):
+    from fakes.json_api import JSONAPI
+    from fakes.server import FakeServer
+    with FakeServer(JSONAPI, {"items": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]}) as api, \
+         FakeServer(JSONAPI, {"status": 500}) as down:
+        tidings.write_config('[sinks.console]\ntype = "stdout"\n')
+        for name, url, key in [("good", api.url, "/id"), ("typo", api.url, "/uid"), ("down", down.url, "/id")]:
+            tidings.write_plugin(f"{name}.toml", f"""
+                provider = "http-json"
+                url = "{url}/items"
+                items = "/items"
+                key = "{key}"
+                timeout = "2s"
+            """)
+        r = tidings.run("config", "check", "--poll", "good", "typo")
+        assert r.code == 0, r
+        assert "source good: polled, 2 items" in r.stdout and "source typo: polled, 2 items" in r.stdout, r
+        warnings = [l for l in r.stderr.splitlines() if "'key' resolved in none of the 2 items" in l]
+        assert len(warnings) == 1 and "source=typo" in warnings[0], r.stderr
+        assert not tidings.state.exists(), "a sample poll records nothing"
+
+        r = tidings.run("config", "check", "--poll")
+        assert r.code == 2, r
+        assert "source down: sample poll failed: HTTP 500" in r.stderr, r.stderr
+
+
+def test_a_poll_warns_once_when_the_key_pointer_matches_no_item(tidings):
+    from conftest import read_log, wait_for
+    from fakes.json_api import JSONAPI
+    from fakes.server import FakeServer
+    with FakeServer(JSONAPI, {"items": [{"id": 1, "name": "a"}]}) as api:
+        tidings.write_config('[sinks.console]\ntype = "stdout"\n')
+        tidings.write_plugin("typo.toml", f"""
+            provider = "http-json"
+            url = "{api.url}/items"
+            items = "/items"
+            key = "/uid"
+            interval = "1s"
+            jitter = 0.0
+        """)
+        d = tidings.start_daemon()
+        wait_for(lambda: len(api.requests) >= 3, timeout=30, what="three polls")
+        d.send_signal(15)
+        assert d.wait(timeout=20) == 0
+        assert read_log(d).count("'key' resolved in none of the 1 items") == 1, read_log(d)

@@ -6,6 +6,14 @@ import Synchronization
 public enum Log {
     public static func logger(_ label: String) -> Logger { Logger(label: label) }
 
+    private static let warned = Mutex<Set<String>>([])
+
+    /// Logs a warning the first time `key` is seen in this process (a finding about a source's
+    /// configuration that every poll would otherwise repeat).
+    package static func warnOnce(_ key: String, _ message: @autoclosure () -> String, logger: Logger) {
+        if warned.withLock({ $0.insert(key).inserted }) { logger.warning("\(message())") }
+    }
+
     private static let bootstrapped = Mutex(false)
 
     /// Installs ``StderrLogHandler`` once per process.
