@@ -203,6 +203,33 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(withSink.warnings, [])
     }
 
+    func testLenientSecretsAreWarningsAndPlaceholders() throws {
+        let text = """
+            [sinks.hook]
+            type = "webhook"
+            url = "http://127.0.0.1:9/"
+            secret_file = "/nonexistent/hook.secret"
+            [sources.sd]
+            provider = "sportdate"
+            base_url = "http://127.0.0.1:9"
+            email = "me@example.com"
+            password_env = "TIDINGS_TEST_UNSET_PASSWORD"
+            """
+        let strict = try configErrors(text)
+        XCTAssertEqual(strict.map(\.line), [4, 9], strict.map(\.description).joined(separator: "\n"))
+
+        let c = try loadConfig(text, secrets: .lenient)
+        XCTAssertEqual(c.sources.map(\.name), ["sd"])
+        XCTAssertEqual(c.sinks.map(\.name), ["hook"])
+        XCTAssertEqual(c.warnings.count, 2, "\(c.warnings)")
+        XCTAssertTrue(c.warnings[0].contains("tidings.toml:4: sink \"hook\": cannot read secret file /nonexistent/hook.secret"), c.warnings[0])
+        XCTAssertTrue(c.warnings[1].contains("tidings.toml:9: source \"sd\": environment variable TIDINGS_TEST_UNSET_PASSWORD"), c.warnings[1])
+        XCTAssertTrue(c.warnings.allSatisfy { $0.hasSuffix("(ignored: this command only reads the state)") })
+
+        // Lenient is only about secrets: other errors still refuse the config.
+        XCTAssertThrowsError(try loadConfig(text + "\ncolour = 1\n", secrets: .lenient))
+    }
+
     func testLocateFollowsTheDocumentedOrder() throws {
         let dir = try scratchDirectory()
         XCTAssertEqual(ConfigLoader.locate(explicit: "/x/y.toml", environment: ["TIDINGS_CONFIG": "/a.toml"]), "/x/y.toml")

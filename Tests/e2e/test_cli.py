@@ -40,3 +40,28 @@ def test_bare_tidings_prints_usage_on_stderr_and_exits_64(tidings):
         assert r.stdout == ""
         assert "USAGE: tidings" in r.stderr and "SUBCOMMANDS" in r.stderr, r
 
+
+def test_read_only_commands_work_when_secrets_cannot_be_read(tidings):
+    """E.g. `tidings sources` run by a user who cannot read the daemon's secret files."""
+    tidings.write_config("""
+        [sinks.hook]
+        type = "webhook"
+        url = "http://127.0.0.1:9/hook"
+        secret_env = "TIDINGS_TEST_UNSET_WEBHOOK_SECRET"
+
+        [sources.sd]
+        provider = "sportdate"
+        base_url = "http://127.0.0.1:9"
+        email = "me@example.com"
+        password_file = "/nonexistent/sportdate.pass"
+    """)
+    for args in (["sources"], ["history"], ["outbox"], ["items"], ["notices"], ["sources", "--json"]):
+        r = tidings.run(*args)
+        assert r.code == 0, (args, r)
+        assert f"warning: {tidings.config}:11: source \"sd\": cannot read secret file /nonexistent/sportdate.pass" in r.stderr, r
+        assert "TIDINGS_TEST_UNSET_WEBHOOK_SECRET" in r.stderr and "(ignored: this command only reads the state)" in r.stderr
+    assert tidings.run("sources").stdout.startswith("sd ")
+    # What polls or delivers still needs its secrets.
+    for args in (["check"], ["config", "check"], ["sinks", "test", "hook"]):
+        r = tidings.run(*args)
+        assert r.code == 78 and "cannot read secret file" in r.stderr, (args, r)

@@ -1,14 +1,27 @@
 import Foundation
 import Synchronization
 
+/// What loading does with a secret it cannot read (a missing `X_file`, an unset `X_env`, an
+/// inline secret in a readable file).
+public enum SecretPolicy: Sendable {
+    /// A configuration error: for everything that polls or delivers.
+    case required
+    /// A warning, and a placeholder that authenticates nowhere: for commands that only read the
+    /// state (`sources`, `history`, `items`, `notices`, `outbox`), which may run as a user who
+    /// cannot read the daemon's secrets.
+    case lenient
+}
+
 /// Finds, parses and validates the configuration (DESIGN §2–§3).
 public struct ConfigLoader: Sendable {
     public var providers: ProviderRegistry
     public var sinks: SinkRegistry
+    public var secrets: SecretPolicy
 
-    public init(providers: ProviderRegistry, sinks: SinkRegistry) {
+    public init(providers: ProviderRegistry, sinks: SinkRegistry, secrets: SecretPolicy = .required) {
         self.providers = providers
         self.sinks = sinks
+        self.secrets = secrets
     }
 
     /// The main config path: `--config`, else `$TIDINGS_CONFIG`, else
@@ -52,8 +65,16 @@ public struct ConfigLoader: Sendable {
                 errors += e.errors
             } catch { errors.append(ConfigError(file: file, line: nil, "\(error)")) }
         }
+        /// A reader for a table that may hold secrets, under this load's ``SecretPolicy``.
+        func tableReader(_ table: ConfigTable, what: String, baseDirectory: String? = nil) -> OptionReader {
+            let r = OptionReader(table, what: what, baseDirectory: baseDirectory)
+            if secrets == .lenient {
+                r.lenientSecrets = { warnings.append("\($0) (ignored: this command only reads the state)") }
+            }
+            return r
+        }
 
-        let main = OptionReader(root, what: "config")
+        let main = tableReader(root, what: "config")
         var pluginsDir = (file as NSString).deletingLastPathComponent + "/plugins.d"
         var stateDir: String? = nil
         var defaults = SourceSettings()
@@ -81,7 +102,7 @@ public struct ConfigLoader: Sendable {
                 collect {
                     guard let r = try table.subtable(name) else { return }
                     let what = "sink \"\(name)\""
-                    let reader = OptionReader(r.table, what: what, baseDirectory: r.baseDirectory)
+                    let reader = tableReader(r.table, what: what, baseDirectory: r.baseDirectory)
                     let type = try reader.requiredString("type")
                     guard let f = sinks.factory(type: type) else {
                         throw reader.error("type", "\(what): unknown sink type '\(type)' (known: \(sinks.types.joined(separator: ", ")))")
@@ -152,7 +173,8 @@ public struct ConfigLoader: Sendable {
                 guard Self.isValidSourceName(name) else {
                     throw ConfigError(file: table.file, line: table.line, "source name \"\(name)\" may use only letters, digits, '.', '_' and '-'")
                 }
-                let src = try buildSource(name: name, table: table, baseDir: baseDir, implicitExec: implicitExec,
+                let r = tableReader(table, what: "source \"\(name)\"", baseDirectory: baseDir)
+                let src = try buildSource(name: name, reader: r, implicitExec: implicitExec,
                                           defaults: defaults, pluginsDir: pluginsDir, warn: { warnings.append("\(where_): \($0)") })
                 sources.append(src)
             }
@@ -208,11 +230,11 @@ public struct ConfigLoader: Sendable {
     }
 
     private func buildSource(
-        name: String, table: ConfigTable, baseDir: String, implicitExec: String?, defaults: SourceSettings,
+        name: String, reader r: OptionReader, implicitExec: String?, defaults: SourceSettings,
         pluginsDir: String, warn: (String) -> Void
     ) throws -> SourceConfig {
-        let what = "source \"\(name)\""
-        let r = OptionReader(table, what: what, baseDirectory: baseDir)
+        let what = r.what
+        let table = r.table
         let providerName = try r.string("provider") ?? (implicitExec != nil ? "exec" : nil)
         guard let providerName else { throw r.error(nil, "\(what): missing required key 'provider' (one of: \(providers.names.joined(separator: ", ")))") }
         guard let factory = providers.factory(named: providerName) else {

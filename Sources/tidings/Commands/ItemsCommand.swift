@@ -24,7 +24,7 @@ struct ItemsCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let app = try App.load(common, logLevel: .warning)
+        let app = try App.load(common, logLevel: .warning, secrets: .lenient)
         let selected = try app.selectSources(sources)
         let store = try app.openStore()
         let now = Date()

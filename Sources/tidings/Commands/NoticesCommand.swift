@@ -31,7 +31,7 @@ struct NoticesCommand: AsyncParsableCommand {
         var json = false
 
         func run() async throws {
-            let app = try App.load(common, logLevel: .warning)
+            let app = try App.load(common, logLevel: .warning, secrets: .lenient)
             let store = try app.openStore()
             let all = try NoticeBook.pending(store)
             let notices = source.map { s in all.filter { $0.source == s } } ?? all
@@ -76,7 +76,7 @@ struct NoticesCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let app = try App.load(common, logLevel: .warning)
+            let app = try App.load(common, logLevel: .warning, secrets: .lenient)
             let store = try app.openStore()
             if all {
                 let n = try NoticeBook.dismissAll(store)

@@ -13,7 +13,7 @@ struct SourcesCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let app = try App.load(common, logLevel: .warning)
+        let app = try App.load(common, logLevel: .warning, secrets: .lenient)
         let statuses = try app.openStore().statuses()
         for s in app.config.sources {
             let st = statuses[s.name]
