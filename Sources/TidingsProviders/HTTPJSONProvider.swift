@@ -91,30 +91,48 @@ public struct HTTPJSONProvider: Provider {
         guard (200..<300).contains(response.status) else {
             throw PollError.http(response, detail: PollError.excerpt(response.body))
         }
-        return .snapshot(try decode(response.body), validators: Validators(from: response))
+        let elements = try elements(in: response.body)
+        if let key, !elements.isEmpty, !elements.contains(where: { stableKey($0) != nil }) {
+            Log.warnOnce("http-json key \(ctx.source) \(key)", """
+                'key' resolved in none of the \(elements.count) items: each item is keyed by a hash of its \
+                content, so any change reads as removed + new; fix 'key' (a JSON pointer into one item, like "/id")
+                """, logger: ctx.logger)
+        }
+        return .snapshot(elements.map(item), validators: Validators(from: response))
     }
 
     /// A successful response body → items (pure: what `poll` does after the request; fuzzed by `make fuzz`).
     public func decode(_ responseBody: Data) throws -> [Item] {
+        try elements(in: responseBody).map(item)
+    }
+
+    /// The JSON values at the `items` pointer.
+    func elements(in responseBody: Data) throws -> [JSONValue] {
         let doc: JSONValue
         do { doc = try JSONValue.parse(responseBody) } catch { throw PollError(.transient, "\(url.host ?? ""): \(error)") }
         guard let list = JSONPointer.resolve(items, in: doc) else {
             throw PollError(.transient, "no value at items pointer \"\(items)\" in the response")
         }
-        let elements: [JSONValue]
         switch list {
-        case .array(let a): elements = a
-        case .object(let o): elements = o.keys.sorted().map { k in
+        case .array(let a): return a
+        case .object(let o): return o.keys.sorted().map { k in
             if case .object(var inner) = o[k]! { inner["_key"] = .string(k); return .object(inner) }
             return ["_key": .string(k), "value": o[k]!]
         }
         default: throw PollError(.transient, "the value at items pointer \"\(items)\" is not an array")
         }
-        return elements.map { e -> Item in
-            let k = key?.render(e) ?? e["_key"]?.stringValue ?? Fingerprint.of([e.jsonString()])
-            return Item(
-                key: k, kind: kind, title: title?.render(e) ?? k, body: body?.render(e) ?? "", url: link?.render(e),
-                severity: Severity(lenient: severity?.render(e)), data: e)
-        }
+    }
+
+    /// The item's key from `key`, else (items in an object) its name; nil: the content hash it
+    /// falls back to, which changes with every change of the item.
+    func stableKey(_ e: JSONValue) -> String? {
+        key?.render(e) ?? e["_key"]?.stringValue
+    }
+
+    func item(_ e: JSONValue) -> Item {
+        let k = stableKey(e) ?? Fingerprint.of([e.jsonString()])
+        return Item(
+            key: k, kind: kind, title: title?.render(e) ?? k, body: body?.render(e) ?? "", url: link?.render(e),
+            severity: Severity(lenient: severity?.render(e)), data: e)
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 @main
 struct Tidings: AsyncParsableCommand {
@@ -10,6 +11,8 @@ struct Tidings: AsyncParsableCommand {
             remembers what it has seen, and sends what is new, changed or removed to sinks \
             (desktop notifications, stdout, webhooks, commands).
 
+            --config, --state-dir, -v and -q may be given before or after the subcommand.
+
             Exit status: 0 success and nothing new, 1 success with new events, 2 a source or \
             sink failed, 64 usage error, 78 configuration error.
             """,
@@ -20,4 +23,14 @@ struct Tidings: AsyncParsableCommand {
             ItemsCommand.self,
         ]
     )
+
+    /// Parsed here so that they may come before the subcommand; see ``CommonOptions``.
+    @OptionGroup var common: CommonOptions
+
+    /// Bare `tidings` (or only options): the usage on stderr, exit 64 (a usage error, like
+    /// a missing subcommand in git or systemctl); `tidings --help` prints it on stdout.
+    func run() async throws {
+        FileHandle.standardError.write(Data((Self.helpMessage() + "\n").utf8))
+        throw ExitCode(Exit.usage)
+    }
 }

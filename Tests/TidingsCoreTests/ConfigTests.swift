@@ -156,6 +156,80 @@ final class ConfigTests: XCTestCase {
         XCTAssertTrue(missing[0].message.contains("TIDINGS_TEST_UNSET_VAR"))
     }
 
+    func testEveryUnknownKeyOfATableIsReported() throws {
+        let errors = try configErrors("""
+            [sinks.out]
+            type = "stdout"
+            colour = true
+            formatt = "json"
+            """)
+        XCTAssertEqual(errors.map(\.line), [3, 4], errors.map(\.description).joined(separator: "\n"))
+        XCTAssertEqual(errors.map { $0.message.contains("'colour'") || $0.message.contains("'formatt'") }, [true, true])
+    }
+
+    func testErrorsOfEveryPluginAreReportedAfterABrokenOne() throws {
+        let errors = try configErrors("", plugins: [
+            "a.toml": ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\n", 0o600),
+            "b.toml": ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\"\nitmes = \"/x\"\n", 0o600),
+        ])
+        let text = errors.map(\.description).joined(separator: "\n")
+        XCTAssertTrue(text.contains("a.toml:2: TOML syntax"), text)
+        XCTAssertTrue(text.contains("b.toml:3: source \"b\": unknown key 'itmes'"), text)
+    }
+
+    func testRouteMatchNamingNoConfiguredSourceOrProviderIsAnError() throws {
+        let errors = try configErrors("""
+            [sinks.out]
+            type = "stdout"
+            [[routes]]
+            match = { source = ["api", "apl"] }
+            sinks = ["out"]
+            [[routes]]
+            match = { provider = "http_json", source = "probe" }
+            sinks = ["out"]
+            \(jsonSource)
+            """, plugins: ["probe": ("#!/bin/sh\n", 0o700)])
+        let text = errors.map(\.description).joined(separator: "\n")
+        XCTAssertEqual(errors.map(\.line), [7, 4], text)
+        XCTAssertTrue(text.contains(":4: route #1: match names no configured source 'apl' (configured: api, probe)"), text)
+        XCTAssertTrue(text.contains(":7: route #2: match names no provider 'http_json'"), text)
+    }
+
+    func testAConfigWithoutSinksIsLoadedWithAWarning() throws {
+        let c = try loadConfig(jsonSource)
+        XCTAssertEqual(c.sources.count, 1)
+        XCTAssertTrue(c.warnings.contains { $0.contains("no sinks configured") }, "\(c.warnings)")
+        let withSink = try loadConfig("[sinks.out]\ntype = \"stdout\"\n" + jsonSource)
+        XCTAssertEqual(withSink.warnings, [])
+    }
+
+    func testLenientSecretsAreWarningsAndPlaceholders() throws {
+        let text = """
+            [sinks.hook]
+            type = "webhook"
+            url = "http://127.0.0.1:9/"
+            secret_file = "/nonexistent/hook.secret"
+            [sources.sd]
+            provider = "sportdate"
+            base_url = "http://127.0.0.1:9"
+            email = "me@example.com"
+            password_env = "TIDINGS_TEST_UNSET_PASSWORD"
+            """
+        let strict = try configErrors(text)
+        XCTAssertEqual(strict.map(\.line), [4, 9], strict.map(\.description).joined(separator: "\n"))
+
+        let c = try loadConfig(text, secrets: .lenient)
+        XCTAssertEqual(c.sources.map(\.name), ["sd"])
+        XCTAssertEqual(c.sinks.map(\.name), ["hook"])
+        XCTAssertEqual(c.warnings.count, 2, "\(c.warnings)")
+        XCTAssertTrue(c.warnings[0].contains("tidings.toml:4: sink \"hook\": cannot read secret file /nonexistent/hook.secret"), c.warnings[0])
+        XCTAssertTrue(c.warnings[1].contains("tidings.toml:9: source \"sd\": environment variable TIDINGS_TEST_UNSET_PASSWORD"), c.warnings[1])
+        XCTAssertTrue(c.warnings.allSatisfy { $0.hasSuffix("(ignored: this command only reads the state)") })
+
+        // Lenient is only about secrets: other errors still refuse the config.
+        XCTAssertThrowsError(try loadConfig(text + "\ncolour = 1\n", secrets: .lenient))
+    }
+
     func testLocateFollowsTheDocumentedOrder() throws {
         let dir = try scratchDirectory()
         XCTAssertEqual(ConfigLoader.locate(explicit: "/x/y.toml", environment: ["TIDINGS_CONFIG": "/a.toml"]), "/x/y.toml")

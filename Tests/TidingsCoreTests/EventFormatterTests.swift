@@ -1,5 +1,5 @@
 import Foundation
-import TidingsCore
+@testable import TidingsCore
 import XCTest
 
 final class EventFormatterTests: XCTestCase {
@@ -22,6 +22,38 @@ final class EventFormatterTests: XCTestCase {
         XCTAssertFalse(line.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }, line)
         XCTAssertTrue(line.contains(#"evil\u{1B}]0;pwned\u{7}\u{1B}[2J"#), line)
         XCTAssertTrue(line.contains(#"— a b\u{9B}c"#), line)
+    }
+
+    /// Bidi overrides and isolates reorder what a reader sees ("txt.exe" shows as "exe.txt");
+    /// other invisible format characters hide text. They are shown as escapes, like controls.
+    func testBidiAndInvisibleFormatCharactersAreVisible() {
+        let e = event("1", title: "invoice \u{202E}exe.txt", body: "\u{2066}a\u{2069} \u{200F}b\u{200E} \u{061C}c\u{200B}d\u{FEFF}", url: "https://h/\u{202A}x\u{202C}")
+        let line = EventFormatter(color: false).line(e)
+        for s in line.unicodeScalars {
+            XCTAssertFalse(s.properties.isBidiControl || s.properties.generalCategory == .format, "U+\(String(s.value, radix: 16)) in \(line)")
+        }
+        XCTAssertTrue(line.contains(#"invoice \u{202E}exe.txt"#), line)
+        XCTAssertTrue(line.contains(#"— \u{2066}a\u{2069} \u{200F}b\u{200E} \u{61C}c\u{200B}d\u{FEFF}"#), line)
+        XCTAssertTrue(line.contains(#"<https://h/\u{202A}x\u{202C}>"#), line)
+    }
+
+    /// Text that shapes ordinary words and emoji stays as it is.
+    func testJoinersEmojiAndAccentsAreKept() {
+        let text = "👩\u{200D}💻 caf\u{00E9} e\u{0301} \u{0645}\u{200C}\u{0645} so\u{00AD}ft 🏴\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}"
+        XCTAssertEqual(TerminalText.line(text), text)
+    }
+
+    func testLineAndParagraphSeparatorsAreLineBreaks() {
+        XCTAssertEqual(TerminalText.line("a\u{2028}b\u{2029}\r\nc\t d\n"), "a b c d")
+    }
+
+    /// A log message quoting a remote body: one line, no control or bidi character, secrets scrubbed.
+    func testLogLinesAreEscapedAndStayOneLine() {
+        Redactor.shared.register("log-secret-123")
+        let line = StderrLogHandler.line(
+            at: Date(timeIntervalSince1970: 0), level: .warning, metadata: ["source": "api\u{1B}[2J"],
+            message: "HTTP 500: line1\r\u{1B}[1A\u{1B}[Kforged\n2026-01-01T00:00:00Z error fake \u{202E}txt log-secret-123")
+        XCTAssertEqual(line, #"1970-01-01T00:00:00Z warning source=api\u{1B}[2J HTTP 500: line1 \u{1B}[1A\u{1B}[Kforged 2026-01-01T00:00:00Z error fake \u{202E}txt ‹redacted›"# + "\n")
     }
 
     func testColourOnlyWhenAsked() {

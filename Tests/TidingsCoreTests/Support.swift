@@ -34,12 +34,14 @@ func configErrors(_ text: String, plugins: [String: (String, Int)] = [:], mode: 
     }
 }
 
-func loadConfig(_ text: String, plugins: [String: (String, Int)] = [:]) throws -> TidingsConfig {
+func loadConfig(_ text: String, plugins: [String: (String, Int)] = [:], secrets: SecretPolicy = .required) throws -> TidingsConfig {
     let dir = try scratchDirectory()
     try write(text, to: "\(dir)/tidings.toml")
     try FileManager.default.createDirectory(atPath: "\(dir)/plugins.d", withIntermediateDirectories: true)
     for (name, (content, m)) in plugins { try write(content, to: "\(dir)/plugins.d/\(name)", mode: m) }
-    return try testLoader.load(file: "\(dir)/tidings.toml")
+    var loader = testLoader
+    loader.secrets = secrets
+    return try loader.load(file: "\(dir)/tidings.toml")
 }
 
 /// Deterministic time and randomness.

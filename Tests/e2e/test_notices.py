@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 
@@ -93,3 +94,32 @@ def test_unseen_notices_are_delivered_again_once_at_daemon_start(tidings, fake):
     time.sleep(2)
     stop(d2)
     assert delivered(read_log(d2), unseen_title) == []    # once only
+
+
+def test_notice_ids_are_abbreviated_and_a_prefix_must_be_long_and_unambiguous(tidings, fake):
+    configure_sources(tidings, fake)
+    assert tidings.check().code == 0
+    fake.state["messages"] = [BOX1, BOX2]
+    assert tidings.check().code == 1
+    ids = {n["title"]: n["id"] for n in tidings.run("notices", "--json").events}
+    a, b = ids[BOX1["messagetext"]], ids[BOX2["messagetext"]]
+    common = len(os.path.commonprefix([a, b]))
+    assert common >= 8, "ids from one poll share their time prefix (ULIDs)"
+
+    # `notices` shows the shortest prefix (8 characters or more) that tells them apart.
+    listed = tidings.run("notices")
+    shown = {line.split()[0] for line in listed.stdout.splitlines()}
+    assert shown == {a[:common + 1], b[:common + 1]}, listed
+
+    r = tidings.run("notices", "dismiss", a[:8])
+    assert r.code == 64, r
+    assert f"2 pending notices match {a[:8]}" in r.stderr, r.stderr
+    assert BOX1["messagetext"] in r.stderr and BOX2["messagetext"] in r.stderr, "the candidates are listed"
+    assert a[:common + 1] in r.stderr and b[:common + 1] in r.stderr
+
+    r = tidings.run("notices", "dismiss", a[:5])
+    assert r.code == 64 and "too short" in r.stderr and "at least 8" in r.stderr, r
+
+    r = tidings.run("notices", "dismiss", a[:common + 1].lower())   # the short form, in any case
+    assert r.code == 0, r
+    assert [n["id"] for n in tidings.run("notices", "--json").events] == [b]

@@ -1,14 +1,27 @@
 import Foundation
 import Synchronization
 
+/// What loading does with a secret it cannot read (a missing `X_file`, an unset `X_env`, an
+/// inline secret in a readable file).
+public enum SecretPolicy: Sendable {
+    /// A configuration error: for everything that polls or delivers.
+    case required
+    /// A warning, and a placeholder that authenticates nowhere: for commands that only read the
+    /// state (`sources`, `history`, `items`, `notices`, `outbox`), which may run as a user who
+    /// cannot read the daemon's secrets.
+    case lenient
+}
+
 /// Finds, parses and validates the configuration (DESIGN §2–§3).
 public struct ConfigLoader: Sendable {
     public var providers: ProviderRegistry
     public var sinks: SinkRegistry
+    public var secrets: SecretPolicy
 
-    public init(providers: ProviderRegistry, sinks: SinkRegistry) {
+    public init(providers: ProviderRegistry, sinks: SinkRegistry, secrets: SecretPolicy = .required) {
         self.providers = providers
         self.sinks = sinks
+        self.secrets = secrets
     }
 
     /// The main config path: `--config`, else `$TIDINGS_CONFIG`, else
@@ -52,8 +65,16 @@ public struct ConfigLoader: Sendable {
                 errors += e.errors
             } catch { errors.append(ConfigError(file: file, line: nil, "\(error)")) }
         }
+        /// A reader for a table that may hold secrets, under this load's ``SecretPolicy``.
+        func tableReader(_ table: ConfigTable, what: String, baseDirectory: String? = nil) -> OptionReader {
+            let r = OptionReader(table, what: what, baseDirectory: baseDirectory)
+            if secrets == .lenient {
+                r.lenientSecrets = { warnings.append("\($0) (ignored: this command only reads the state)") }
+            }
+            return r
+        }
 
-        let main = OptionReader(root, what: "config")
+        let main = tableReader(root, what: "config")
         var pluginsDir = (file as NSString).deletingLastPathComponent + "/plugins.d"
         var stateDir: String? = nil
         var defaults = SourceSettings()
@@ -81,7 +102,7 @@ public struct ConfigLoader: Sendable {
                 collect {
                     guard let r = try table.subtable(name) else { return }
                     let what = "sink \"\(name)\""
-                    let reader = OptionReader(r.table, what: what, baseDirectory: r.baseDirectory)
+                    let reader = tableReader(r.table, what: what, baseDirectory: r.baseDirectory)
                     let type = try reader.requiredString("type")
                     guard let f = sinks.factory(type: type) else {
                         throw reader.error("type", "\(what): unknown sink type '\(type)' (known: \(sinks.types.joined(separator: ", ")))")
@@ -93,8 +114,9 @@ public struct ConfigLoader: Sendable {
             }
         }
 
-        // Routes
+        // Routes (their `match` names are checked against the sources once those are loaded)
         var routes: [Route] = []
+        var matches: [RouteMatch] = []
         collect {
             guard let n = root["routes"] else { main.markConsumed("routes"); return }
             main.markConsumed("routes")
@@ -106,9 +128,10 @@ public struct ConfigLoader: Sendable {
                     guard case .table(let t) = item.value else {
                         throw ConfigError(file: file, line: item.line, "routes[\(i)] must be a table")
                     }
-                    let r = OptionReader(t, what: "route #\(i + 1)")
+                    let what = "route #\(i + 1)"
+                    let r = OptionReader(t, what: what)
                     var route = Route(sinks: try r.stringList("sinks") ?? [])
-                    if route.sinks.isEmpty { throw r.error(nil, "route #\(i + 1): 'sinks' must name at least one sink") }
+                    if route.sinks.isEmpty { throw r.error(nil, "\(what): 'sinks' must name at least one sink") }
                     route.continueMatching = try r.bool("continue") ?? false
                     if let m = try r.subtable("match") {
                         route.source = try m.stringList("source")
@@ -117,16 +140,20 @@ public struct ConfigLoader: Sendable {
                         route.severity = try m.stringList("severity")
                         route.event = try m.stringList("event")
                         for s in route.severity ?? [] where Severity(rawValue: s) == nil {
-                            throw m.error("severity", "route #\(i + 1): unknown severity '\(s)' (info, warning, critical)")
+                            errors.append(m.error("severity", "\(what): unknown severity '\(s)' (info, warning, critical)"))
                         }
                         for s in route.event ?? [] where EventType(rawValue: s) == nil {
-                            throw m.error("event", "route #\(i + 1): unknown event '\(s)' (new, changed, removed, error, recovered)")
+                            errors.append(m.error("event", "\(what): unknown event '\(s)' (new, changed, removed, error, recovered)"))
                         }
-                        try m.finish()
+                        for p in route.provider ?? [] where providers.factory(named: p) == nil {
+                            errors.append(m.error("provider", "\(what): match names no provider '\(p)' (known: \(providers.names.joined(separator: ", ")))"))
+                        }
+                        collect { try m.finish() }
+                        matches.append(RouteMatch(what: what, reader: m, sources: route.source ?? []))
                     }
-                    try r.finish()
+                    collect { try r.finish() }
                     for s in route.sinks where !sinkConfigs.contains(where: { $0.name == s }) && !errors.contains(where: { $0.message.contains("sink \"\(s)\"") }) {
-                        throw r.error("sinks", "route #\(i + 1): no sink named '\(s)' (define [sinks.\(s)])")
+                        errors.append(r.error("sinks", "\(what): no sink named '\(s)' (define [sinks.\(s)])"))
                     }
                     routes.append(route)
                 }
@@ -146,7 +173,8 @@ public struct ConfigLoader: Sendable {
                 guard Self.isValidSourceName(name) else {
                     throw ConfigError(file: table.file, line: table.line, "source name \"\(name)\" may use only letters, digits, '.', '_' and '-'")
                 }
-                let src = try buildSource(name: name, table: table, baseDir: baseDir, implicitExec: implicitExec,
+                let r = tableReader(table, what: "source \"\(name)\"", baseDirectory: baseDir)
+                let src = try buildSource(name: name, reader: r, implicitExec: implicitExec,
                                           defaults: defaults, pluginsDir: pluginsDir, warn: { warnings.append("\(where_): \($0)") })
                 sources.append(src)
             }
@@ -167,12 +195,30 @@ public struct ConfigLoader: Sendable {
             }
         }
 
+        // A route matching a source that does not exist never fires: a typo, or a plugin renamed.
+        for m in matches {
+            for name in m.sources where declared[name] == nil {
+                let known = declared.keys.sorted().joined(separator: ", ")
+                errors.append(m.reader.error("source", "\(m.what): match names no configured source '\(name)' (configured: \(known.isEmpty ? "none" : known))"))
+            }
+        }
+        if sinkConfigs.isEmpty {
+            warnings.append("\(file): no sinks configured: `tidings run` records events but delivers them nowhere (add a [sinks.NAME] table)")
+        }
+
         if !errors.isEmpty { throw ConfigErrors(errors) }
         sources.sort { $0.name < $1.name }
         return TidingsConfig(
             file: file, pluginsDir: pluginsDir, stateDir: stateDir, defaults: defaults, sources: sources,
             sinks: sinkConfigs, routes: routes, maxConcurrent: maxConcurrent, maxPerHost: maxPerHost,
             historyDays: historyDays, shutdownTimeout: shutdownTimeout, deliveryMaxAge: deliveryMaxAge, warnings: warnings)
+    }
+
+    /// A route's `match` table, kept to check the source names it matches once all sources are loaded.
+    private struct RouteMatch {
+        var what: String
+        var reader: OptionReader
+        var sources: [String]
     }
 
     /// `^[A-Za-z0-9][A-Za-z0-9_.-]*$` without compiling a regular expression per source.
@@ -184,11 +230,11 @@ public struct ConfigLoader: Sendable {
     }
 
     private func buildSource(
-        name: String, table: ConfigTable, baseDir: String, implicitExec: String?, defaults: SourceSettings,
+        name: String, reader r: OptionReader, implicitExec: String?, defaults: SourceSettings,
         pluginsDir: String, warn: (String) -> Void
     ) throws -> SourceConfig {
-        let what = "source \"\(name)\""
-        let r = OptionReader(table, what: what, baseDirectory: baseDir)
+        let what = r.what
+        let table = r.table
         let providerName = try r.string("provider") ?? (implicitExec != nil ? "exec" : nil)
         guard let providerName else { throw r.error(nil, "\(what): missing required key 'provider' (one of: \(providers.names.joined(separator: ", ")))") }
         guard let factory = providers.factory(named: providerName) else {
@@ -223,7 +269,7 @@ public struct ConfigLoader: Sendable {
 
     /// Reads `plugins.d`: `NAME.toml` files and executables (DESIGN §2).
     /// Hands each plugin (name, parsed table, implicit command) to `each`, in file-name order,
-    /// until a file fails; then throws every failure found.
+    /// also after a file failed (so every error is reported); then throws every failure found.
     func scanPlugins(_ dir: String, explicit: (String, Int?)?, each: (String, ConfigTable, String?) -> Void) throws {
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
@@ -251,7 +297,7 @@ public struct ConfigLoader: Sendable {
             }
             for result in parsed.withLock({ $0 }) {
                 switch result {
-                case .success(let entry)?: if errors.isEmpty { each(entry.0, entry.1, entry.2) }
+                case .success(let entry)?: each(entry.0, entry.1, entry.2)
                 case .failure(let e)?: errors.append(e)
                 case nil: break
                 }
@@ -264,7 +310,7 @@ public struct ConfigLoader: Sendable {
             do {
                 _ = try checkedExecutable(path)
                 let empty = ConfigTable(file: path, path: "", line: nil, keys: [], entries: [:])
-                if errors.isEmpty { each(n, empty, "./\(n)") }
+                each(n, empty, "./\(n)")
             } catch let e as ConfigError { errors.append(e) }
         }
         if !errors.isEmpty { throw ConfigErrors(errors) }

@@ -18,6 +18,9 @@ public final class OptionReader {
     /// Hashes of the secret values read (from `X`, `X_file` or `X_env`): part of the source's
     /// config hash, so a changed password file counts as a changed config (clears auth-failed).
     public private(set) var secretHashes: [String] = []
+    /// Set by a ``SecretPolicy/lenient`` load: receives each secret that cannot be read, which
+    /// then reads as a placeholder (see ``secret(_:required:)``). Nil: such a secret is an error.
+    public var lenientSecrets: ((ConfigError) -> Void)?
 
     public init(_ table: ConfigTable, what: String, baseDirectory: String? = nil) {
         self.table = table
@@ -144,7 +147,9 @@ public final class OptionReader {
     public func subtable(_ key: String) throws -> OptionReader? {
         guard let n = node(key) else { return nil }
         guard case .table(let t) = n.value else { throw typeError(key, expected: "a table", got: n) }
-        return OptionReader(t, what: "\(what) '\(key)'", baseDirectory: baseDirectory)
+        let sub = OptionReader(t, what: "\(what) '\(key)'", baseDirectory: baseDirectory)
+        sub.lenientSecrets = lenientSecrets
+        return sub
     }
 
     /// A table of string values (`headers = { Accept = "…" }`); values may be `{secret}` via ``secret(_:required:)``.
@@ -175,8 +180,18 @@ public final class OptionReader {
     ///
     /// An inline secret in a file that group or others can read is refused, as ssh refuses
     /// a readable private key.
+    ///
+    /// Under ``lenientSecrets`` a secret that cannot be read is reported there and reads as
+    /// nil, or if required as an empty placeholder that authenticates nowhere.
     public func secret(_ key: String, required: Bool) throws -> Secret? {
-        let secret = try readSecret(key, required: required)
+        let secret: Secret?
+        do {
+            secret = try readSecret(key, required: required)
+        } catch let e as ConfigError {
+            guard let lenientSecrets else { throw e }
+            lenientSecrets(e)
+            return required ? Secret("") : nil
+        }
         if let secret { secretHashes.append(Fingerprint.of(["secret", key, secret.value])) }
         return secret
     }
@@ -220,11 +235,10 @@ public final class OptionReader {
 
     // MARK: finishing
 
-    /// Throws for the first key nobody read.
+    /// Throws ``ConfigErrors`` naming every key nobody read.
     public func finish() throws {
-        for key in table.keys where !consumed.contains(key) {
-            throw error(key, "\(what): unknown key '\(key)'")
-        }
+        let unknown = table.keys.filter { !consumed.contains($0) }.map { error($0, "\(what): unknown key '\($0)'") }
+        if !unknown.isEmpty { throw ConfigErrors(unknown) }
     }
 }
 

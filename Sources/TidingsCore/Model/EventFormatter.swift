@@ -13,15 +13,15 @@ public struct EventFormatter: Sendable {
 
     /// `2026-11-22 10:00:00  critical  helpdesk  new  Disk almost full on db1 — /var is 97% full  <url>`
     ///
-    /// The time is local (what a person at the terminal expects). Remote text is made safe for a
-    /// terminal: control characters (an ESC could repaint or retitle it) become visible `\u{…}`
-    /// escapes, line breaks and tabs become spaces.
+    /// The time is local (what a person at the terminal expects). Remote text goes through
+    /// ``TerminalText/line(_:)``: control and bidi characters become visible `\u{…}` escapes,
+    /// line breaks and tabs become spaces.
     public func line(_ e: Event) -> String {
         var parts = [dim(Self.localTime(e.observedAt)), paint(e.severity.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0), e.severity),
-                     bold(Self.safe(e.source)), e.event.rawValue, Self.safe(e.title)]
-        let body = Self.safe(e.body)
+                     bold(TerminalText.line(e.source)), e.event.rawValue, TerminalText.line(e.title)]
+        let body = TerminalText.line(e.body)
         if !body.isEmpty { parts.append("— " + (body.count > 160 ? String(body.prefix(159)) + "…" : body)) }
-        if let url = e.url, !url.isEmpty { parts.append(dim("<\(Self.safe(url))>")) }
+        if let url = e.url, !url.isEmpty { parts.append(dim("<\(TerminalText.line(url))>")) }
         return parts.joined(separator: "  ")
     }
 
@@ -31,30 +31,6 @@ public struct EventFormatter: Sendable {
         cal.timeZone = timeZone
         let c = cal.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
         return String(format: "%04d-%02d-%02d %02d:%02d:%02d", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!)
-    }
-
-    /// One line, no terminal control sequences: whitespace runs with line breaks or tabs become one
-    /// space; other control characters (C0, DEL, C1) are shown as `\u{1B}`.
-    public static func safe(_ text: String) -> String {
-        var out = ""
-        var pendingSpace = false
-        for scalar in text.unicodeScalars {
-            let v = scalar.value
-            if scalar == "\n" || scalar == "\r" || scalar == "\t" {
-                pendingSpace = !out.isEmpty
-                continue
-            }
-            if pendingSpace {
-                if out.last != " " { out.append(" ") }
-                pendingSpace = false
-            }
-            if v < 0x20 || (0x7F...0x9F).contains(v) {
-                out += "\\u{\(String(v, radix: 16, uppercase: true))}"
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
     }
 
     private func paint(_ s: String, _ sev: Severity) -> String {

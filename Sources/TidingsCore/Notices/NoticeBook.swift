@@ -86,28 +86,47 @@ public enum NoticeBook {
 
     public enum DismissError: Error, CustomStringConvertible, Equatable {
         case notFound(String)
-        case ambiguous(String, Int)
+        /// Several pending notices have this prefix (the candidates).
+        case ambiguous(String, [PendingNotice])
+        /// Shorter than ``IDPrefix/minimumLength`` (the pending notices it would match).
+        case tooShort(String, [PendingNotice])
+
         public var description: String {
             switch self {
             case .notFound(let id): return "no pending notice with id \(id) (see `tidings notices`)"
-            case .ambiguous(let id, let n): return "\(n) pending notices match \(id); give more of the id"
+            case .ambiguous(let id, let c): return "\(c.count) pending notices match \(id); give more of the id:"
+            case .tooShort(let id, let c):
+                return "notice id \(id) is too short: give at least \(IDPrefix.minimumLength) characters (as `tidings notices` shows)"
+                    + (c.isEmpty ? "" : "; \(c.count) pending notice\(c.count == 1 ? "" : "s") start\(c.count == 1 ? "s" : "") with it:")
+            }
+        }
+
+        public var candidates: [PendingNotice] {
+            switch self {
+            case .notFound: return []
+            case .ambiguous(_, let c), .tooShort(_, let c): return c
             }
         }
     }
 
-    /// Dismisses one pending notice by id (or a unique prefix of it, at least 6 characters).
+    /// Dismisses one pending notice by id, or by a prefix (at least ``IDPrefix/minimumLength``
+    /// characters, any case) that only it has.
     @discardableResult
     public static func dismiss(_ store: StateStore, id: String, now: Date = Date()) throws -> PendingNotice {
-        let candidates = try pending(store, now: now).filter { $0.id == id || (id.count >= 6 && $0.id.hasPrefix(id)) }
-        let exact = candidates.filter { $0.id == id }
-        let chosen = exact.isEmpty ? candidates : exact
-        guard !chosen.isEmpty else { throw DismissError.notFound(id) }
-        guard chosen.count == 1 else { throw DismissError.ambiguous(id, chosen.count) }
+        let all = try pending(store, now: now)
+        func notices(_ ids: [String]) -> [PendingNotice] { all.filter { ids.contains($0.id) } }
+        let chosen: PendingNotice
+        switch IDPrefix.resolve(id, among: all.map(\.id)) {
+        case .one(let full): chosen = notices([full])[0]
+        case .none: throw DismissError.notFound(id)
+        case .ambiguous(let ids): throw DismissError.ambiguous(id, notices(ids))
+        case .tooShort(let ids): throw DismissError.tooShort(id, notices(ids))
+        }
         try store.db.write { db in
             try db.execute(sql: "UPDATE notice SET dismissed_at = ? WHERE source = ? AND key = ?",
-                           arguments: [now.timeIntervalSince1970, chosen[0].source, chosen[0].key])
+                           arguments: [now.timeIntervalSince1970, chosen.source, chosen.key])
         }
-        return chosen[0]
+        return chosen
     }
 
     /// Dismisses every pending notice; returns how many.

@@ -2,9 +2,17 @@ import Foundation
 import Logging
 import Synchronization
 
-/// Logging setup: one line per message on stderr, secrets scrubbed.
+/// Logging setup: one line per message on stderr, secrets scrubbed, remote text escaped.
 public enum Log {
     public static func logger(_ label: String) -> Logger { Logger(label: label) }
+
+    private static let warned = Mutex<Set<String>>([])
+
+    /// Logs a warning the first time `key` is seen in this process (a finding about a source's
+    /// configuration that every poll would otherwise repeat).
+    package static func warnOnce(_ key: String, _ message: @autoclosure () -> String, logger: Logger) {
+        if warned.withLock({ $0.insert(key).inserted }) { logger.warning("\(message())") }
+    }
 
     private static let bootstrapped = Mutex(false)
 
@@ -42,8 +50,14 @@ public struct StderrLogHandler: LogHandler {
     ) {
         var all = metadata
         explicit?.forEach { all[$0] = $1 }
-        let meta = all.isEmpty ? "" : " " + all.sorted { $0.key < $1.key }.map { "\($0)=\($1)" }.joined(separator: " ")
-        let text = "\(Timestamp.format(Date())) \(level)\(meta) \(message)\n"
-        FileHandle.standardError.write(Data(Redactor.shared.scrub(text).utf8))
+        FileHandle.standardError.write(Data(Self.line(at: Date(), level: level, metadata: all, message: "\(message)").utf8))
+    }
+
+    /// One log line, newline-terminated: secrets scrubbed, then the whole text (metadata values
+    /// and the message may quote remote text) through ``TerminalText/line(_:)``, so a message
+    /// can neither drive the terminal nor forge a second log line.
+    static func line(at date: Date, level: Logger.Level, metadata: Logger.Metadata, message: String) -> String {
+        let meta = metadata.isEmpty ? "" : " " + metadata.sorted { $0.key < $1.key }.map { "\($0)=\($1)" }.joined(separator: " ")
+        return "\(Timestamp.format(date)) \(TerminalText.line(Redactor.shared.scrub("\(level)\(meta) \(message)")))\n"
     }
 }

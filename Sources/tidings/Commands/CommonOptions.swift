@@ -3,7 +3,12 @@ import Foundation
 import Logging
 import TidingsCore
 
-/// Options every subcommand takes.
+/// Options every subcommand takes, before or after the subcommand's name
+/// (`tidings --config X sources` = `tidings sources --config X`).
+///
+/// The root command declares them too: swift-argument-parser parses the root's options from
+/// the whole command line and hands the same decoded value to a subcommand's
+/// `@OptionGroup var common: CommonOptions` (an option group of one type is decoded once).
 struct CommonOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Main config file. Default: $TIDINGS_CONFIG, else ~/.config/tidings/tidings.toml, else /etc/tidings/tidings.toml.", valueName: "path"))
     var config: String?
@@ -31,9 +36,10 @@ enum Exit {
     static let config: Int32 = 78
 }
 
-/// Prints a diagnostic on stderr (never stdout: stdout carries only results).
+/// Prints a diagnostic on stderr (never stdout: stdout carries only results), one line:
+/// secrets scrubbed, and remote text it may quote (an error body, a title) escaped.
 func complain(_ message: String) {
-    FileHandle.standardError.write(Data(("tidings: " + Redactor.shared.scrub(message) + "\n").utf8))
+    FileHandle.standardError.write(Data(("tidings: " + TerminalText.line(Redactor.shared.scrub(message)) + "\n").utf8))
 }
 
 /// Writes results on stdout.

@@ -23,7 +23,7 @@ struct HistoryCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let app = try App.load(common, logLevel: .warning)
+        let app = try App.load(common, logLevel: .warning, secrets: .lenient)
         let formatter = EventFormatter(color: !json && EventFormatter.wantsColor(fileDescriptor: STDOUT_FILENO))
         for e in try app.openStore().history(source: source, limit: limit) {
             emit(json ? e.jsonLine() : formatter.line(e))

@@ -24,7 +24,7 @@ struct ItemsCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let app = try App.load(common, logLevel: .warning)
+        let app = try App.load(common, logLevel: .warning, secrets: .lenient)
         let selected = try app.selectSources(sources)
         let store = try app.openStore()
         let now = Date()
@@ -49,8 +49,8 @@ struct ItemsCommand: AsyncParsableCommand {
     static func textLine(_ c: CurrentItem, now: Date) -> String {
         let i = c.item
         let age = DurationParser.format(max(0, now.timeIntervalSince(c.firstSeen)).rounded())
-        var line = "\(c.source)  \(i.severity.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(i.title)"
-        if !i.body.isEmpty { line += " — " + i.body.replacingOccurrences(of: "\n", with: " ") }
+        var line = "\(c.source)  \(i.severity.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(TerminalText.line(i.title))"
+        if !i.body.isEmpty { line += " — " + TerminalText.line(i.body) }
         line += " (seen for \(age)\(c.missing ? ", missing from the last poll" : ""))"
         return line
     }

@@ -12,7 +12,9 @@ struct NoticesCommand: AsyncParsableCommand {
             A notice (maintenance, outage, offer) stays pending until dismissed, until it expires \
             (notice_ttl, default 7d; a maintenance at its end) or until the source drops it (an \
             incident resolved). Listing them as text marks them seen; when the daemon starts, \
-            pending notices not seen since they were created are delivered again, once.
+            pending notices not seen since they were created are delivered again, once. Text lists \
+            show ids abbreviated (at least 8 characters, longer when needed to tell them apart); \
+            `dismiss` takes such a prefix or the whole id.
             """,
         subcommands: [List.self, Dismiss.self],
         defaultSubcommand: List.self)
@@ -29,10 +31,13 @@ struct NoticesCommand: AsyncParsableCommand {
         var json = false
 
         func run() async throws {
-            let app = try App.load(common, logLevel: .warning)
+            let app = try App.load(common, logLevel: .warning, secrets: .lenient)
             let store = try app.openStore()
-            let notices = try NoticeBook.pending(store, source: source)
-            for n in notices { emit(json ? Self.jsonLine(n) : Self.textLine(n)) }
+            let all = try NoticeBook.pending(store)
+            let notices = source.map { s in all.filter { $0.source == s } } ?? all
+            // Abbreviated among all pending notices: what `dismiss` resolves a prefix against.
+            let idLength = IDPrefix.length(for: all.map(\.id))
+            for n in notices { emit(json ? Self.jsonLine(n) : Self.textLine(n, idLength: idLength)) }
             if !json { try NoticeBook.markSeen(store, ids: notices.map(\.id)) }
         }
 
@@ -47,10 +52,10 @@ struct NoticesCommand: AsyncParsableCommand {
             return obj.jsonString()
         }
 
-        static func textLine(_ n: PendingNotice) -> String {
-            var s = "\(n.id)  \(n.source)  \(n.title)"
-            if !n.body.isEmpty { s += " — " + n.body.replacingOccurrences(of: "\n", with: " ") }
-            if let url = n.url { s += "  \(url)" }
+        static func textLine(_ n: PendingNotice, idLength: Int) -> String {
+            var s = "\(n.id.prefix(idLength))  \(TerminalText.line(n.source))  \(TerminalText.line(n.title))"
+            if !n.body.isEmpty { s += " — " + TerminalText.line(n.body) }
+            if let url = n.url { s += "  \(TerminalText.line(url))" }
             return s + "  (until \(Timestamp.format(n.expiresAt)))"
         }
     }
@@ -60,7 +65,7 @@ struct NoticesCommand: AsyncParsableCommand {
 
         @OptionGroup var common: CommonOptions
 
-        @Argument(help: "The notice id shown by `tidings notices`.")
+        @Argument(help: "The notice id shown by `tidings notices` (at least 8 characters of it).")
         var id: String?
 
         @Flag(help: "Dismiss every pending notice.")
@@ -71,7 +76,7 @@ struct NoticesCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let app = try App.load(common, logLevel: .warning)
+            let app = try App.load(common, logLevel: .warning, secrets: .lenient)
             let store = try app.openStore()
             if all {
                 let n = try NoticeBook.dismissAll(store)
@@ -83,6 +88,8 @@ struct NoticesCommand: AsyncParsableCommand {
                 complain("dismissed \(n.id) (\(n.source): \(n.title))")
             } catch let e as NoticeBook.DismissError {
                 complain(e.description)
+                let idLength = IDPrefix.length(for: try NoticeBook.pending(store).map(\.id))
+                for c in e.candidates { complain("  \(c.id.prefix(idLength))  \(c.source): \(c.title)") }
                 throw ExitCode(Exit.usage)
             }
         }

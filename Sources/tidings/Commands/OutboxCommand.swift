@@ -19,7 +19,7 @@ struct OutboxCommand: AsyncParsableCommand {
         var json = false
 
         func run() async throws {
-            let app = try App.load(common, logLevel: .warning)
+            let app = try App.load(common, logLevel: .warning, secrets: .lenient)
             let entries = try OutboxStore(store: app.openStore()).entries()
             if json {
                 for e in entries { emit(e.json.jsonString()) }
@@ -35,16 +35,16 @@ struct OutboxCommand: AsyncParsableCommand {
                     let n = rows.filter { $0.status == s }.count
                     return n == 0 ? nil : "\(n) \(s.rawValue)"
                 }
-                emit("\(sink) (\(types[sink] ?? "not configured")): \(counts.joined(separator: ", "))")
+                emit("\(TerminalText.line(sink)) (\(types[sink] ?? "not configured")): \(counts.joined(separator: ", "))")
                 for r in rows {
-                    var line = "  #\(r.id) \(r.status.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(r.event.source): \(r.event.title)"
+                    var line = "  #\(r.id) \(r.status.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(TerminalText.line(r.event.source)): \(TerminalText.line(r.event.title))"
                     line += "  [event \(r.event.id), \(r.attempts) attempt\(r.attempts == 1 ? "" : "s")"
                     if r.status == .retrying, let next = r.nextAttempt {
                         let s = next.timeIntervalSinceNow
                         line += s <= 0 ? ", due now" : ", next in \(DurationParser.format(s))"
                     }
                     line += "]"
-                    if let err = r.lastError { line += "\n      last error: \(err)" }
+                    if let err = r.lastError { line += "\n      last error: \(TerminalText.line(err))" }
                     emit(line)
                 }
             }
@@ -70,7 +70,7 @@ struct OutboxCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let app = try App.load(common, logLevel: .warning)
+            let app = try App.load(common, logLevel: .warning, secrets: .lenient)
             let n = try OutboxStore(store: app.openStore()).requeueDead(all ? nil : id)
             if n == 0 && !all {
                 complain("no dead delivery matches '\(id!)' (see `tidings outbox`)")

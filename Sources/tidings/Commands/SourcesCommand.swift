@@ -13,7 +13,7 @@ struct SourcesCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let app = try App.load(common, logLevel: .warning)
+        let app = try App.load(common, logLevel: .warning, secrets: .lenient)
         let statuses = try app.openStore().statuses()
         for s in app.config.sources {
             let st = statuses[s.name]
@@ -40,7 +40,7 @@ struct SourcesCommand: AsyncParsableCommand {
                 line += " last ok: \(st?.lastSuccess.map(Self.ago) ?? "never")"
                 if let n = st?.nextDue, s.settings.enabled, state != "auth-failed" { line += ", next: \(Self.until(n))" }
                 if let f = st?.failures, f > 0 { line += ", \(f) failure\(f == 1 ? "" : "s")" }
-                if let e = st?.lastError, state != "ok" { line += ", error: \(e)" }
+                if let e = st?.lastError, state != "ok" { line += ", error: \(TerminalText.line(e))" }
                 emit(line)
             }
         }

@@ -19,7 +19,7 @@ struct StateCommand: AsyncParsableCommand {
         var source: String
 
         func run() async throws {
-            let app = try App.load(common, logLevel: .warning)
+            let app = try App.load(common, logLevel: .warning, secrets: .lenient)
             let n = try app.openStore().forget(source: source)
             if app.config.source(named: source) == nil {
                 complain("note: '\(source)' is not a configured source")
