@@ -121,6 +121,20 @@ def test_a_failing_check_beside_the_daemon_does_not_count_for_its_schedule_or_ba
         assert d.poll() is None
 
 
+def test_a_check_beside_the_daemon_keeps_the_servers_retry_after(tidings):
+    with FakeServer(JSONAPI, {"status": 429, "retry_after": 600}) as api:
+        tidings.write_config(CONSOLE)
+        api_source(tidings, "limited", api.url, 'interval = "1s"\njitter = 0.0')
+        d = tidings.start_daemon()
+        wait_for(lambda: source_status(tidings, "limited")["failures"] == 1, what="the rate-limited poll")
+        asked = len(api.requests)
+        r = tidings.check()
+        assert r.code == 2, r
+        assert "source limited failed: the server asked for no request before" in r.stderr, r.stderr
+        assert len(api.requests) == asked, "not polled before Retry-After"
+        assert d.poll() is None
+
+
 def test_a_second_daemon_on_the_same_state_exits_2_naming_the_first(tidings):
     tidings.write_config(CONSOLE)
     lister(tidings)

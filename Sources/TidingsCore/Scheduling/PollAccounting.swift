@@ -7,6 +7,7 @@ package enum PollAccounting: Sendable {
     /// control socket). A success records items, events (routed as usual), validators and
     /// the time of the success; a failure records nothing and is only reported to the
     /// caller. Failure count, backoff, error/recovered events, `auth-failed` and the due
-    /// time stay as the schedule left them.
+    /// time stay as the schedule left them. A server's pending Retry-After is kept: the
+    /// source is not polled before it (reported as a failure).
     case uncounted
 }

@@ -50,7 +50,12 @@ public final class PollRunner: Sendable {
         // state error must reach the exit status of `check`, not only the log.
         let validators: Validators
         switch readState(source) {
-        case .ready(let v):
+        case .ready(let v, let notBefore):
+            // A poll on request keeps the server's Retry-After too (the schedule always does).
+            if options.accounting == .uncounted, let notBefore, notBefore > env.now() {
+                let err = PollError(.rateLimited, "the server asked for no request before \(Timestamp.format(notBefore)) (Retry-After); not polling it sooner")
+                return PollOutcome(source: source.name, record: PollRecord(), error: err, nextDue: .distantFuture, nextDueStored: true)
+            }
             validators = v
         case .authFailed:
             let err = PollError(.auth, "credentials were rejected earlier; fix the configuration (a changed config or `tidings state forget \(source.name)` retries)")
@@ -142,7 +147,8 @@ public final class PollRunner: Sendable {
 
     /// What the state says before a poll.
     private enum StateBeforePoll {
-        case ready(Validators)
+        /// The validators to send, and the earliest time the server allowed (Retry-After).
+        case ready(Validators, notBefore: Date?)
         /// Credentials were rejected under the source's current configuration.
         case authFailed
         case unreadable(any Error)
@@ -151,12 +157,12 @@ public final class PollRunner: Sendable {
     private func readState(_ source: SourceConfig) -> StateBeforePoll {
         do {
             let row = try store.db.read { db in
-                try Row.fetchOne(db.cachedStatement(sql: "SELECT auth_failed_hash, etag, last_modified FROM source_state WHERE source = ?"),
+                try Row.fetchOne(db.cachedStatement(sql: "SELECT auth_failed_hash, etag, last_modified, not_before FROM source_state WHERE source = ?"),
                                  arguments: [source.name])
             }
-            guard let row else { return .ready(Validators()) }
+            guard let row else { return .ready(Validators(), notBefore: nil) }
             if (row[0] as String?) == source.configHash { return .authFailed }
-            return .ready(Validators(etag: row[1], lastModified: row[2]))
+            return .ready(Validators(etag: row[1], lastModified: row[2]), notBefore: (row[3] as Double?).map(Date.init(timeIntervalSince1970:)))
         } catch {
             return .unreadable(error)
         }

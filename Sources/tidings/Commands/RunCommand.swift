@@ -32,6 +32,8 @@ struct RunCommand: AsyncParsableCommand {
         let app = try App.load(common, logLevel: .info)
         let logger = Log.logger("tidings")
         let lock = try await Self.claimState(app.stateDir, logger: logger)
+        // Held until after the socket is gone: a daemon that takes over must find its own.
+        defer { withExtendedLifetime(lock) {} }
         let store = try app.openStore(writable: true)
         logger.info("tidings \(TidingsVersion.string) starting: config \(app.configFile), state \(store.path)")
         do {
@@ -59,7 +61,6 @@ struct RunCommand: AsyncParsableCommand {
             logger: Logger(label: "lifecycle", factory: { _ in SwiftLogNoOpLogHandler() })))
         try await group.run()
         logger.info("stopped")
-        withExtendedLifetime(lock) {}
     }
 
     /// Takes the state lock for the daemon's life: waits for checks that work on the state;

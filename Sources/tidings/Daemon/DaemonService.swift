@@ -26,6 +26,8 @@ final class DaemonService: Service, Sendable {
     private let hangups: UnixSignalsSequence
     private let logger: Logger
     private let current = Mutex<Generation?>(nil)
+    /// Set on SIGTERM/SIGINT: requests are refused at once instead of waiting for a generation.
+    private let stopping = Mutex(false)
     /// `history_days` of the configuration loaded last, for housekeeping.
     private let historyDays: Mutex<Int>
     /// Wakes housekeeping early (a reload may have changed `history_days`).
@@ -60,6 +62,7 @@ final class DaemonService: Service, Sendable {
                 outer.cancelAll()
             }
         } onGracefulShutdown: {
+            self.stopping.withLock { $0 = true }
             feed.yield(.shutdown)
         }
     }
@@ -89,7 +92,7 @@ final class DaemonService: Service, Sendable {
     /// The generation polling now; waits a while during start-up or a reload.
     private func pollingGeneration() async -> Generation? {
         let deadline = ContinuousClock.now.advanced(by: Self.generationWait)
-        while ContinuousClock.now < deadline {
+        while ContinuousClock.now < deadline, !stopping.withLock({ $0 }) {
             if let g = current.withLock({ $0 }) { return g }
             try? await Task.sleep(for: .milliseconds(50))
         }
