@@ -17,11 +17,15 @@ package final class ControlClient: Sendable {
     private init(socket: UnixSocket) { self.socket = socket }
 
     /// Connects to the daemon at `path`. Nil when nothing listens there (yet): a daemon
-    /// that is starting, or a stale socket file from one that was killed.
+    /// that is starting, or a stale socket file from one that was killed. The daemon must
+    /// run as this user, as root, or as the owner of the state directory (root checking a
+    /// user's daemon).
     package static func connect(path: String) throws(SystemFailure) -> ControlClient? {
         guard let socket = try UnixSocket.connect(path: path) else { return nil }
-        guard let peer = socket.peer(), peer.isSameUserOrRoot else {
-            throw SystemFailure("\(path) is served by uid \(socket.peer().map { "\($0.uid)" } ?? "unknown"), neither this user nor root")
+        var folder = stat()
+        let owner = stat((path as NSString).deletingLastPathComponent, &folder) == 0 ? folder.st_uid : nil
+        guard let peer = socket.peer(), peer.isSameUserOrRoot || peer.uid == owner else {
+            throw SystemFailure("\(path) is served by uid \(socket.peer().map { "\($0.uid)" } ?? "unknown"), neither this user, root nor the owner of the state")
         }
         return ControlClient(socket: socket)
     }

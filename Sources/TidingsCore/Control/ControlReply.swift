@@ -44,14 +44,14 @@ package enum ControlReply: Sendable, Equatable {
     package static func parse(_ line: String) throws(ControlProtocolError) -> ControlReply? {
         let value: JSONValue
         do { value = try JSONParser.parse(line) } catch { throw ControlProtocolError("the daemon's answer is not JSON: \(error.message)") }
-        guard case .object(let o) = value, let type = o["type"]?.stringValue else {
+        guard case .object(let o) = value, case .string(let type)? = o["type"] else {
             throw ControlProtocolError("the daemon's answer is not a reply object")
         }
-        guard o["v"]?.doubleValue == Double(ControlProtocol.version) else {
+        guard o["v"] == .number(Double(ControlProtocol.version)) else {
             throw ControlProtocolError("the daemon speaks another control protocol version (this check speaks \(ControlProtocol.version)); run the same tidings version")
         }
         func string(_ key: String) throws(ControlProtocolError) -> String {
-            guard let s = o[key]?.stringValue else { throw ControlProtocolError("a '\(type)' reply without '\(key)'") }
+            guard case .string(let s)? = o[key] else { throw ControlProtocolError("a '\(type)' reply without '\(key)'") }
             return s
         }
         switch type {

@@ -16,17 +16,17 @@ package struct ControlRequest: Sendable, Equatable {
         let value: JSONValue
         do { value = try JSONParser.parse(line) } catch { throw ControlProtocolError("a request must be one JSON object: \(error.message)") }
         guard case .object(let o) = value else { throw ControlProtocolError("a request must be one JSON object") }
-        guard o["v"]?.doubleValue == Double(ControlProtocol.version) else {
+        guard o["v"] == .number(Double(ControlProtocol.version)) else {
             throw ControlProtocolError("this daemon speaks control protocol version \(ControlProtocol.version)")
         }
-        guard o["op"]?.stringValue == "poll" else { throw ControlProtocolError("unknown op (known: poll)") }
+        guard o["op"] == "poll" else { throw ControlProtocolError("unknown op (known: poll)") }
         switch o["sources"] {
         case nil, .null?:
             return ControlRequest(sources: [])
         case .array(let names)?:
             var out: [String] = []
             for n in names {
-                guard let s = n.stringValue else { throw ControlProtocolError("sources must be a list of names") }
+                guard case .string(let s) = n else { throw ControlProtocolError("sources must be a list of names") }
                 out.append(s)
             }
             return ControlRequest(sources: out)

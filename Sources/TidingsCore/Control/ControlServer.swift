@@ -43,8 +43,19 @@ package final class ControlServer: Sendable {
     private var stopping: Bool { state.withLock { $0.stopping } }
 
     private func acceptLoop() {
+        let acceptLog = OnceLog()
         while !stopping {
-            guard let connection = listener.accept(timeout: 0.25) else { continue }
+            let accepted: UnixSocket?
+            do {
+                accepted = try listener.accept(timeout: 0.25)
+            } catch {
+                // Out of descriptors, say: wait instead of spinning on a ready listener.
+                acceptLog.failed("accept", "control socket: \(error)", logger: logger)
+                Thread.sleep(forTimeInterval: 0.1)
+                continue
+            }
+            guard let connection = accepted else { continue }
+            acceptLog.succeeded("accept", "control socket: accepting again", logger: logger)
             let admitted = state.withLock { s -> Bool in
                 guard s.connections < ControlProtocol.maxConnections else { return false }
                 s.connections += 1

@@ -14,57 +14,61 @@ import Glibc
 package final class StateLock: Sendable {
     package static let fileName = "tidings.lock"
 
-    package enum Mode: Sendable { case exclusive, shared }
-
-    /// Who holds the lock, when it could not be taken.
-    package enum Holder: Sendable, Equatable {
-        /// A daemon, with its PID once it has written it.
-        case daemon(pid: Int32?)
-        /// One or more `tidings check` working on the state directly.
-        case checks
+    /// What a daemon found.
+    package enum Claim: Sendable {
+        /// Locked exclusively, this process's PID written: the state is the daemon's.
+        case owned(StateLock)
+        /// Another daemon holds it, with its PID once it has written it.
+        case heldByDaemon(pid: Int32?)
+        /// One or more `tidings check` work on the state directly (shared locks).
+        case heldByChecks
     }
 
-    package enum Attempt: Sendable {
-        case acquired(StateLock)
-        case busy(Holder)
+    /// What a check found.
+    package enum Share: Sendable {
+        /// Locked shared, beside other checks: no daemon holds the state.
+        case shared(StateLock)
+        /// A daemon holds it, with its PID once it has written it.
+        case heldByDaemon(pid: Int32?)
     }
 
     package let path: String
     private let fd: Int32
 
-    private init(path: String, fd: Int32) {
-        self.path = path
-        self.fd = fd
+    /// Opens (creating if needed) the lock file of `directory`, not yet locked.
+    private init(directory: String, writable: Bool) throws(SystemFailure) {
+        path = Self.path(in: directory)
+        fd = try Self.open(path, directory: directory, writable: writable)
     }
 
     deinit { Glibc.close(fd) }
 
     package static func path(in directory: String) -> String { "\(directory)/\(fileName)" }
 
-    /// Tries once, without waiting. Creates the directory (0700) and the lock file (0600) if
-    /// needed. An exclusive lock writes this process's PID into the file.
-    package static func attempt(_ mode: Mode, directory: String) throws(SystemFailure) -> Attempt {
-        let path = path(in: directory)
-        let fd = try open(path, directory: directory, writable: mode == .exclusive)
-        let lock = StateLock(path: path, fd: fd)
-        switch mode {
-        case .exclusive:
-            if flock(fd, LOCK_EX | LOCK_NB) == 0 {
-                let pid = "\(getpid())\n"
-                guard ftruncate(fd, 0) == 0, pwrite(fd, pid, pid.utf8.count, 0) == pid.utf8.count else {
-                    throw SystemFailure("cannot write \(path)", errno: errno)
-                }
-                return .acquired(lock)
+    /// For `tidings run`: tries once, without waiting, to lock exclusively. Creates the
+    /// directory (0700) and the lock file (0600) if needed, and writes this process's PID.
+    package static func claim(directory: String) throws(SystemFailure) -> Claim {
+        let lock = try StateLock(directory: directory, writable: true)
+        if flock(lock.fd, LOCK_EX | LOCK_NB) == 0 {
+            let pid = "\(getpid())\n"
+            guard ftruncate(lock.fd, 0) == 0, pwrite(lock.fd, pid, pid.utf8.count, 0) == pid.utf8.count else {
+                throw SystemFailure("cannot write \(lock.path)", errno: errno)
             }
-            guard errno == EWOULDBLOCK else { throw SystemFailure("cannot lock \(path)", errno: errno) }
-            // Shared holders only (checks), or a daemon? A shared lock tells them apart.
-            if flock(fd, LOCK_SH | LOCK_NB) == 0 { return .busy(.checks) }  // (released with `lock`)
-            return .busy(.daemon(pid: lock.recordedPID()))
-        case .shared:
-            if flock(fd, LOCK_SH | LOCK_NB) == 0 { return .acquired(lock) }
-            guard errno == EWOULDBLOCK else { throw SystemFailure("cannot lock \(path)", errno: errno) }
-            return .busy(.daemon(pid: lock.recordedPID()))
+            return .owned(lock)
         }
+        guard errno == EWOULDBLOCK else { throw SystemFailure("cannot lock \(lock.path)", errno: errno) }
+        // Shared holders only (checks), or a daemon? A shared lock tells them apart; it goes
+        // with `lock` on return.
+        if flock(lock.fd, LOCK_SH | LOCK_NB) == 0 { return .heldByChecks }
+        return .heldByDaemon(pid: lock.recordedPID())
+    }
+
+    /// For `tidings check`: tries once, without waiting, to lock shared.
+    package static func share(directory: String) throws(SystemFailure) -> Share {
+        let lock = try StateLock(directory: directory, writable: false)
+        if flock(lock.fd, LOCK_SH | LOCK_NB) == 0 { return .shared(lock) }
+        guard errno == EWOULDBLOCK else { throw SystemFailure("cannot lock \(lock.path)", errno: errno) }
+        return .heldByDaemon(pid: lock.recordedPID())
     }
 
     /// The PID the daemon wrote; nil if it has not written it yet (it writes right after locking).

@@ -87,10 +87,14 @@ package final class UnixSocket: @unchecked Sendable {
     // MARK: serving
 
     /// Waits up to `timeout` seconds for a connection; nil if none came.
-    package func accept(timeout: Double) -> UnixSocket? {
+    package func accept(timeout: Double) throws(SystemFailure) -> UnixSocket? {
         guard wait(for: Int16(POLLIN), seconds: timeout) else { return nil }
         let fd = acceptNonBlockingCloseOnExec(self.fd, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
-        return fd >= 0 ? UnixSocket(fd: fd) : nil
+        if fd >= 0 { return UnixSocket(fd: fd) }
+        switch errno {
+        case EAGAIN, EINTR, ECONNABORTED: return nil  // the client gave up meanwhile
+        case let code: throw SystemFailure("accept", errno: code)
+        }
     }
 
     /// The process at the other end, as the kernel recorded it at connect (or listen) time.

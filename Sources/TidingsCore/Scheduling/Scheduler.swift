@@ -92,13 +92,15 @@ public actor Scheduler {
         }
     }
 
+    private static let stoppingError = PollError(.transient, "not polled: the daemon is stopping or reloading its configuration; try again")
+
     /// Polls `sources` now, on request (`tidings check` while the daemon owns the state),
     /// within `max_concurrent` and `max_per_host`, after any poll of the same source in
     /// flight. Events are routed as usual; the schedule and health are not touched
     /// (``PollAccounting/uncounted``). Outcomes in the given order.
     package func pollNow(_ sources: [SourceConfig]) async -> [PollOutcome] {
         guard !stopping else {
-            return sources.map { PollOutcome(source: $0.name, record: PollRecord(), error: PollError(.transient, "the daemon is stopping"), nextDue: .distantFuture) }
+            return sources.map { PollOutcome(source: $0.name, record: PollRecord(), error: Self.stoppingError, nextDue: .distantFuture) }
         }
         requests += 1
         let outcomes = await withTaskGroup(of: (Int, PollOutcome).self) { group in
@@ -121,6 +123,10 @@ public actor Scheduler {
     private func pollOnRequest(_ source: SourceConfig) async -> PollOutcome {
         while inFlight.contains(source.name) {
             await withCheckedContinuation { waitingForSource[source.name, default: []].append($0) }
+        }
+        guard !stopping else {
+            finished(source.name)  // (pass the turn on to the next waiting request)
+            return PollOutcome(source: source.name, record: PollRecord(), error: Self.stoppingError, nextDue: .distantFuture)
         }
         inFlight.insert(source.name)
         let outcome = await limitedPoll(source, options: requestOptions)

@@ -69,22 +69,22 @@ struct RunCommand: AsyncParsableCommand {
         let deadline = ContinuousClock.now.advanced(by: checkPatience)
         var told = false
         while true {
-            let attempt: StateLock.Attempt
+            let claim: StateLock.Claim
             do {
-                attempt = try StateLock.attempt(.exclusive, directory: stateDir)
+                claim = try StateLock.claim(directory: stateDir)
             } catch {
                 complain("\(error)")
                 throw ExitCode(Exit.failure)
             }
-            switch attempt {
-            case .acquired(let lock):
+            switch claim {
+            case .owned(let lock):
                 if told { logger.notice("the state is free: starting") }
                 return lock
-            case .busy(.daemon(let pid)):
+            case .heldByDaemon(let pid):
                 let holder = await confirmedDaemon(pid, stateDir: stateDir)
                 complain("the state in \(stateDir) is in use by another `tidings run`\(holder.map { " (PID \($0))" } ?? ""): one state has one daemon (two would deliver everything twice)")
                 throw ExitCode(Exit.failure)
-            case .busy(.checks):
+            case .heldByChecks:
                 guard ContinuousClock.now < deadline else {
                     complain("the state in \(stateDir) stayed in use by `tidings check` for \(checkPatience); try again")
                     throw ExitCode(Exit.failure)
@@ -103,7 +103,7 @@ struct RunCommand: AsyncParsableCommand {
         while tries < 10, pid.map({ kill($0, 0) != 0 && errno == ESRCH }) ?? true {
             tries += 1
             try? await Task.sleep(for: .milliseconds(50))
-            guard case .busy(.daemon(let again))? = try? StateLock.attempt(.shared, directory: stateDir) else { return pid }
+            guard case .heldByDaemon(let again)? = try? StateLock.share(directory: stateDir) else { return pid }
             pid = again
         }
         return pid

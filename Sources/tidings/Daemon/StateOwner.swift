@@ -22,19 +22,17 @@ enum StateOwner {
         let socket = ControlProtocol.socketPath(in: stateDirectory)
         let deadline = ContinuousClock.now.advanced(by: daemonPatience)
         while true {
-            let attempt: StateLock.Attempt
+            let share: StateLock.Share
             do {
-                attempt = try StateLock.attempt(.shared, directory: stateDirectory)
+                share = try StateLock.share(directory: stateDirectory)
             } catch {
                 logger.debug("working on the state without its lock: \(error)")
                 return .check(nil)
             }
-            switch attempt {
-            case .acquired(let lock):
+            switch share {
+            case .shared(let lock):
                 return .check(lock)
-            case .busy(.checks):
-                preconditionFailure("a shared lock is never refused by shared holders")
-            case .busy(.daemon(let pid)):
+            case .heldByDaemon(let pid):
                 do {
                     if let client = try ControlClient.connect(path: socket) { return .daemon(pid: pid, client: client) }
                 } catch {
