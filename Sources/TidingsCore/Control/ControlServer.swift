@@ -18,6 +18,8 @@ package final class ControlServer: Sendable {
     private let handler: Handler
     private let logger: Logger
     private let state = Mutex<(stopping: Bool, connections: Int, refusedUIDs: Set<uid_t>)>((false, 0, []))
+    /// Requests that break the protocol: the first is logged, the rest until a good one at debug.
+    private let badRequests = Mutex(false)
 
     /// Binds `path` (replacing a stale socket file: the caller holds the state lock).
     package init(path: String, logger: Logger, handler: @escaping Handler) throws(SystemFailure) {
@@ -86,10 +88,12 @@ package final class ControlServer: Sendable {
             guard let line = try connection.readLine(maxBytes: ControlProtocol.maxRequestBytes, idle: ControlProtocol.requestTimeout, deadline: deadline) else { return }
             request = try ControlRequest.parse(line)
         } catch {
-            logger.notice("control socket: dropped a request from pid \(peer.pid): \(error)")
+            let first = badRequests.withLock { seen in defer { seen = true }; return !seen }
+            logger.log(level: first ? .notice : .debug, "control socket: dropped a request from pid \(peer.pid): \(error)")
             try? connection.write(line: ControlReply.error("\(error)").line(), stall: 1)
             return
         }
+        badRequests.withLock { $0 = false }
         logger.info("control socket: pid \(peer.pid) asks to poll \(request.sources.isEmpty ? "every enabled source" : request.sources.joined(separator: ", ")) now")
         let replies = answer(request, heartbeat: { try connection.write(line: ControlReply.waiting.line(), stall: ControlProtocol.writeStall) })
         do {

@@ -157,31 +157,30 @@ public actor Scheduler {
     /// Queues every enabled source: a stored due time is kept only if it fits the settings
     /// now loaded (``StoredSchedule``); new sources start spread; removed ones are not queued.
     private func seed() {
-        let stored: [String: (schedule: StoredSchedule, authFailedHash: String?)]
+        var schedules: [String: StoredSchedule] = [:]
+        /// The configuration hash under which each source's credentials were rejected.
+        var authFailed: [String: String] = [:]
         do {
-            stored = try runner.store.db.read { db in
-                var out: [String: (StoredSchedule, String?)] = [:]
+            try runner.store.db.read { db in
                 for r in try Row.fetchAll(db, sql: "SELECT source, next_due, failures, not_before, auth_failed_hash FROM source_state") {
-                    let schedule = StoredSchedule(nextDue: (r[1] as Double?).map(Date.init(timeIntervalSince1970:)), failures: r[2],
-                                                  notBefore: (r[3] as Double?).map(Date.init(timeIntervalSince1970:)))
-                    out[r[0]] = (schedule, r[4])
+                    let name: String = r[0]
+                    schedules[name] = StoredSchedule(nextDue: (r[1] as Double?).map(Date.init(timeIntervalSince1970:)), failures: r[2],
+                                                     notBefore: (r[3] as Double?).map(Date.init(timeIntervalSince1970:)))
+                    authFailed[name] = r[4]
                 }
-                return out
             }
         } catch {
             runner.stateFailed("could not read the schedule from the state database \(runner.store.path): \(error); starting every source afresh", logger: logger)
-            stored = [:]
         }
         let now = env.now()
         let active = config.sources.filter { $0.settings.enabled }
         for s in active {
-            let row = stored[s.name]
-            if let hash = row?.authFailedHash, hash == s.configHash {
+            if authFailed[s.name] == s.configHash {
                 logger.warning("source \(s.name) is waiting for a config change (credentials were rejected); not polling it")
                 continue
             }
             let window = Backoff.spreadWindow(count: active.count, interval: s.settings.interval)
-            let schedule = row?.schedule ?? StoredSchedule(nextDue: nil)
+            let schedule = schedules[s.name] ?? StoredSchedule(nextDue: nil)
             queue.push(schedule.firstDue(settings: s.settings, now: now, spread: window, unit: env.unit()), s.name)
         }
     }
