@@ -16,8 +16,9 @@ struct CheckCommand: AsyncParsableCommand {
             tidings.sock in the state directory) and prints the events of that poll; the daemon \
             records them and delivers them to its sinks as usual, with or without --deliver. A \
             source that fails such a poll is reported here (exit 2) but does not count for the \
-            daemon's failures, backoff or schedule. --dry-run never asks the daemon: it polls \
-            itself and records nothing.
+            daemon's failures, backoff or schedule; one the server asked to wait (Retry-After) is \
+            not polled sooner. --dry-run never asks the daemon: it polls itself and records \
+            nothing. `tidings items` reads the state the daemon (or a check) last recorded.
             """)
 
     @OptionGroup var common: CommonOptions

@@ -12,7 +12,9 @@ struct RunCommand: AsyncParsableCommand {
         discussion: """
             Meant for systemd (or a terminal). SIGTERM/SIGINT: stop polling, finish in-flight \
             deliveries, exit 0. SIGHUP: reload the configuration; an invalid one is reported and \
-            the running one is kept.
+            the running one is kept. Changed intervals apply on reload and on restart: a stored \
+            next poll the new settings could not have set is rescheduled within the new wait \
+            (a server's Retry-After still holds).
 
             One state, one owner: the daemon locks its state directory (tidings.lock, with its \
             PID). A second `tidings run` on the same state exits 2 at once, naming the first; \
