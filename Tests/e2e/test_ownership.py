@@ -177,11 +177,12 @@ def test_a_daemon_started_during_a_check_waits_for_it(tidings):
     tidings.write_config(sinks)
     data = tidings.root / "data.jsonl"
     data.write_text('{"key": "a", "title": "Alpha"}\n')
-    tidings.write_plugin("slow", f"#!/bin/sh\nsleep 2\ncat {data}\n", mode=0o755)
+    polling = tidings.root / "polling"
+    tidings.write_plugin("slow", f"#!/bin/sh\ntouch {polling}\nsleep 2\ncat {data}\n", mode=0o755)
     tidings.write_plugin("slow.toml", 'interval = "1h"\nnotify_existing = true\ntimeout = "10s"\n')
     check = subprocess.Popen(tidings.args("check", "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=tidings.env)
-    time.sleep(0.7)
+    wait_for(polling.exists, what="the check polling")
     d = tidings.start_daemon()
     out, err = check.communicate(timeout=30)
     assert check.returncode == 1, err
