@@ -229,3 +229,18 @@ final class StateAndOutboxTests: XCTestCase {
         }
     }
 }
+
+/// A state database that cannot be read must fail the poll (and so `check`'s exit status),
+/// without polling blind: the source might be waiting after rejected credentials.
+final class PollRunnerStateErrorTests: XCTestCase {
+    func testAnUnreadableStateFailsThePollWithoutPolling() async throws {
+        let store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+        let provider = CountingProvider()
+        let source = SourceConfig(name: "s", provider: "counting", settings: SourceSettings(), flapWindow: 0, instance: provider,
+                                  file: "t", line: nil, configHash: "h")
+        try await store.db.write { try $0.execute(sql: "ALTER TABLE source_state RENAME COLUMN etag TO etag_gone") }
+        let outcome = await PollRunner(store: store, http: CurlHTTPClient()).poll(source, options: RecordOptions(router: nil), logger: quietLogger)
+        XCTAssertEqual(provider.count, 0, "not polled blind")
+        XCTAssertTrue(outcome.error?.message.contains("could not read the state database") == true, "\(String(describing: outcome.error))")
+    }
+}

@@ -114,8 +114,15 @@ public final class OutboxWorker: Sendable {
         var failures: [String: String] = [:]
         for (name, sink) in sinks.sorted(by: { $0.key < $1.key }) {
             while true {
-                guard let rows = try? outbox.head(sink: name, batch: sink.acceptsBatches), let head = rows.first,
-                      head.nextAttempt <= env.now().addingTimeInterval(0.5) else { break }
+                let rows: [Delivery]
+                do {
+                    rows = try outbox.head(sink: name, batch: sink.acceptsBatches)
+                } catch {
+                    // A state error must reach the caller's exit status, not pass for an empty queue.
+                    failures[name] = "cannot read its deliveries from the state database \(outbox.store.path): \(error)"
+                    break
+                }
+                guard let head = rows.first, head.nextAttempt <= env.now().addingTimeInterval(0.5) else { break }
                 let err = await attempt(name, sink, rows)
                 if !recordUnrecorded(name) {
                     failures[name] = "delivered, but the state database could not record it (see the log); it is not sent again by this run"

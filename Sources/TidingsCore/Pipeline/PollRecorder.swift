@@ -19,6 +19,9 @@ public struct RecordOptions: Sendable {
     public var router: Router?
     /// Roll the transaction back: compute everything, change nothing (`check --dry-run`).
     public var dryRun = false
+    /// Whether the poll counts for the source's schedule and health (not for a poll on request
+    /// while the daemon owns the state).
+    package var accounting = PollAccounting.counted
     public init(router: Router?, dryRun: Bool = false) {
         self.router = router
         self.dryRun = dryRun
@@ -55,15 +58,21 @@ public struct PollRecorder: Sendable {
                     sql: "UPDATE source_state SET etag = ?, last_modified = ?, baseline_at = COALESCE(baseline_at, ?) WHERE source = ?").execute(
                     arguments: [validators.etag, validators.lastModified, now.timeIntervalSince1970, source.name])
             }
-            if status.errorReported {
-                events.append(EventFactory.health(source: source, type: .recovered, message: "recovered after \(status.failures) failed polls", failures: status.failures, now: now))
+            switch options.accounting {
+            case .counted:
+                if status.errorReported {
+                    events.append(EventFactory.health(source: source, type: .recovered, message: "recovered after \(status.failures) failed polls", failures: status.failures, now: now))
+                }
+                try db.cachedStatement(
+                    sql: """
+                        UPDATE source_state SET last_poll = ?, last_success = ?, failures = 0, error_reported = 0,
+                          auth_failed_hash = NULL, next_due = COALESCE(?, next_due), not_before = NULL WHERE source = ?
+                        """).execute(
+                    arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970, nextDue?.timeIntervalSince1970, source.name])
+            case .uncounted:
+                try db.cachedStatement(sql: "UPDATE source_state SET last_poll = ?, last_success = ? WHERE source = ?").execute(
+                    arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970, source.name])
             }
-            try db.cachedStatement(
-                sql: """
-                    UPDATE source_state SET last_poll = ?, last_success = ?, failures = 0, error_reported = 0,
-                      auth_failed_hash = NULL, next_due = COALESCE(?, next_due) WHERE source = ?
-                    """).execute(
-                arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970, nextDue?.timeIntervalSince1970, source.name])
             record.events = try Self.insert(db, events: events, options: options, now: now)
             return record
         }
@@ -71,9 +80,11 @@ public struct PollRecorder: Sendable {
 
     /// Records a failed poll: counts it, and emits one `error` event when the threshold is
     /// reached (or at once for rejected credentials). Never one event per failed poll.
-    /// `nextDue`, given the consecutive failures, is stored in the same transaction.
+    /// `nextDue`, given the consecutive failures, is stored in the same transaction, and with
+    /// it `notBefore`, the earliest time the server allowed (its `Retry-After`).
     public func recordFailure(
-        _ source: SourceConfig, error: PollError, now: Date, options: RecordOptions, nextDue: (Int) -> Date? = { _ in nil }
+        _ source: SourceConfig, error: PollError, now: Date, options: RecordOptions, notBefore: Date? = nil,
+        nextDue: (Int) -> Date? = { _ in nil }
     ) throws -> PollRecord {
         try transaction(options) { db in
             var record = PollRecord()
@@ -90,11 +101,11 @@ public struct PollRecorder: Sendable {
             try db.cachedStatement(
                 sql: """
                     UPDATE source_state SET last_poll = ?, last_error = ?, last_error_at = ?, failures = ?,
-                      error_reported = ?, auth_failed_hash = ?, next_due = COALESCE(?, next_due) WHERE source = ?
+                      error_reported = ?, auth_failed_hash = ?, next_due = COALESCE(?, next_due), not_before = ? WHERE source = ?
                     """).execute(
                 arguments: [now.timeIntervalSince1970, error.message, now.timeIntervalSince1970, failures,
                             status.errorReported || !events.isEmpty, isAuth ? source.configHash : nil,
-                            nextDue(failures)?.timeIntervalSince1970, source.name])
+                            nextDue(failures)?.timeIntervalSince1970, notBefore?.timeIntervalSince1970, source.name])
             record.events = try Self.insert(db, events: events, options: options, now: now)
             return record
         }

@@ -41,33 +41,30 @@ public final class PollRunner: Sendable {
     /// Forget which sources were prepared (after a reload, credentials are checked again).
     public func resetPrepared() { prepared.withLock { $0.removeAll() } }
 
-    /// Whether the source's credentials were rejected under its current configuration.
-    public func isAuthFailed(_ source: SourceConfig) throws -> Bool {
-        try store.db.read { db in
-            try String.fetchOne(db, sql: "SELECT auth_failed_hash FROM source_state WHERE source = ?", arguments: [source.name]) == source.configHash
-        }
-    }
-
     public func poll(_ source: SourceConfig, options: RecordOptions, logger: Logger) async -> PollOutcome {
         var log = logger
         log[metadataKey: "source"] = "\(source.name)"
         let settings = source.settings
         // One read per poll: whether credentials were rejected, and the validators to send.
-        var validators = Validators()
-        do {
-            let row = try store.db.read { db in
-                try Row.fetchOne(db.cachedStatement(sql: "SELECT auth_failed_hash, etag, last_modified FROM source_state WHERE source = ?"),
-                                 arguments: [source.name])
+        // If it fails, the poll fails: polling blind could retry rejected credentials, and a
+        // state error must reach the exit status of `check`, not only the log.
+        let validators: Validators
+        switch readState(source) {
+        case .ready(let v, let notBefore):
+            // A poll on request keeps the server's Retry-After too (the schedule always does).
+            if options.accounting == .uncounted, let notBefore, notBefore > env.now() {
+                let err = PollError(.rateLimited, "the server asked for no request before \(Timestamp.format(notBefore)) (Retry-After); not polling it sooner")
+                return PollOutcome(source: source.name, record: PollRecord(), error: err, nextDue: .distantFuture, nextDueStored: true)
             }
-            if let row {
-                if (row[0] as String?) == source.configHash {
-                    let err = PollError(.auth, "credentials were rejected earlier; fix the configuration (a changed config or `tidings state forget \(source.name)` retries)")
-                    return PollOutcome(source: source.name, record: PollRecord(authFailed: true), error: err, nextDue: .distantFuture, skippedAuthFailed: true)
-                }
-                validators = Validators(etag: row[1], lastModified: row[2])
-            }
-        } catch {
-            log.error("state read failed: \(error)")
+            validators = v
+        case .authFailed:
+            let err = PollError(.auth, "credentials were rejected earlier; fix the configuration (a changed config or `tidings state forget \(source.name)` retries)")
+            return PollOutcome(source: source.name, record: PollRecord(authFailed: true), error: err, nextDue: .distantFuture, skippedAuthFailed: true)
+        case .unreadable(let error):
+            let err = PollError(.transient, "could not read the state database \(store.path): \(error)")
+            stateFailed(err.message, logger: log)
+            return PollOutcome(source: source.name, record: PollRecord(), error: err,
+                               nextDue: env.now().addingTimeInterval(min(settings.interval, 60)))
         }
         let context = PollContext(source: source.name, http: http, validators: validators, timeout: settings.timeout,
                                   maxBody: settings.maxBody, logger: log, now: env.now())
@@ -94,33 +91,37 @@ public final class PollRunner: Sendable {
 
         let now = env.now()
         do {
-            switch result {
-            case .success(let value):
+            switch (result, options.accounting) {
+            case (.failure(let error), .uncounted):
+                if error.category == .auth { prepared.withLock { _ = $0.remove(source.name) } }
+                log.notice("poll on request failed: \(error.message) (not counted: failures, backoff and next poll unchanged)")
+                return PollOutcome(source: source.name, record: PollRecord(), error: error, nextDue: .distantFuture, nextDueStored: true)
+            case (.success(let value), .uncounted):
+                let record = try recorder.recordSuccess(source, result: value, now: now, options: options)
+                stateSucceeded(logger: log)
+                logBaseline(record, source: source, logger: log)
+                return PollOutcome(source: source.name, record: record, nextDue: .distantFuture, nextDueStored: true)
+            case (.success(let value), .counted):
                 let next = now.addingTimeInterval(Backoff.afterSuccess(interval: settings.interval, jitter: settings.jitter, unit: env.unit()))
                 let record = try recorder.recordSuccess(source, result: value, now: now, options: options, nextDue: next)
-                stateWriteSucceeded(logger: log)
+                stateSucceeded(logger: log)
                 if let n = failing.withLock({ $0.removeValue(forKey: source.name) }) {
                     log.notice("poll succeeded again after \(n) failed poll\(n == 1 ? "" : "s")")
                 }
-                if let n = record.baselineCount {
-                    if source.settings.notifyExisting {
-                        log.notice("first poll: reporting \(record.events.count) existing item\(record.events.count == 1 ? "" : "s") (notify_existing = true)")
-                    } else {
-                        log.notice("baseline: stored \(n) existing item\(n == 1 ? "" : "s") silently (notify_existing = false)")
-                    }
-                }
+                logBaseline(record, source: source, logger: log)
                 return PollOutcome(source: source.name, record: record, nextDue: next, nextDueStored: true)
-            case .failure(let error):
+            case (.failure(let error), .counted):
                 let unit = env.unit()
                 let wait = { (failures: Int) in
                     Backoff.afterFailure(interval: settings.interval, failures: failures, maxBackoff: settings.maxBackoff,
                                          jitter: settings.jitter, unit: unit, retryAfter: error.retryAfter)
                 }
                 let isAuth = error.category == .auth
-                let record = try recorder.recordFailure(source, error: error, now: now, options: options) { failures in
+                let notBefore = error.retryAfter.map { now.addingTimeInterval($0) }
+                let record = try recorder.recordFailure(source, error: error, now: now, options: options, notBefore: notBefore) { failures in
                     isAuth ? .distantFuture : now.addingTimeInterval(wait(failures))
                 }
-                stateWriteSucceeded(logger: log)
+                stateSucceeded(logger: log)
                 if isAuth {
                     prepared.withLock { _ = $0.remove(source.name) }
                     log.error("credentials rejected: \(error.message); not polling again until the configuration changes")
@@ -138,19 +139,51 @@ public final class PollRunner: Sendable {
         } catch {
             // The state could not be written: nothing was recorded, so nothing is lost; try again later.
             let err = PollError(.transient, "could not record the poll in the state database \(store.path): \(error)")
-            stateWriteFailed(err.message, logger: log)
+            stateFailed(err.message, logger: log)
             return PollOutcome(source: source.name, record: PollRecord(), error: err,
                                nextDue: now.addingTimeInterval(min(settings.interval, 60)))
         }
     }
 
-    /// A write to the state database failed: an error the first time, then debug until a
-    /// write succeeds again.
-    public func stateWriteFailed(_ message: String, logger: Logger) {
+    /// What the state says before a poll.
+    private enum StateBeforePoll {
+        /// The validators to send, and the earliest time the server allowed (Retry-After).
+        case ready(Validators, notBefore: Date?)
+        /// Credentials were rejected under the source's current configuration.
+        case authFailed
+        case unreadable(any Error)
+    }
+
+    private func readState(_ source: SourceConfig) -> StateBeforePoll {
+        do {
+            let row = try store.db.read { db in
+                try Row.fetchOne(db.cachedStatement(sql: "SELECT auth_failed_hash, etag, last_modified, not_before FROM source_state WHERE source = ?"),
+                                 arguments: [source.name])
+            }
+            guard let row else { return .ready(Validators(), notBefore: nil) }
+            if (row[0] as String?) == source.configHash { return .authFailed }
+            return .ready(Validators(etag: row[1], lastModified: row[2]), notBefore: (row[3] as Double?).map(Date.init(timeIntervalSince1970:)))
+        } catch {
+            return .unreadable(error)
+        }
+    }
+
+    private func logBaseline(_ record: PollRecord, source: SourceConfig, logger: Logger) {
+        guard let n = record.baselineCount else { return }
+        if source.settings.notifyExisting {
+            logger.notice("first poll: reporting \(record.events.count) existing item\(record.events.count == 1 ? "" : "s") (notify_existing = true)")
+        } else {
+            logger.notice("baseline: stored \(n) existing item\(n == 1 ? "" : "s") silently (notify_existing = false)")
+        }
+    }
+
+    /// A read or write of the state database failed: an error the first time, then debug
+    /// until a write succeeds again.
+    public func stateFailed(_ message: String, logger: Logger) {
         stateLog.failed("state", message, logger: logger)
     }
 
-    private func stateWriteSucceeded(logger: Logger) {
+    private func stateSucceeded(logger: Logger) {
         stateLog.succeeded("state", "state database \(store.path) is writable again", logger: logger)
     }
 }

@@ -10,11 +10,21 @@ public actor Scheduler {
     private let byName: [String: SourceConfig]
     private let runner: PollRunner
     private let options: RecordOptions
+    /// For polls on request (``pollNow(_:)``): routed as usual, not counted.
+    private let requestOptions: RecordOptions
     private let env: any Environment
     private let logger: Logger
     private let onEvents: @Sendable () -> Void
     private var queue = DueQueue()
+    /// Sources being polled, on schedule or on request: never two polls of one source at once.
     private var inFlight = Set<String>()
+    /// Sources whose scheduled poll came due while a poll on request ran: polled when it ends.
+    private var deferred = Set<String>()
+    /// Polls on request waiting for the poll of their source in flight.
+    private var waitingForSource: [String: [CheckedContinuation<Void, Never>]] = [:]
+    /// Polls on request in flight, and who waits for them to end (``run()`` when stopping).
+    private var requests = 0
+    private var requestsDone: [CheckedContinuation<Void, Never>] = []
     private let wakeup = Wakeup()
     private let global: AsyncSemaphore
     private var perHost: [String: AsyncSemaphore] = [:]
@@ -32,6 +42,9 @@ public actor Scheduler {
         self.byName = Dictionary(config.sources.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         self.runner = runner
         self.options = RecordOptions(router: router)
+        var requestOptions = RecordOptions(router: router)
+        requestOptions.accounting = .uncounted
+        self.requestOptions = requestOptions
         self.env = env
         self.logger = logger
         self.onEvents = onEvents
@@ -58,7 +71,11 @@ public actor Scheduler {
                 if drift > 5 || drift < -5 { catchUp(now: now, drift: drift) }
                 while let top = queue.peek, top.due <= now {
                     _ = queue.pop()
-                    guard let source = byName[top.name], !inFlight.contains(top.name) else { continue }
+                    guard let source = byName[top.name] else { continue }
+                    guard !inFlight.contains(top.name) else {
+                        deferred.insert(top.name)
+                        continue
+                    }
                     inFlight.insert(top.name)
                     let due = top.due
                     group.addTask { await self.execute(source, due: due) }
@@ -70,6 +87,56 @@ public actor Scheduler {
             }
             // Leaving the group waits for the in-flight polls.
         }
+        while requests > 0 {
+            await withCheckedContinuation { requestsDone.append($0) }
+        }
+    }
+
+    private static let stoppingError = PollError(.transient, "not polled: the daemon is stopping or reloading its configuration; try again")
+
+    /// Polls `sources` now, on request (`tidings check` while the daemon owns the state),
+    /// within `max_concurrent` and `max_per_host`, after any poll of the same source in
+    /// flight. Events are routed as usual; the schedule and health are not touched
+    /// (``PollAccounting/uncounted``). Outcomes in the given order.
+    package func pollNow(_ sources: [SourceConfig]) async -> [PollOutcome] {
+        guard !stopping else {
+            return sources.map { PollOutcome(source: $0.name, record: PollRecord(), error: Self.stoppingError, nextDue: .distantFuture) }
+        }
+        requests += 1
+        let outcomes = await withTaskGroup(of: (Int, PollOutcome).self) { group in
+            for (i, source) in sources.enumerated() {
+                group.addTask { (i, await self.pollOnRequest(source)) }
+            }
+            var out: [(Int, PollOutcome)] = []
+            for await r in group { out.append(r) }
+            return out.sorted { $0.0 < $1.0 }.map(\.1)
+        }
+        requests -= 1
+        if requests == 0 {
+            let waiting = requestsDone
+            requestsDone = []
+            waiting.forEach { $0.resume() }
+        }
+        return outcomes
+    }
+
+    private func pollOnRequest(_ source: SourceConfig) async -> PollOutcome {
+        while inFlight.contains(source.name) {
+            await withCheckedContinuation { waitingForSource[source.name, default: []].append($0) }
+        }
+        guard !stopping else {
+            finished(source.name)  // (pass the turn on to the next waiting request)
+            return PollOutcome(source: source.name, record: PollRecord(), error: Self.stoppingError, nextDue: .distantFuture)
+        }
+        inFlight.insert(source.name)
+        let outcome = await limitedPoll(source, options: requestOptions)
+        if !outcome.record.events.isEmpty { onEvents() }
+        finished(source.name)
+        if deferred.remove(source.name) != nil, !stopping {
+            queue.push(env.now(), source.name)
+            wakeup.signal()
+        }
+        return outcome
     }
 
     /// Stop starting polls; ``run()`` returns once in-flight polls are done.
@@ -87,28 +154,34 @@ public actor Scheduler {
         recentLateness = LatenessStats()
     }
 
+    /// Queues every enabled source: a stored due time is kept only if it fits the settings
+    /// now loaded (``StoredSchedule``); new sources start spread; removed ones are not queued.
     private func seed() {
-        let stored: [String: Double] = (try? runner.store.db.read { db in
-            var out: [String: Double] = [:]
-            for r in try Row.fetchAll(db, sql: "SELECT source, next_due FROM source_state WHERE next_due IS NOT NULL") {
-                out[r[0]] = r[1]
+        var schedules: [String: StoredSchedule] = [:]
+        /// The configuration hash under which each source's credentials were rejected.
+        var authFailed: [String: String] = [:]
+        do {
+            try runner.store.db.read { db in
+                for r in try Row.fetchAll(db, sql: "SELECT source, next_due, failures, not_before, auth_failed_hash FROM source_state") {
+                    let name: String = r[0]
+                    schedules[name] = StoredSchedule(nextDue: (r[1] as Double?).map(Date.init(timeIntervalSince1970:)), failures: r[2],
+                                                     notBefore: (r[3] as Double?).map(Date.init(timeIntervalSince1970:)))
+                    authFailed[name] = r[4]
+                }
             }
-            return out
-        }) ?? [:]
+        } catch {
+            runner.stateFailed("could not read the schedule from the state database \(runner.store.path): \(error); starting every source afresh", logger: logger)
+        }
         let now = env.now()
         let active = config.sources.filter { $0.settings.enabled }
         for s in active {
-            if (try? runner.isAuthFailed(s)) == true {
+            if authFailed[s.name] == s.configHash {
                 logger.warning("source \(s.name) is waiting for a config change (credentials were rejected); not polling it")
                 continue
             }
             let window = Backoff.spreadWindow(count: active.count, interval: s.settings.interval)
-            let horizon = s.settings.interval * (1 + s.settings.jitter) + s.settings.maxBackoff
-            if let t = stored[s.name], t > now.timeIntervalSince1970, t < now.timeIntervalSince1970 + horizon {
-                queue.push(Date(timeIntervalSince1970: t), s.name)
-            } else {
-                queue.push(now.addingTimeInterval(window * env.unit()), s.name)
-            }
+            let schedule = schedules[s.name] ?? StoredSchedule(nextDue: nil)
+            queue.push(schedule.firstDue(settings: s.settings, now: now, spread: window, unit: env.unit()), s.name)
         }
     }
 
@@ -127,28 +200,45 @@ public actor Scheduler {
     }
 
     private func execute(_ source: SourceConfig, due: Date) async {
-        let hostLimiter = source.instance.host.map { limiter(for: $0) }
-        await global.wait()
-        await hostLimiter?.wait()
-        let late = env.now().timeIntervalSince(due)
-        lateness.record(late)
-        recentLateness.record(late)
-        let outcome = await runner.poll(source, options: options, logger: logger)
-        hostLimiter?.signal()
-        global.signal()
+        let outcome = await limitedPoll(source, options: options) {
+            let late = self.env.now().timeIntervalSince(due)
+            self.lateness.record(late)
+            self.recentLateness.record(late)
+        }
         if !outcome.record.events.isEmpty { onEvents() }
         if !outcome.nextDueStored {
             do {
                 try runner.recorder.setNextDue(source.name, provider: source.provider, at: outcome.nextDue)
             } catch {
-                runner.stateWriteFailed("could not store the next due time of \(source.name) in \(runner.store.path): \(error)", logger: logger)
+                runner.stateFailed("could not store the next due time of \(source.name) in \(runner.store.path): \(error)", logger: logger)
             }
         }
         completed(source.name, next: outcome.nextDue)
     }
 
-    private func completed(_ name: String, next: Date) {
+    /// Polls within `max_concurrent` and `max_per_host`; `started` runs once both allow it.
+    private func limitedPoll(_ source: SourceConfig, options: RecordOptions, started: () -> Void = {}) async -> PollOutcome {
+        let hostLimiter = source.instance.host.map { limiter(for: $0) }
+        await global.wait()
+        await hostLimiter?.wait()
+        started()
+        let outcome = await runner.poll(source, options: options, logger: logger)
+        hostLimiter?.signal()
+        global.signal()
+        return outcome
+    }
+
+    /// The poll of `name` in flight ended: the next poll of it, waiting on request, may start.
+    private func finished(_ name: String) {
         inFlight.remove(name)
+        guard var waiting = waitingForSource[name], !waiting.isEmpty else { return }
+        let next = waiting.removeFirst()
+        waitingForSource[name] = waiting.isEmpty ? nil : waiting
+        next.resume()
+    }
+
+    private func completed(_ name: String, next: Date) {
+        finished(name)
         guard next != .distantFuture, !stopping else { return }
         let wasEarliest = queue.peek.map { next < $0.due } ?? true
         queue.push(next, name)

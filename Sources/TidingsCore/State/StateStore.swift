@@ -111,6 +111,7 @@ public final class StateStore: Sendable {
                 """)
         }
         NoticeSchema.register(&m)
+        ScheduleSchema.register(&m)
         return m
     }
 }

@@ -11,6 +11,14 @@ struct CheckCommand: AsyncParsableCommand {
             Records what was seen, so the next check reports only later changes. The first check \
             of a source is a silent baseline (unless notify_existing = true). Exit status: 0 nothing \
             new, 1 new events, 2 a source (or with --deliver, a sink) failed.
+
+            While `tidings run` owns the state, check asks the daemon to poll now (over \
+            tidings.sock in the state directory) and prints the events of that poll; the daemon \
+            records them and delivers them to its sinks as usual, with or without --deliver. A \
+            source that fails such a poll is reported here (exit 2) but does not count for the \
+            daemon's failures, backoff or schedule; one the server asked to wait (Retry-After) is \
+            not polled sooner. --dry-run never asks the daemon: it polls itself and records \
+            nothing. `tidings items` reads the state the daemon (or a check) last recorded.
             """)
 
     @OptionGroup var common: CommonOptions
@@ -21,35 +29,43 @@ struct CheckCommand: AsyncParsableCommand {
     @Flag(help: "Print events as JSON lines (the event format of webhooks and exec sinks).")
     var json = false
 
-    @Flag(help: "Also send the events to the configured sinks (through the outbox).")
+    @Flag(help: "Also send the events to the configured sinks (through the outbox). While a daemon runs, it delivers them in any case.")
     var deliver = false
 
-    @Flag(help: "Poll and print, but record nothing (the next check sees the same changes).")
+    @Flag(help: "Poll and print, but record nothing (the next check sees the same changes). Polls directly, also while a daemon runs.")
     var dryRun = false
+
+    /// What one source's poll gave, from this process or from the daemon.
+    struct SourceReport {
+        var source: String
+        var events: [Event]
+        var failure: String?
+    }
 
     func run() async throws {
         let app = try App.load(common, logLevel: .notice)
         let selected = try app.selectSources(sources)
+        let logger = Log.logger("check")
+        // Held until this process exits: a daemon that starts meanwhile waits for this check.
+        var lock: StateLock?
+        if !dryRun {
+            switch try await StateOwner.find(stateDirectory: app.stateDir, logger: logger) {
+            case .daemon(let pid, let client):
+                try await askDaemon(client, pid: pid, stateDir: app.stateDir, selected: selected, logger: logger)
+            case .check(let held):
+                lock = held
+            }
+        }
+        defer { withExtendedLifetime(lock) {} }
         let store = try app.openStore()
         let runner = PollRunner(store: store, http: CurlHTTPClient(maxConnectionsPerHost: app.config.maxPerHost))
         let options = RecordOptions(router: deliver ? app.router : nil, dryRun: dryRun)
-        let logger = Log.logger("check")
 
         let outcomes = await Self.pollAll(selected, runner: runner, options: options, limit: app.config.maxConcurrent,
                                           perHost: app.config.maxPerHost, logger: logger)
-        let formatter = EventFormatter(color: !json && EventFormatter.wantsColor(fileDescriptor: STDOUT_FILENO))
+        let reports = outcomes.map { SourceReport(source: $0.source, events: $0.record.events, failure: $0.error?.message) }
+        show(reports)
         var failed = false
-        var any = false
-        for o in outcomes {
-            for e in o.record.events {
-                any = true
-                emit(json ? e.jsonLine() : formatter.line(e))
-            }
-            if let err = o.error {
-                failed = true
-                complain("source \(o.source) failed: \(err.message)")
-            }
-        }
         if deliver && !dryRun {
             let worker = OutboxWorker(store: store, sinks: Dictionary(uniqueKeysWithValues: app.config.sinks.map { ($0.name, $0.instance) }),
                                       policy: RetryPolicy(maxAge: app.config.deliveryMaxAge), logger: Log.logger("outbox"))
@@ -59,7 +75,56 @@ struct CheckCommand: AsyncParsableCommand {
             }
             for s in app.config.sinks { await s.instance.shutdown() }
         }
-        throw ExitCode(failed ? Exit.failure : any ? Exit.newEvents : Exit.nothingNew)
+        throw ExitCode(Self.status(reports, sinkFailed: failed))
+    }
+
+    /// Like diff(1): 2 if a source (or sink) failed, else 1 if there were events, else 0.
+    static func status(_ reports: [SourceReport], sinkFailed: Bool = false) -> Int32 {
+        if sinkFailed || reports.contains(where: { $0.failure != nil }) { return Exit.failure }
+        return reports.contains(where: { !$0.events.isEmpty }) ? Exit.newEvents : Exit.nothingNew
+    }
+
+    /// Asks the daemon that owns the state to poll now; prints what that poll produced and
+    /// exits as a direct check would. The daemon records the events and delivers them.
+    private func askDaemon(_ client: ControlClient, pid: Int32?, stateDir: String, selected: [SourceConfig], logger: Logger) async throws -> Never {
+        logger.notice("the daemon\(pid.map { " (PID \($0))" } ?? "") owns the state in \(stateDir): it polls now and delivers the events to its sinks")
+        // Bounded even if the daemon kept sending `wait`: every poll has its timeout, and
+        // each may first wait for a scheduled poll of the same source.
+        let limit = 60 + 2 * selected.reduce(0) { $0 + $1.settings.timeout + 1 }
+        switch await client.ask(ControlRequest(sources: sources), limit: limit) {
+        case .replies(let replies):
+            var reports: [SourceReport] = []
+            var events: [Event] = []
+            for reply in replies {
+                switch reply {
+                case .event(let e):
+                    events.append(e)
+                case .result(let source, let outcome):
+                    var failure: String? = nil
+                    if case .failed(let message) = outcome { failure = message }
+                    reports.append(SourceReport(source: source, events: events, failure: failure))
+                    events = []
+                case .waiting, .done, .error:
+                    break
+                }
+            }
+            show(reports)
+            throw ExitCode(Self.status(reports))
+        case .refused(let message):
+            complain("the daemon refused: \(message)")
+        case .failed(let message):
+            complain(message)
+        }
+        throw ExitCode(Exit.failure)
+    }
+
+    /// Prints each source's events on stdout and its failure on stderr.
+    private func show(_ reports: [SourceReport]) {
+        let formatter = EventFormatter(color: !json && EventFormatter.wantsColor(fileDescriptor: STDOUT_FILENO))
+        for r in reports {
+            for e in r.events { emit(json ? e.jsonLine() : formatter.line(e)) }
+            if let failure = r.failure { complain("source \(r.source) failed: \(failure)") }
+        }
     }
 
     /// Polls concurrently within `max_concurrent` and `max_per_host`; results in the given order.

@@ -12,27 +12,102 @@ struct RunCommand: AsyncParsableCommand {
         discussion: """
             Meant for systemd (or a terminal). SIGTERM/SIGINT: stop polling, finish in-flight \
             deliveries, exit 0. SIGHUP: reload the configuration; an invalid one is reported and \
-            the running one is kept.
+            the running one is kept. Changed intervals apply on reload and on restart: a stored \
+            next poll the new settings could not have set is rescheduled within the new wait \
+            (a server's Retry-After still holds).
+
+            One state, one owner: the daemon locks its state directory (tidings.lock, with its \
+            PID). A second `tidings run` on the same state exits 2 at once, naming the first; \
+            one started while a `tidings check` works on the state waits for it. The daemon \
+            serves tidings.sock in the state directory, through which `tidings check` asks it \
+            to poll now.
             """)
 
     @OptionGroup var common: CommonOptions
+
+    /// How long a starting daemon waits for `tidings check` runs that work on the state.
+    static let checkPatience: Duration = .seconds(300)
 
     func run() async throws {
         // Trap SIGHUP before anything else: its default action would kill the process.
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let app = try App.load(common, logLevel: .info)
-        let store = try app.openStore(writable: true)
         let logger = Log.logger("tidings")
+        let lock = try await Self.claimState(app.stateDir, logger: logger)
+        // Held until after the socket is gone: a daemon that takes over must find its own.
+        defer { withExtendedLifetime(lock) {} }
+        let store = try app.openStore(writable: true)
         logger.info("tidings \(TidingsVersion.string) starting: config \(app.configFile), state \(store.path)")
-        let again = (try? NoticeBook.redeliverUnseen(store, router: app.router)) ?? []
-        if !again.isEmpty { logger.notice("delivering \(again.count) pending notice\(again.count == 1 ? "" : "s") again (not seen since created)") }
+        do {
+            let again = try NoticeBook.redeliverUnseen(store, router: app.router)
+            if !again.isEmpty { logger.notice("delivering \(again.count) pending notice\(again.count == 1 ? "" : "s") again (not seen since created)") }
+        } catch {
+            logger.error("could not queue pending notices again (state database \(store.path)): \(error)")
+        }
         let daemon = DaemonService(
             initial: app.config, configFile: app.configFile, store: store, hangups: hangups, logger: logger)
+        let control: ControlServer
+        do {
+            control = try ControlServer(path: ControlProtocol.socketPath(in: app.stateDir), logger: Log.logger("control")) { request in
+                await daemon.answer(request)
+            }
+        } catch {
+            complain("cannot serve the control socket: \(error)")
+            throw ExitCode(Exit.failure)
+        }
+        control.start()
+        defer { control.stop() }
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: daemon)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: Logger(label: "lifecycle", factory: { _ in SwiftLogNoOpLogHandler() })))
         try await group.run()
         logger.info("stopped")
+    }
+
+    /// Takes the state lock for the daemon's life: waits for checks that work on the state;
+    /// exits 2 at once if another daemon holds it.
+    static func claimState(_ stateDir: String, logger: Logger) async throws -> StateLock {
+        let deadline = ContinuousClock.now.advanced(by: checkPatience)
+        var told = false
+        while true {
+            let claim: StateLock.Claim
+            do {
+                claim = try StateLock.claim(directory: stateDir)
+            } catch {
+                complain("\(error)")
+                throw ExitCode(Exit.failure)
+            }
+            switch claim {
+            case .owned(let lock):
+                if told { logger.notice("the state is free: starting") }
+                return lock
+            case .heldByDaemon(let pid):
+                let holder = await confirmedDaemon(pid, stateDir: stateDir)
+                complain("the state in \(stateDir) is in use by another `tidings run`\(holder.map { " (PID \($0))" } ?? ""): one state has one daemon (two would deliver everything twice)")
+                throw ExitCode(Exit.failure)
+            case .heldByChecks:
+                guard ContinuousClock.now < deadline else {
+                    complain("the state in \(stateDir) stayed in use by `tidings check` for \(checkPatience); try again")
+                    throw ExitCode(Exit.failure)
+                }
+                if !told { logger.notice("waiting for `tidings check` to finish with the state in \(stateDir)") }
+                told = true
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
+    /// The PID in the lock file, once the daemon holding it has written it (right after locking).
+    private static func confirmedDaemon(_ pid: Int32?, stateDir: String) async -> Int32? {
+        var pid = pid
+        var tries = 0
+        while tries < 10, pid.map({ kill($0, 0) != 0 && errno == ESRCH }) ?? true {
+            tries += 1
+            try? await Task.sleep(for: .milliseconds(50))
+            guard case .heldByDaemon(let again)? = try? StateLock.share(directory: stateDir) else { return pid }
+            pid = again
+        }
+        return pid
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 import TidingsCore
 import UnixSignals
 
@@ -8,18 +9,35 @@ import UnixSignals
 ///
 /// SIGHUP loads the config anew; if it is valid the current generation drains and a new one
 /// starts on the same state, otherwise the error is logged and the old one keeps running.
-/// Graceful shutdown stops polling and waits (bounded) for in-flight work.
+/// Graceful shutdown stops polling and waits (bounded) for in-flight work. Requests on the
+/// control socket (``answer(_:)``) are polled by the current generation's scheduler.
 final class DaemonService: Service, Sendable {
     enum Control: Sendable { case reload, shutdown }
+
+    /// The configuration that is polling, and its scheduler.
+    private struct Generation: Sendable {
+        var config: TidingsConfig
+        var scheduler: Scheduler
+    }
 
     private let initial: TidingsConfig
     private let configFile: String
     private let store: StateStore
     private let hangups: UnixSignalsSequence
     private let logger: Logger
+    private let current = Mutex<Generation?>(nil)
+    /// Set on SIGTERM/SIGINT: requests are refused at once instead of waiting for a generation.
+    private let stopping = Mutex(false)
+    /// `history_days` of the configuration loaded last, for housekeeping.
+    private let historyDays: Mutex<Int>
+    /// Wakes housekeeping early (a reload may have changed `history_days`).
+    private let housekeeping = Wakeup()
+    /// How long a request on the control socket waits for a generation (start-up, reload).
+    static let generationWait: Duration = .seconds(30)
 
     init(initial: TidingsConfig, configFile: String, store: StateStore, hangups: UnixSignalsSequence, logger: Logger) {
         self.initial = initial
+        self.historyDays = Mutex(initial.historyDays)
         self.configFile = configFile
         self.store = store
         self.hangups = hangups
@@ -28,7 +46,7 @@ final class DaemonService: Service, Sendable {
 
     func run() async throws {
         let (controls, feed) = AsyncStream<Control>.makeStream()
-        try await withGracefulShutdownHandler {
+        await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { outer in
                 outer.addTask {
                     for await _ in self.hangups { feed.yield(.reload) }
@@ -38,12 +56,47 @@ final class DaemonService: Service, Sendable {
                 var iterator = controls.makeAsyncIterator()
                 while let fresh = await runGeneration(config, next: { await iterator.next() ?? .shutdown }) {
                     config = fresh
+                    historyDays.withLock { $0 = fresh.historyDays }
+                    housekeeping.signal()
                 }
                 outer.cancelAll()
             }
         } onGracefulShutdown: {
+            self.stopping.withLock { $0 = true }
             feed.yield(.shutdown)
         }
+    }
+
+    /// Answers a request on the control socket: polls the sources now, on request (they do
+    /// not count for schedule or health), and returns their events and results.
+    func answer(_ request: ControlRequest) async -> [ControlReply] {
+        guard let generation = await pollingGeneration() else {
+            return [.error("the daemon is not polling (starting, reloading or stopping); try again")]
+        }
+        let config = generation.config
+        let sources = request.sources.isEmpty ? config.sources.filter { $0.settings.enabled } : request.sources.compactMap(config.source(named:))
+        let unknown = request.sources.filter { config.source(named: $0) == nil }
+        guard unknown.isEmpty else {
+            let names = unknown.map { "'\($0)'" }.joined(separator: ", ")
+            return [.error("the running daemon has no source named \(names) (it runs \(configFile) as last loaded; reload it with SIGHUP after editing)")]
+        }
+        var replies: [ControlReply] = []
+        for outcome in await generation.scheduler.pollNow(sources) {
+            replies += outcome.record.events.map(ControlReply.event)
+            replies.append(.result(source: outcome.source, outcome: outcome.error.map { .failed(Redactor.shared.scrub($0.message)) } ?? .ok))
+        }
+        replies.append(.done)
+        return replies
+    }
+
+    /// The generation polling now; waits a while during start-up or a reload.
+    private func pollingGeneration() async -> Generation? {
+        let deadline = ContinuousClock.now.advanced(by: Self.generationWait)
+        while ContinuousClock.now < deadline, !stopping.withLock({ $0 }) {
+            if let g = current.withLock({ $0 }) { return g }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
     }
 
     /// Loads the config again; nil (after logging why) if it is invalid.
@@ -69,6 +122,7 @@ final class DaemonService: Service, Sendable {
         let runner = PollRunner(store: store, http: CurlHTTPClient(maxConnectionsPerHost: config.maxPerHost))
         let router = Router(routes: config.routes, allSinks: config.sinks.map(\.name))
         let scheduler = Scheduler(config: config, runner: runner, router: router, logger: Log.logger("scheduler"), onEvents: { outbox.nudge() })
+        current.withLock { $0 = Generation(config: config, scheduler: scheduler) }
 
         let fresh: TidingsConfig? = await withTaskGroup(of: Bool.self) { group in
             group.addTask { await scheduler.run(); return true }
@@ -78,6 +132,7 @@ final class DaemonService: Service, Sendable {
             while fresh == nil, await next() == .reload {
                 fresh = loadFresh()
             }
+            current.withLock { $0 = nil }
             await scheduler.stop()
             outbox.stop()
             let timeout = config.shutdownTimeout
@@ -102,16 +157,18 @@ final class DaemonService: Service, Sendable {
         return fresh
     }
 
-    /// Hourly housekeeping: prune old history.
+    /// Housekeeping, hourly and after each reload: prune history older than the
+    /// `history_days` of the configuration loaded now.
     private func maintenance() async {
         while !Task.isCancelled {
+            let days = historyDays.withLock { $0 }
             do {
-                let r = try store.prune(olderThanDays: initial.historyDays)
-                if r.events + r.items > 0 { logger.info("pruned \(r.events) old events and \(r.items) gone items") }
+                let r = try store.prune(olderThanDays: days)
+                if r.events + r.items > 0 { logger.info("pruned \(r.events) old events and \(r.items) gone items (history_days = \(days))") }
             } catch {
                 logger.error("pruning failed: \(error)")
             }
-            try? await Task.sleep(for: .seconds(3600))
+            await housekeeping.wait(seconds: 3600)
         }
     }
 }
