@@ -132,8 +132,7 @@ public struct WebhookSink: Sink {
     }
 
     static func snippet(_ body: Data) -> String {
-        let text = String(decoding: body.prefix(200), as: UTF8.self)
-            .components(separatedBy: .newlines).joined(separator: " ").trimmingCharacters(in: .whitespaces)
+        let text = Redactor.shared.excerpt(body)
         return text.isEmpty ? "" : ": \(text)"
     }
 }

@@ -59,9 +59,14 @@ public struct PollContext: Sendable {
     }
 
     /// Sends a request with this poll's timeout and body limit.
+    ///
+    /// The response body passes through ``Redactor``: a server that echoes a credential cannot
+    /// plant it in items, events or the state.
     public func send(_ method: String = "GET", _ url: URL, headers: [(String, String)] = [], body: Data? = nil) async throws -> HTTPResponse {
         do {
-            return try await http.send(HTTPRequest(method: method, url: url, headers: headers, body: body, timeout: timeout, maxBody: maxBody))
+            var response = try await http.send(HTTPRequest(method: method, url: url, headers: headers, body: body, timeout: timeout, maxBody: maxBody))
+            response.body = Redactor.shared.scrub(response.body)
+            return response
         } catch let e as HTTPClientError {
             throw PollError(.transient, e.description)
         }
@@ -117,11 +122,10 @@ public struct PollError: Error, CustomStringConvertible, Sendable {
         }
     }
 
-    /// A short, printable excerpt of a response body for error messages.
+    /// A short, printable excerpt of a response body for error messages (secrets scrubbed
+    /// before it is cut, so no part of one survives the cut).
     public static func excerpt(_ body: Data, limit: Int = 200) -> String {
-        let text = String(decoding: body.prefix(limit * 4), as: UTF8.self)
-            .replacingOccurrences(of: "\n", with: " ").trimmingCharacters(in: .whitespaces)
-        return text.count > limit ? String(text.prefix(limit)) + "…" : text
+        Redactor.shared.excerpt(body, limit: limit)
     }
 }
 
