@@ -6,9 +6,10 @@ import TidingsCore
 /// `type = "webhook"`: POSTs the event JSON (DESIGN §4) to `url`, signed per Standard Webhooks
 /// when a `secret` is set.
 ///
-/// Options: `url` (required, http or https), `headers` (table of extra headers), `batch`
-/// (false: one POST per event; true: one JSON array per poll), `secret` / `secret_file` /
-/// `secret_env` (`whsec_…`), `timeout` (default "15s").
+/// Options: `url` (required, http or https), `headers` (table of extra headers; values may be
+/// secrets, ``OptionReader/headers(_:)``), `batch` (false: one POST per event; true: one JSON
+/// array per poll), `secret` / `secret_file` / `secret_env` / `secret_credential` (`whsec_…`),
+/// `timeout` (default "15s").
 ///
 /// Delivery outcome, for the outbox: 2xx delivered; network error, timeout, 408, 429 and 5xx
 /// retryable (honouring `Retry-After`); 410 gone (the sink is disabled until reload); any
@@ -59,7 +60,7 @@ public struct WebhookSink: Sink {
             }
         }
         return WebhookSink(
-            url: url, headers: try o.stringTable("headers") ?? [], batch: try o.bool("batch") ?? false,
+            url: url, headers: try o.headers().pairs, batch: try o.bool("batch") ?? false,
             signature: signature, timeout: try o.duration("timeout", minimum: 1) ?? 15, client: CurlHTTPClient())
     }
 
