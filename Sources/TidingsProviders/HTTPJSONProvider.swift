@@ -11,7 +11,9 @@ import TidingsCore
 /// title = "{/name} is {/status}"  # a pointer or a {pointer} template
 /// headers = { Accept = "application/json", Authorization_env = "API_TOKEN" }
 /// ```
-/// Header values may be secrets (``OptionReader/headers(_:)``).
+/// Header values may be secrets (``OptionReader/headers(_:)``). A source with a secret header, or
+/// user info in its `url`, sends credentials: it is never redirected to another origin, and a
+/// 401/403 means they were rejected. One without follows redirects anywhere (not https → http).
 public struct HTTPJSONProvider: Provider {
     public var url: URL
     public var headers: HeaderTable
@@ -60,13 +62,16 @@ public struct HTTPJSONProvider: Provider {
             kind: try o.string("kind") ?? "item")
     }
 
+    /// Whether requests carry credentials: a secret header, or user info in the URL.
+    var credentials: Credentials { headers.carriesCredentials || url.user != nil ? .sent : .notSent }
+
     public func poll(_ ctx: PollContext) async throws -> PollResult {
         var hdrs: [(String, String)] = [("Accept", "application/json")] + headers.pairs
         hdrs += ctx.validators.requestHeaders
-        let response = try await ctx.send("GET", url, headers: hdrs)
+        let response = try await ctx.send("GET", url, headers: hdrs, credentials: credentials)
         if response.status == 304 { return .notModified }
         guard (200..<300).contains(response.status) else {
-            throw PollError.http(response, detail: PollError.excerpt(response.body))
+            throw PollError.http(response, credentials: credentials, detail: PollError.excerpt(response.body))
         }
         return .snapshot(try decode(response.body), validators: Validators(from: response))
     }

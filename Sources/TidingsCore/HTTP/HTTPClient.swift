@@ -61,6 +61,17 @@ public struct HTTPResponse: Sendable {
         if let d = f.date(from: raw) { return min(max(0, d.timeIntervalSinceNow), Self.maxRetryAfter) }
         return nil
     }
+
+    /// A 403 that says "slow down" rather than "who are you": a `Retry-After`, a rate-limit
+    /// counter at zero (`X-RateLimit-Remaining: 0`, as GitHub sends), or a body that says so.
+    public var signalsRateLimit: Bool {
+        if header("retry-after") != nil { return true }
+        for name in ["x-ratelimit-remaining", "ratelimit-remaining", "x-rate-limit-remaining"] {
+            if header(name)?.trimmingCharacters(in: .whitespaces) == "0" { return true }
+        }
+        let text = String(decoding: body.prefix(4096), as: UTF8.self).lowercased()
+        return ["rate limit", "rate-limit", "ratelimit", "too many requests"].contains { text.contains($0) }
+    }
 }
 
 public enum HTTPClientError: Error, CustomStringConvertible, Sendable {
