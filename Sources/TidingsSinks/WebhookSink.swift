@@ -13,7 +13,9 @@ import TidingsCore
 ///
 /// Delivery outcome, for the outbox: 2xx delivered; network error, timeout, 408, 429 and 5xx
 /// retryable (honouring `Retry-After`); 410 gone (the sink is disabled until reload); any
-/// other status permanent (dead letter).
+/// other status permanent (dead letter). Redirects are never followed (a re-sent POST may lose
+/// its body): a permanent one (301, 308) disables the sink until reload, as 410 does, and any
+/// other 3xx is retried; both keep the deliveries and name the `Location`.
 public struct WebhookSink: Sink {
     /// Where to POST.
     public var url: URL
@@ -95,7 +97,7 @@ public struct WebhookSink: Sink {
         h.append(("webhook-id", id))
         h.append(("webhook-timestamp", String(timestamp)))
         if let signature { h.append(("webhook-signature", signature.sign(id: id, timestamp: timestamp, body: body))) }
-        return HTTPRequest(method: "POST", url: url, headers: h, body: body, timeout: timeout, maxBody: 1 << 20)
+        return HTTPRequest(method: "POST", url: url, headers: h, body: body, timeout: timeout, maxBody: 1 << 20, redirects: .never)
     }
 
     func post(id: String, body: Data) async throws {
@@ -119,8 +121,18 @@ public struct WebhookSink: Sink {
         case 200..<300: return nil
         case 408, 429, 500...599: return DeliveryError(.retryable, what, retryAfter: r.retryAfter)
         case 410: return DeliveryError(.gone, what + " (the receiver says this endpoint is gone)")
+        case 301, 308:
+            return DeliveryError(.gone, "POST \(display(url)): HTTP \(r.status), moved permanently to \(location(r, from: url)); webhooks do not follow redirects: update the sink's url")
+        case 300..<400:
+            return DeliveryError(.retryable, "POST \(display(url)): HTTP \(r.status) redirect to \(location(r, from: url)); webhooks do not follow redirects", retryAfter: r.retryAfter)
         default: return DeliveryError(.permanent, what)
         }
+    }
+
+    /// A redirect's target, for messages (as ``display(_:)`` shows URLs).
+    static func location(_ r: HTTPResponse, from url: URL) -> String {
+        guard let raw = r.header("location"), !raw.isEmpty else { return "(no Location)" }
+        return URL(string: raw, relativeTo: url).map { display($0.absoluteURL) } ?? Redactor.shared.excerpt(Data(raw.utf8))
     }
 
     /// The URL without user info or query (either may carry a token).

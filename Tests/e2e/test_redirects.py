@@ -1,8 +1,10 @@
-"""Redirects against the hostile server pair (issue 9, item 7).
+"""Redirects against the hostile server pair (issue 9, items 5 and 7).
 
 - Requests that carry credentials never leave the configured scheme, host and port: a redirect
   elsewhere is a poll error naming the target, and the other server receives nothing.
 - Public requests (no credentials) may follow a redirect to another host.
+- A webhook never follows a redirect: it is not delivered, the Location is named, the delivery
+  is kept and goes out once the sink is fixed.
 """
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import json
 
 import pytest
 
+from conftest import wait_for
 from fakes.hostile import HostilePair
+from feed import Feed, item
 from providers_util import assert_no_secrets
 
 PASSWORD = "pw-Redirect-4711"
@@ -169,3 +173,46 @@ def test_http_json_without_secrets_follows_a_redirect_to_another_port(tidings, p
     assert r.code == 1, r
     assert [e["title"] for e in r.events] == ["moved item"]
     assert [q.path for q in pair.other.requests] == ["/items"]
+
+
+# Webhooks never follow ----------------------------------------------------------------------
+
+def webhook(t, url):
+    t.write_config(f"""
+        [sinks.hook]
+        type = "webhook"
+        url = "{url}"
+        timeout = "5s"
+        """)
+
+
+def outbox(t):
+    r = t.run("outbox", "--json")
+    assert r.code == 0, r
+    return r.events
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_webhook_redirect_is_not_delivered_names_the_location_and_loses_nothing(tidings, pair, status):
+    feed = Feed(tidings)
+    feed.set([item("a", "redirected event")])
+    target = pair.script("/hook", server="other", json={"ok": True})
+    pair.script("/hook", redirect=target, status=status)
+    webhook(tidings, f"{pair.main.url}/hook")
+    r = tidings.run("check", "--deliver")
+    assert r.code == 2, r
+    assert target in r.stderr and f"HTTP {status}" in r.stderr, r
+    other_received_nothing(pair)
+    [row] = outbox(tidings)
+    assert row["status"] != "dead" and target in row["last_error"], row
+    assert [q.method for q in pair.main.requests] == ["POST"], "tried once, not followed"
+
+    # Fixed (the url now points where the receiver moved): the kept delivery goes out, once.
+    webhook(tidings, target)
+    tidings.start_daemon()
+    wait_for(lambda: [q for q in pair.other.requests if q.method == "POST"], timeout=30, what="the kept delivery")
+    wait_for(lambda: outbox(tidings) == [], what="the outbox to empty")
+    [post] = pair.other.requests
+    delivered = json.loads(post.body)
+    assert delivered["id"] == row["event"]["id"] and delivered["title"] == "redirected event"
+    assert post.headers["webhook-id"] == row["event"]["id"]
