@@ -132,7 +132,7 @@ public struct WebhookSink: Sink {
     /// A redirect's target, for messages (as ``display(_:)`` shows URLs).
     static func location(_ r: HTTPResponse, from url: URL) -> String {
         guard let raw = r.header("location"), !raw.isEmpty else { return "(no Location)" }
-        return URL(string: raw, relativeTo: url).map { display($0.absoluteURL) } ?? Redactor.shared.excerpt(Data(raw.utf8))
+        return URL(string: raw, relativeTo: url).map { display($0.absoluteURL) } ?? Redirect.display(raw)
     }
 
     /// The URL without user info or query (either may carry a token).

@@ -274,7 +274,8 @@ final class CurlHTTPClientTests: XCTestCase {
         }
         XCTAssertEqual(reason { try next("https://a.example/x", 302, "http://a.example/y", .anyOrigin) }, .downgrade)
         XCTAssertEqual(reason { try next("http://a.example/x", 302, "ftp://a.example/y", .anyOrigin) }, .scheme)
-        XCTAssertEqual(reason { try next("http://a.example/x", 302, "http://exa mple/", .anyOrigin) }, .invalidLocation)
+        XCTAssertEqual(reason { try next("http://a.example/x", 302, "http://[::1", .anyOrigin) }, .invalidLocation)
+        XCTAssertEqual(Redirect.display("http://[\u{1B}[2J"), "http://[%1B[2J", "a Location is shown without terminal escapes")
         XCTAssertEqual(try next("http://a.example/x", 302, "https://b.example/y", .anyOrigin)?.url.absoluteString, "https://b.example/y")
         XCTAssertEqual(try next("https://a.example/x", 302, "//A.EXAMPLE:443/y", .sameOrigin)?.url.absoluteString, "https://A.EXAMPLE:443/y")
         XCTAssertEqual(reason { try next("http://127.0.0.1:8080/x", 302, "http://0.0.0.0:8080/y", .sameOrigin) },

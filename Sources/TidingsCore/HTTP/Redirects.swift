@@ -127,7 +127,12 @@ public enum Redirect {
         return display(c?.string ?? url.absoluteString)
     }
 
-    static func display(_ text: String) -> String {
-        text.count > 300 ? String(text.prefix(300)) + "…" : text
+    /// A `Location` as sent, for messages: anything but printable ASCII percent-encoded (no
+    /// terminal escapes), at most 300 characters.
+    package static func display(_ text: String) -> String {
+        let safe = text.addingPercentEncoding(withAllowedCharacters: printable) ?? ""
+        return safe.count > 300 ? String(safe.prefix(300)) + "…" : safe
     }
+
+    private static let printable = CharacterSet(charactersIn: Unicode.Scalar(0x21)...Unicode.Scalar(0x7E))
 }
