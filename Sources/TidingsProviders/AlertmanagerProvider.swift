@@ -37,12 +37,15 @@ public struct AlertmanagerProvider: Provider, EventDescriber, Sendable {
         return ProviderSupport.join(base, "/api/v2/alerts", query: q)
     }
 
+    /// With a `bearer_token` (or user info in `base_url`) requests carry credentials.
+    var credentials: Credentials { bearer != nil || base.user != nil ? .sent : .notSent }
+
     public func poll(_ context: PollContext) async throws -> PollResult {
         var headers = [("Accept", "application/json")]
         if let bearer { headers.append(("Authorization", "Bearer \(bearer.value)")) }
-        let response = try await context.send("GET", alertsURL, headers: headers)
+        let response = try await context.send("GET", alertsURL, headers: headers, credentials: credentials)
         guard ProviderSupport.isSuccess(response) else {
-            throw PollError.http(response, detail: PollError.excerpt(response.body))
+            throw PollError.http(response, credentials: credentials, detail: PollError.excerpt(response.body))
         }
         return .snapshot(try Self.decode(response.body, now: context.now))
     }

@@ -62,7 +62,7 @@ public final class EconomicProvider: Provider, EventDescriber, Sendable {
             guard visited.insert(url.absoluteString).inserted, visited.count <= 10_000 else {
                 throw PollError(.transient, "e-conomic pagination loops at \(url.absoluteString)")
             }
-            let response = try await context.send("GET", url, headers: headers)
+            let response = try await context.send("GET", url, headers: headers, credentials: .sent)
             guard ProviderSupport.isSuccess(response) else { throw Self.error(response, page: visited.count) }
             let page = try Self.decodePage(response.body, page: visited.count, base: base)
             drafts += page.items
@@ -124,7 +124,7 @@ public final class EconomicProvider: Provider, EventDescriber, Sendable {
             detail += " (check the tokens; the agreement grant may have been revoked)"
         }
         if let wait = response.retryAfter, [429, 503].contains(response.status) { detail += "; retry after \(DurationParser.format(wait.rounded(.up)))" }
-        return PollError.http(response, detail: detail)
+        return PollError.http(response, credentials: .sent, detail: detail)
     }
 
     // MARK: describing

@@ -11,11 +11,12 @@ import TidingsCore
 /// title = "{/name} is {/status}"  # a pointer or a {pointer} template
 /// headers = { Accept = "application/json", Authorization_env = "API_TOKEN" }
 /// ```
-/// Header values may be secrets: `NAME_file` / `NAME_env` read them from a file or the environment.
+/// Header values may be secrets (``OptionReader/headers(_:)``). A source with a secret header, or
+/// user info in its `url`, sends credentials: it is never redirected to another origin, and a
+/// 401/403 means they were rejected. One without follows redirects anywhere (not https → http).
 public struct HTTPJSONProvider: Provider {
     public var url: URL
-    /// Header values; credential values came through ``OptionReader/secret(_:required:)`` and are redacted in logs.
-    public var headers: [(String, String)]
+    public var headers: HeaderTable
     public var items: String
     public var key: FieldTemplate?
     public var title: FieldTemplate?
@@ -25,7 +26,7 @@ public struct HTTPJSONProvider: Provider {
     public var kind: String
 
     public init(
-        url: URL, headers: [(String, String)] = [], items: String = "", key: FieldTemplate? = nil, title: FieldTemplate? = nil,
+        url: URL, headers: HeaderTable = HeaderTable(), items: String = "", key: FieldTemplate? = nil, title: FieldTemplate? = nil,
         body: FieldTemplate? = nil, link: FieldTemplate? = nil, severity: FieldTemplate? = nil, kind: String = "item"
     ) {
         self.url = url
@@ -56,40 +57,21 @@ public struct HTTPJSONProvider: Provider {
         let items = try o.string("items") ?? ""
         guard JSONPointer.isValid(items) else { throw o.error("items", "\(o.what): 'items' must be a JSON pointer like \"/data\" (or \"\" for the whole document)") }
         return HTTPJSONProvider(
-            url: url, headers: try headerSecrets(o), items: items, key: try field("key"), title: try field("title"),
+            url: url, headers: try o.headers(), items: items, key: try field("key"), title: try field("title"),
             body: try field("body"), link: try field("link"), severity: try field("severity"),
             kind: try o.string("kind") ?? "item")
     }
 
-    /// `headers = { A = "v", B_file = "path", C_env = "VAR" }`. Values of credential-like
-    /// headers count as inline secrets (refused in a group/world-readable file).
-    static func headerSecrets(_ o: OptionReader) throws -> [(String, String)] {
-        guard let h = try o.subtable("headers") else { return [] }
-        var out: [(String, String)] = []
-        for k in h.table.keys {
-            if k.hasSuffix("_file") || k.hasSuffix("_env") {
-                let name = String(k[..<k.lastIndex(of: "_")!])
-                if let s = try h.secret(name, required: false) { out.append((name, s.value)) }
-            } else if h.table[k + "_file"] == nil && h.table[k + "_env"] == nil {
-                let sensitive = ["auth", "token", "key", "secret", "cookie", "password"].contains { k.lowercased().contains($0) }
-                if sensitive, let s = try h.secret(k, required: false) {
-                    out.append((k, s.value))
-                } else {
-                    out.append((k, try h.requiredString(k)))
-                }
-            }
-        }
-        try h.finish()
-        return out
-    }
+    /// Whether requests carry credentials: a secret header, or user info in the URL.
+    var credentials: Credentials { headers.carriesCredentials || url.user != nil ? .sent : .notSent }
 
     public func poll(_ ctx: PollContext) async throws -> PollResult {
-        var hdrs: [(String, String)] = [("Accept", "application/json")] + headers
+        var hdrs: [(String, String)] = [("Accept", "application/json")] + headers.pairs
         hdrs += ctx.validators.requestHeaders
-        let response = try await ctx.send("GET", url, headers: hdrs)
+        let response = try await ctx.send("GET", url, headers: hdrs, credentials: credentials)
         if response.status == 304 { return .notModified }
         guard (200..<300).contains(response.status) else {
-            throw PollError.http(response, detail: PollError.excerpt(response.body))
+            throw PollError.http(response, credentials: credentials, detail: PollError.excerpt(response.body))
         }
         let elements = try elements(in: response.body)
         if let key, !elements.isEmpty, !elements.contains(where: { stableKey($0) != nil }) {

@@ -13,7 +13,9 @@ import TidingsCore
 ///
 /// The API has no ids: an item's key is a hash of type, text and URL, so an entry that
 /// disappears and later returns is new again. Credentials travel on every request, so
-/// plain `http://` is refused unless the host is loopback or `allow_insecure_http = true`.
+/// plain `http://` is refused unless the host is loopback or `allow_insecure_http = true`, and
+/// no request follows a redirect off `base_url`'s scheme, host and port (a redirect from
+/// loopback cannot carry the password elsewhere).
 public final class SportdateProvider: Provider, Sendable {
     /// `provider = "sportdate"`.
     public static let factory = ProviderFactory(
@@ -59,14 +61,14 @@ public final class SportdateProvider: Provider, Sendable {
 
     /// Checks the credentials once after start or reload (`success: false` → auth-failed).
     public func prepare(_ context: PollContext) async throws {
-        let response = try await context.send("POST", ProviderSupport.join(base, "/api/member/get"), headers: jsonHeaders, body: credentialsBody)
+        let response = try await context.send("POST", ProviderSupport.join(base, "/api/member/get"), headers: jsonHeaders, body: credentialsBody, credentials: .sent)
         if [404, 405].contains(response.status) {
             // The deployed API differs from the spec in places: without a login check, the
             // message check's `success` still tells rejected credentials apart.
             context.logger.warning("\(context.source): no login check at /api/member/get (HTTP \(response.status)); relying on the message check")
             return
         }
-        guard ProviderSupport.isSuccess(response) else { throw PollError.http(response, detail: "login check failed") }
+        guard ProviderSupport.isSuccess(response) else { throw PollError.http(response, credentials: .sent, detail: "login check failed") }
         let json = try ProviderSupport.json(response, what: "Sportdate login check")
         guard Self.success(json) else {
             throw PollError(.auth, "Sportdate rejected the credentials for \(email) (success: false); fix the password and reload")
@@ -74,8 +76,8 @@ public final class SportdateProvider: Provider, Sendable {
     }
 
     public func poll(_ context: PollContext) async throws -> PollResult {
-        let response = try await context.send(messageMethod, ProviderSupport.join(base, "/api/message/check"), headers: jsonHeaders, body: credentialsBody)
-        guard ProviderSupport.isSuccess(response) else { throw PollError.http(response) }
+        let response = try await context.send(messageMethod, ProviderSupport.join(base, "/api/message/check"), headers: jsonHeaders, body: credentialsBody, credentials: .sent)
+        guard ProviderSupport.isSuccess(response) else { throw PollError.http(response, credentials: .sent) }
         let messages = try Self.decode(response.body, email: email)
         for m in messages where !["notify", "messagebox"].contains(m.type) {
             let first = loggedTypes.withLock { $0.insert(m.type).inserted }

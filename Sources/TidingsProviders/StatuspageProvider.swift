@@ -24,9 +24,12 @@ public struct StatuspageProvider: Provider, EventDescriber, Sendable {
     public func poll(_ context: PollContext) async throws -> PollResult {
         var headers = [("Accept", "application/json")]
         headers += context.validators.requestHeaders
-        let response = try await context.send("GET", ProviderSupport.join(base, "/api/v2/summary.json"), headers: headers)
+        // A public page: no credentials, so redirects may lead to another host (never https → http).
+        let response = try await context.send("GET", ProviderSupport.join(base, "/api/v2/summary.json"), headers: headers, credentials: .notSent)
         if response.status == 304 { return .notModified }
-        guard ProviderSupport.isSuccess(response) else { throw PollError.http(response, detail: PollError.excerpt(response.body)) }
+        guard ProviderSupport.isSuccess(response) else {
+            throw PollError.http(response, credentials: .notSent, detail: PollError.excerpt(response.body))
+        }
         return .snapshot(try Self.decode(response.body, host: base.host), validators: Validators(from: response))
     }
 

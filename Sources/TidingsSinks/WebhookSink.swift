@@ -6,13 +6,16 @@ import TidingsCore
 /// `type = "webhook"`: POSTs the event JSON (DESIGN §4) to `url`, signed per Standard Webhooks
 /// when a `secret` is set.
 ///
-/// Options: `url` (required, http or https), `headers` (table of extra headers), `batch`
-/// (false: one POST per event; true: one JSON array per poll), `secret` / `secret_file` /
-/// `secret_env` (`whsec_…`), `timeout` (default "15s").
+/// Options: `url` (required, http or https), `headers` (table of extra headers; values may be
+/// secrets, ``OptionReader/headers(_:)``), `batch` (false: one POST per event; true: one JSON
+/// array per poll), `secret` / `secret_file` / `secret_env` / `secret_credential` (`whsec_…`),
+/// `timeout` (default "15s").
 ///
 /// Delivery outcome, for the outbox: 2xx delivered; network error, timeout, 408, 429 and 5xx
 /// retryable (honouring `Retry-After`); 410 gone (the sink is disabled until reload); any
-/// other status permanent (dead letter).
+/// other status permanent (dead letter). Redirects are never followed (a re-sent POST may lose
+/// its body): a permanent one (301, 308) disables the sink until reload, as 410 does, and any
+/// other 3xx is retried; both keep the deliveries and name the `Location`.
 public struct WebhookSink: Sink {
     /// Where to POST.
     public var url: URL
@@ -59,7 +62,7 @@ public struct WebhookSink: Sink {
             }
         }
         return WebhookSink(
-            url: url, headers: try o.stringTable("headers") ?? [], batch: try o.bool("batch") ?? false,
+            url: url, headers: try o.headers().pairs, batch: try o.bool("batch") ?? false,
             signature: signature, timeout: try o.duration("timeout", minimum: 1) ?? 15, client: CurlHTTPClient())
     }
 
@@ -94,7 +97,7 @@ public struct WebhookSink: Sink {
         h.append(("webhook-id", id))
         h.append(("webhook-timestamp", String(timestamp)))
         if let signature { h.append(("webhook-signature", signature.sign(id: id, timestamp: timestamp, body: body))) }
-        return HTTPRequest(method: "POST", url: url, headers: h, body: body, timeout: timeout, maxBody: 1 << 20)
+        return HTTPRequest(method: "POST", url: url, headers: h, body: body, timeout: timeout, maxBody: 1 << 20, redirects: .never)
     }
 
     func post(id: String, body: Data) async throws {
@@ -118,8 +121,18 @@ public struct WebhookSink: Sink {
         case 200..<300: return nil
         case 408, 429, 500...599: return DeliveryError(.retryable, what, retryAfter: r.retryAfter)
         case 410: return DeliveryError(.gone, what + " (the receiver says this endpoint is gone)")
+        case 301, 308:
+            return DeliveryError(.gone, "POST \(display(url)): HTTP \(r.status), moved permanently to \(location(r, from: url)); webhooks do not follow redirects: update the sink's url")
+        case 300..<400:
+            return DeliveryError(.retryable, "POST \(display(url)): HTTP \(r.status) redirect to \(location(r, from: url)); webhooks do not follow redirects", retryAfter: r.retryAfter)
         default: return DeliveryError(.permanent, what)
         }
+    }
+
+    /// A redirect's target, for messages (as ``display(_:)`` shows URLs).
+    static func location(_ r: HTTPResponse, from url: URL) -> String {
+        guard let raw = r.header("location"), !raw.isEmpty else { return "(no Location)" }
+        return URL(string: raw, relativeTo: url).map { display($0.absoluteURL) } ?? Redirect.display(raw)
     }
 
     /// The URL without user info or query (either may carry a token).
@@ -132,8 +145,7 @@ public struct WebhookSink: Sink {
     }
 
     static func snippet(_ body: Data) -> String {
-        let text = String(decoding: body.prefix(200), as: UTF8.self)
-            .components(separatedBy: .newlines).joined(separator: " ").trimmingCharacters(in: .whitespaces)
+        let text = Redactor.shared.excerpt(body)
         return text.isEmpty ? "" : ": \(text)"
     }
 }

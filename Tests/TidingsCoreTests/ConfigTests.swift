@@ -142,8 +142,8 @@ final class ConfigTests: XCTestCase {
             headers = { Authorization_file = "\(dir)/tok", X-Key_env = "TIDINGS_TEST_TOKEN", Accept = "text/json" }
             """)
         let p = try XCTUnwrap(c.sources[0].instance as? HTTPJSONProvider)
-        XCTAssertEqual(Dictionary(uniqueKeysWithValues: p.headers)["Authorization"], "tok-from-file")
-        XCTAssertEqual(Dictionary(uniqueKeysWithValues: p.headers)["X-Key"], "tok-from-env")
+        XCTAssertEqual(Dictionary(uniqueKeysWithValues: p.headers.pairs)["Authorization"], "tok-from-file")
+        XCTAssertEqual(Dictionary(uniqueKeysWithValues: p.headers.pairs)["X-Key"], "tok-from-env")
         XCTAssertEqual(Redactor.shared.scrub("got tok-from-file and tok-from-env"), "got ‹redacted› and ‹redacted›")
 
         let missing = try configErrors("""
@@ -237,5 +237,93 @@ final class ConfigTests: XCTestCase {
         try write("", to: "\(dir)/tidings/tidings.toml")
         XCTAssertEqual(ConfigLoader.locate(explicit: nil, environment: ["XDG_CONFIG_HOME": dir, "HOME": "/nonexistent"]), "\(dir)/tidings/tidings.toml")
         XCTAssertEqual(ConfigLoader.locate(explicit: nil, environment: ["HOME": "/nonexistent"]), "/etc/tidings/tidings.toml")
+    }
+
+    // MARK: header tables (sources and sinks alike)
+
+    func testHeaderValuesMayBeSecretsOnSinksAndFromSystemdCredentials() throws {
+        let dir = try scratchDirectory()
+        try write("Bearer cred-tok-9\n", to: "\(dir)/creds/hook-auth")
+        setenv("CREDENTIALS_DIRECTORY", "\(dir)/creds", 1)
+        defer { unsetenv("CREDENTIALS_DIRECTORY") }
+        let c = try loadConfig("""
+            [sinks.hook]
+            type = "webhook"
+            url = "http://127.0.0.1:9/hook"
+            headers = { Authorization_credential = "hook-auth", X-Team = "ops" }
+            [sources.a]
+            provider = "http-json"
+            url = "http://127.0.0.1:9/"
+            headers = { X-Api-Key_credential = "hook-auth" }
+            """)
+        let p = try XCTUnwrap(c.sources[0].instance as? HTTPJSONProvider)
+        XCTAssertEqual(p.headers.pairs.map(\.0), ["X-Api-Key"])
+        XCTAssertTrue(p.headers.carriesCredentials)
+        XCTAssertEqual(Redactor.shared.scrub("echo: cred-tok-9"), "echo: ‹redacted›", "the token part of a header secret")
+
+        unsetenv("CREDENTIALS_DIRECTORY")
+
+        let errors = try configErrors("""
+            [sources.a]
+            provider = "http-json"
+            url = "http://127.0.0.1:9/"
+            headers = { Authorization_credential = "absent" }
+            """)
+        XCTAssertEqual(errors.map(\.line), [4])
+        XCTAssertTrue(errors[0].message.contains("CREDENTIALS_DIRECTORY") && errors[0].message.contains("not set"), errors[0].message)
+        setenv("CREDENTIALS_DIRECTORY", "\(dir)/creds", 1)
+        let missing = try configErrors("""
+            [sources.a]
+            provider = "alertmanager"
+            base_url = "http://127.0.0.1:9/"
+            bearer_token_credential = "absent"
+            """)
+        XCTAssertEqual(missing.map(\.line), [4])
+        XCTAssertTrue(missing[0].message.contains("cannot read credential absent (\(dir)/creds/absent)"), missing[0].message)
+    }
+
+    func testCredentialLikeInlineHeadersAreSecretsOthersAreNot() throws {
+        let readable = try configErrors("""
+            [sinks.hook]
+            type = "webhook"
+            url = "http://127.0.0.1:9/hook"
+            headers = { X-Team = "ops", X-Session-Id = "abcd-1234" }
+            """, mode: 0o644)
+        XCTAssertEqual(readable.map(\.line), [4])
+        XCTAssertTrue(readable[0].message.contains("inline secret 'X-Session-Id'"), readable[0].message)
+        let plain = try loadConfig("""
+            [sources.a]
+            provider = "http-json"
+            url = "http://127.0.0.1:9/"
+            headers = { Accept = "application/json", X-Team = "ops" }
+            """)
+        XCTAssertFalse(try XCTUnwrap(plain.sources[0].instance as? HTTPJSONProvider).headers.carriesCredentials)
+        for name in ["Authorization", "Proxy-Authorization", "Cookie", "X-Auth-Token", "X-API-KEY", "X-Hub-Signature"] {
+            XCTAssertTrue(HeaderTable.isCredentialLike(name), name)
+        }
+        XCTAssertFalse(HeaderTable.isCredentialLike("Accept"))
+    }
+
+    func testHeaderNamesAndValuesCannotAddHeaders() throws {
+        let dir = try scratchDirectory()
+        try write("tok\nX-Injected: 1\n", to: "\(dir)/tok")
+        let errors = try configErrors("""
+            [sources.a]
+            provider = "http-json"
+            url = "http://127.0.0.1:9/"
+            headers = { "X-A: b" = "c" }
+            [sources.b]
+            provider = "http-json"
+            url = "http://127.0.0.1:9/"
+            headers = { Authorization_file = "\(dir)/tok" }
+            [sources.c]
+            provider = "http-json"
+            url = "http://127.0.0.1:9/"
+            headers = { Authorization = "x", Authorization_env = "HOME" }
+            """)
+        XCTAssertEqual(errors.map(\.line), [4, 8, 12], errors.map(\.description).joined(separator: "\n"))
+        XCTAssertTrue(errors[0].message.contains("not a valid HTTP header name"), errors[0].message)
+        XCTAssertTrue(errors[1].message.contains("line break"), errors[1].message)
+        XCTAssertTrue(errors[2].message.contains("set only one of"), errors[2].message)
     }
 }

@@ -147,31 +147,145 @@ final class CurlHTTPClientTests: XCTestCase {
         XCTAssertEqual(ok.status, 200)
     }
 
-    func testRedirectsAreFollowedKeepingOnlyTheFinalHeaders() async throws {
+    // MARK: redirects (followed by the client under the request's policy, never by libcurl)
+
+    private func send(_ client: CurlHTTPClient, _ url: String, method: String = "GET", headers: [(String, String)] = [],
+                      body: Data? = nil, redirects: RedirectPolicy) async throws -> HTTPResponse {
+        try await client.send(HTTPRequest(method: method, url: URL(string: url)!, headers: headers, body: body, timeout: 10, redirects: redirects))
+    }
+
+    private func refusal(_ body: () async throws -> HTTPResponse, file: StaticString = #filePath, line: UInt = #line) async -> RedirectRefusal? {
+        do {
+            let r = try await body()
+            XCTFail("expected a refused redirect, got HTTP \(r.status)", file: file, line: line)
+        } catch HTTPClientError.redirectRefused(let refusal) {
+            return refusal
+        } catch {
+            XCTFail("expected a refused redirect, got \(error)", file: file, line: line)
+        }
+        return nil
+    }
+
+    func testSameOriginRedirectsAreFollowedKeepingOnlyTheFinalHeaders() async throws {
         let server = try LoopbackHTTPServer { r in
             switch r.target {
             case "/from": return .respond(status: 302, headers: [("Location", "/to"), ("X-First", "1")])
-            case "/to": return .respond(status: 200, headers: [("X-Final", "1")], body: Data("there".utf8))
-            default: return .respond(status: 301, headers: [("Location", "ftp://127.0.0.1/file")])
+            case "/to": return .respond(status: 200, headers: [("X-Final", "1")], body: Data("there:\(r.headers["authorization"] ?? "")".utf8))
+            default: return .respond(status: 404)
             }
         }
         let client = CurlHTTPClient()
-        let r = try await fetch(client, server.url + "/from")
-        XCTAssertEqual(r.status, 200)
-        XCTAssertEqual(String(decoding: r.body, as: UTF8.self), "there")
-        XCTAssertEqual(r.headers["x-final"], "1")
-        XCTAssertNil(r.headers["x-first"])
-
-        // A redirect to a scheme not allowed is not followed: the caller gets the redirect itself.
-        let refused = try await fetch(client, server.url + "/elsewhere")
-        XCTAssertEqual(refused.status, 301)
-        XCTAssertEqual(refused.header("location"), "ftp://127.0.0.1/file")
+        for policy in [RedirectPolicy.sameOrigin, .anyOrigin] {
+            let r = try await send(client, server.url + "/from", headers: [("Authorization", "Bearer tok")], redirects: policy)
+            XCTAssertEqual(r.status, 200)
+            XCTAssertEqual(String(decoding: r.body, as: UTF8.self), "there:Bearer tok", "credentials go along on the same origin")
+            XCTAssertEqual(r.headers["x-final"], "1")
+            XCTAssertNil(r.headers["x-first"])
+        }
     }
 
-    func testHTTPSRequestsNeverFollowRedirectsToHTTP() {
-        XCTAssertEqual(CurlHTTPClient.redirectProtocols(for: URL(string: "https://a.example/x")!), "https")
-        XCTAssertEqual(CurlHTTPClient.redirectProtocols(for: URL(string: "HTTPS://a.example/x")!), "https")
-        XCTAssertEqual(CurlHTTPClient.redirectProtocols(for: URL(string: "http://a.example/x")!), "http,https")
+    func testCredentialRequestsAreNeverRedirectedToAnotherOrigin() async throws {
+        let other = try LoopbackHTTPServer { _ in .respond(status: 200, body: Data("stolen".utf8)) }
+        let server = try LoopbackHTTPServer { r in
+            switch r.target {
+            case "/307": return .respond(status: 307, headers: [("Location", other.url + "/steal?x=1")])
+            case "/host": return .respond(status: 302, headers: [("Location", "http://localhost:\(r.headers["host"]!.split(separator: ":")[1])/same-port")])
+            default: return .respond(status: 301, headers: [("Location", "https://127.0.0.1:1/")])
+            }
+        }
+        let client = CurlHTTPClient()
+        let body = Data(#"{"epost":"a@b","losen":"pw"}"#.utf8)
+        let r = await refusal { try await send(client, server.url + "/307", method: "POST", headers: [("Authorization", "Bearer tok")], body: body, redirects: .sameOrigin) }
+        XCTAssertEqual(r?.status, 307)
+        XCTAssertEqual(r?.target, other.url + "/steal?x=1")
+        XCTAssertEqual(r?.reason, .otherOrigin(allowed: Origin(URL(string: server.url)!)!))
+        XCTAssertTrue(r?.description.contains(other.url + "/steal") == true, r?.description ?? "")
+        // Another host name for the same address, or another scheme, is another origin too.
+        let host = await refusal { try await send(client, server.url + "/host", redirects: .sameOrigin) }
+        XCTAssertEqual(host?.reason, .otherOrigin(allowed: Origin(URL(string: server.url)!)!))
+        let scheme = await refusal { try await send(client, server.url + "/scheme", redirects: .sameOrigin) }
+        XCTAssertEqual(scheme?.target, "https://127.0.0.1:1/")
+        XCTAssertEqual(other.requests.count, 0, "nothing reached the other origin")
+    }
+
+    func testPublicRequestsFollowAnotherOriginWithoutCredentialHeaders() async throws {
+        let other = try LoopbackHTTPServer { _ in .respond(status: 200, body: Data("moved here".utf8)) }
+        let server = try LoopbackHTTPServer { _ in .respond(status: 301, headers: [("Location", other.url + "/new")]) }
+        let r = try await send(CurlHTTPClient(), server.url + "/old", headers: [("Authorization", "Bearer x"), ("Cookie", "a=b"), ("Accept", "application/json")],
+                               redirects: .anyOrigin)
+        XCTAssertEqual(String(decoding: r.body, as: UTF8.self), "moved here")
+        let seen = try XCTUnwrap(other.requests.first)
+        XCTAssertEqual(seen.target, "/new")
+        XCTAssertNil(seen.headers["authorization"])
+        XCTAssertNil(seen.headers["cookie"])
+        XCTAssertEqual(seen.headers["accept"], "application/json")
+    }
+
+    func testNeverPolicyReturnsTheRedirectItself() async throws {
+        let other = try LoopbackHTTPServer { _ in .respond(status: 200) }
+        let server = try LoopbackHTTPServer { _ in .respond(status: 308, headers: [("Location", other.url + "/hook")], body: Data("moved".utf8)) }
+        let r = try await send(CurlHTTPClient(), server.url + "/hook", method: "POST", body: Data("{}".utf8), redirects: .never)
+        XCTAssertEqual(r.status, 308)
+        XCTAssertEqual(r.header("location"), other.url + "/hook")
+        XCTAssertEqual(other.requests.count, 0)
+    }
+
+    func testMethodAndBodyFollowTheStatus() async throws {
+        let server = try LoopbackHTTPServer { r in
+            if r.target.hasPrefix("/to") { return .respond(status: 200) }
+            return .respond(status: Int(r.target.dropFirst())!, headers: [("Location", "/to")])
+        }
+        let client = CurlHTTPClient()
+        let body = Data(#"{"a":1}"#.utf8)
+        let json = [("Content-Type", "application/json")]
+        // (status, method sent) → method and body that arrive at /to
+        let cases: [(Int, String, String, Bool)] = [
+            (301, "POST", "GET", false), (302, "POST", "GET", false), (303, "POST", "GET", false), (303, "PUT", "GET", false),
+            (307, "POST", "POST", true), (308, "POST", "POST", true), (308, "PUT", "PUT", true),
+            (302, "GET", "GET", true),  // a GET with a body (Sportdate's spec) keeps it
+        ]
+        for (status, method, expected, keepsBody) in cases {
+            _ = try await send(client, server.url + "/\(status)", method: method, headers: json, body: body, redirects: .sameOrigin)
+            let seen = try XCTUnwrap(server.requests.last)
+            XCTAssertEqual(seen.target, "/to")
+            XCTAssertEqual(seen.method, expected, "\(status) \(method)")
+            XCTAssertEqual(seen.body, keepsBody ? body : Data(), "\(status) \(method)")
+            XCTAssertEqual(seen.headers["content-type"], keepsBody ? "application/json" : nil, "\(status) \(method)")
+        }
+    }
+
+    func testRedirectLoopsStopAfterTheHopLimit() async throws {
+        let server = try LoopbackHTTPServer { r in .respond(status: 302, headers: [("Location", r.target == "/a" ? "/b" : "/a")]) }
+        let r = await refusal { try await send(CurlHTTPClient(), server.url + "/a", redirects: .anyOrigin) }
+        XCTAssertEqual(r?.reason, .tooMany)
+        XCTAssertEqual(server.requests.count, Redirect.maxHops + 1)
+    }
+
+    /// The rules without a server: schemes, https → http, unusable locations.
+    func testRedirectRulesWithoutTheWire() throws {
+        func next(_ from: String, _ status: Int, _ location: String?, _ policy: RedirectPolicy) throws -> HTTPRequest? {
+            let request = HTTPRequest(url: URL(string: from)!, redirects: policy)
+            let response = HTTPResponse(status: status, headers: location.map { ["location": $0] } ?? [:], body: Data())
+            return try Redirect.next(after: response, to: request, first: request, hops: 0)
+        }
+        func reason(_ body: () throws -> HTTPRequest?) -> RedirectRefusal.Reason? {
+            do { _ = try body() } catch let r as RedirectRefusal { return r.reason } catch {}
+            return nil
+        }
+        XCTAssertEqual(reason { try next("https://a.example/x", 302, "http://a.example/y", .anyOrigin) }, .downgrade)
+        XCTAssertEqual(reason { try next("http://a.example/x", 302, "ftp://a.example/y", .anyOrigin) }, .scheme)
+        XCTAssertEqual(reason { try next("http://a.example/x", 302, "http://[::1", .anyOrigin) }, .invalidLocation)
+        XCTAssertEqual(Redirect.display("http://[\u{1B}[2J"), "http://[%1B[2J", "a Location is shown without terminal escapes")
+        XCTAssertEqual(try next("http://a.example/x", 302, "https://b.example/y", .anyOrigin)?.url.absoluteString, "https://b.example/y")
+        XCTAssertEqual(try next("https://a.example/x", 302, "//A.EXAMPLE:443/y", .sameOrigin)?.url.absoluteString, "https://A.EXAMPLE:443/y")
+        XCTAssertEqual(reason { try next("http://127.0.0.1:8080/x", 302, "http://0.0.0.0:8080/y", .sameOrigin) },
+                       .otherOrigin(allowed: Origin(URL(string: "http://127.0.0.1:8080")!)!))
+        XCTAssertNil(try next("http://a.example/x", 302, "http://b.example/", .never))
+        XCTAssertNil(try next("http://a.example/x", 304, "http://b.example/", .anyOrigin), "not a redirect")
+        XCTAssertNil(try next("http://a.example/x", 302, nil, .anyOrigin), "no Location: the answer")
+        // The origin a user info or a default port does not change.
+        XCTAssertEqual(Origin(URL(string: "https://u:p@A.example/x")!), Origin(URL(string: "https://a.example:443/")!))
+        XCTAssertEqual(Origin(URL(string: "http://[::1]:8080/")!)?.description, "http://[::1]:8080")
     }
 
     func testManyConcurrentRequestsCompleteOverFewReusedConnections() async throws {

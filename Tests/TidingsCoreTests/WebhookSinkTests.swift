@@ -63,6 +63,25 @@ final class WebhookSinkTests: XCTestCase {
         XCTAssertFalse(cat(500)!.message.contains("token"))
     }
 
+    /// A redirect is never followed (a 301/302 would re-send the POST as a GET without the body)
+    /// and never counts as delivered: a permanent move stops the sink until reload, as 410 does,
+    /// a temporary one is retried. Both keep the delivery and name the Location.
+    func testRedirectsAreNotFollowedAndNotDelivered() {
+        let url = URL(string: "https://hooks.example/x?token=t")!
+        XCTAssertEqual(WebhookSink(url: url, client: Failing()).request(id: "1", body: Data()).redirects, .never)
+        func cat(_ status: Int, _ location: String) -> DeliveryError? {
+            WebhookSink.classify(HTTPResponse(status: status, headers: ["location": location], body: Data()), url: url)
+        }
+        for s in [301, 308] {
+            XCTAssertEqual(cat(s, "https://new.example/hook")?.category, .gone, "\(s)")
+            XCTAssertTrue(cat(s, "https://new.example/hook")!.message.contains("moved permanently to https://new.example/hook"), "\(s)")
+        }
+        for s in [302, 303, 307] {
+            XCTAssertEqual(cat(s, "/elsewhere?token=t")?.category, .retryable, "\(s)")
+            XCTAssertTrue(cat(s, "/elsewhere?token=t")!.message.contains("redirect to https://hooks.example/elsewhere;"), cat(s, "/elsewhere")!.message)
+        }
+    }
+
     func testNetworkErrorsAreRetryable() async {
         let sink = WebhookSink(url: URL(string: "http://127.0.0.1:9/")!, client: Failing())
         do {

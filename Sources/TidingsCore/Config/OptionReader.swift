@@ -15,7 +15,7 @@ public final class OptionReader {
     /// For an executable in `plugins.d` (bare, or beside its `NAME.toml`): `./NAME`,
     /// the exec provider's default `command`.
     public var implicitCommand: String?
-    /// Hashes of the secret values read (from `X`, `X_file` or `X_env`): part of the source's
+    /// Hashes of the secret values read (however given, header secrets included): part of the source's
     /// config hash, so a changed password file counts as a changed config (clears auth-failed).
     public private(set) var secretHashes: [String] = []
     /// Set by a ``SecretPolicy/lenient`` load: receives each secret that cannot be read, which
@@ -152,13 +152,38 @@ public final class OptionReader {
         return sub
     }
 
-    /// A table of string values (`headers = { Accept = "…" }`); values may be `{secret}` via ``secret(_:required:)``.
-    public func stringTable(_ key: String) throws -> [(String, String)]? {
-        guard let sub = try subtable(key) else { return nil }
-        return try sub.table.keys.map { k in
-            guard let v = try sub.string(k) else { throw sub.error(k, "\(sub.what): '\(k)' must be a string") }
-            return (k, v)
+    /// A table of request headers (`headers = { Accept = "…", Authorization_file = "…" }`), for
+    /// every source and sink that sends HTTP: the one reader of header tables (``HeaderTable``).
+    ///
+    /// Each value may be given as `Name` (inline), `Name_file`, `Name_env` or `Name_credential`,
+    /// as any secret option. Values from a file, the environment or a credential are secrets, and
+    /// so is an inline value of a credential-like header (``HeaderTable/isCredentialLike(_:)``):
+    /// refused in a file that group or others can read, as any inline secret.
+    public func headers(_ key: String = "headers") throws -> HeaderTable {
+        guard let sub = try subtable(key) else { return HeaderTable() }
+        var fields: [HeaderTable.Field] = []
+        var names: Set<String> = []
+        for k in sub.table.keys {
+            let name = SecretSource.optionName(of: k)
+            guard names.insert(name).inserted else { continue }  // `secret` reads all variants at once
+            guard HeaderTable.isValidName(name) else {
+                throw sub.error(k, "\(sub.what): '\(name)' is not a valid HTTP header name")
+            }
+            let value: HeaderTable.Value
+            if k != name || HeaderTable.isCredentialLike(name) {
+                guard let secret = try sub.secret(name, required: false, shape: .headerValue) else { continue }
+                value = .secret(secret)
+            } else {
+                value = .plain(try sub.string(k) ?? "")
+            }
+            guard HeaderTable.isValidValue(value.text) else {
+                throw sub.error(k, "\(sub.what): the value of header '\(name)' contains a line break or NUL")
+            }
+            fields.append(HeaderTable.Field(name: name, value: value))
         }
+        try sub.finish()
+        secretHashes += sub.secretHashes
+        return HeaderTable(fields)
     }
 
     /// An absolute path: `~` expands to `$HOME`, relative paths resolve against the config file's directory.
@@ -175,62 +200,81 @@ public final class OptionReader {
 
     // MARK: secrets
 
-    /// A secret option `X`, given as `X` (inline), `X_file` (path, trailing newline stripped)
-    /// or `X_env` (environment variable name). Exactly one may be set.
+    /// A secret option `X`, given as `X` (inline), `X_file` (path, trailing newline stripped),
+    /// `X_env` (environment variable name) or `X_credential` (a systemd credential: the file
+    /// `$CREDENTIALS_DIRECTORY/NAME`, as `LoadCredential=` provides it). Exactly one may be set.
     ///
     /// An inline secret in a file that group or others can read is refused, as ssh refuses
     /// a readable private key.
     ///
     /// Under ``lenientSecrets`` a secret that cannot be read is reported there and reads as
     /// nil, or if required as an empty placeholder that authenticates nowhere.
-    public func secret(_ key: String, required: Bool) throws -> Secret? {
-        let secret: Secret?
+    public func secret(_ key: String, required: Bool, shape: SecretShape = .opaque) throws -> Secret? {
+        let text: String?
         do {
-            secret = try readSecret(key, required: required)
+            text = try readSecret(key, required: required)
         } catch let e as ConfigError {
             guard let lenientSecrets else { throw e }
             lenientSecrets(e)
-            return required ? Secret("") : nil
+            return required ? Secret("", shape: shape) : nil
         }
-        if let secret { secretHashes.append(Fingerprint.of(["secret", key, secret.value])) }
-        return secret
+        guard let text else { return nil }
+        secretHashes.append(Fingerprint.of(["secret", key, text]))
+        return Secret(text, shape: shape)
     }
 
-    private func readSecret(_ key: String, required: Bool) throws -> Secret? {
-        let variants = [key, "\(key)_file", "\(key)_env"].filter { table[$0] != nil }
-        markConsumed(key, "\(key)_file", "\(key)_env")
-        if variants.count > 1 {
-            throw error(variants[1], "\(what): set only one of '\(key)', '\(key)_file', '\(key)_env'")
+    private func readSecret(_ key: String, required: Bool) throws -> String? {
+        let given = SecretSource.allCases.filter { table[$0.key(key)] != nil }
+        SecretSource.allCases.forEach { markConsumed($0.key(key)) }
+        if given.count > 1 {
+            throw error(given[1].key(key), "\(what): set only one of \(SecretSource.allCases.map { "'\($0.key(key))'" }.joined(separator: ", "))")
         }
-        guard let variant = variants.first else {
+        guard let source = given.first else {
             if required {
-                throw error(nil, "\(what): missing required secret '\(key)' (give '\(key)_file' or '\(key)_env')")
+                throw error(nil, "\(what): missing required secret '\(key)' (give '\(key)_file', '\(key)_env' or '\(key)_credential')")
             }
             return nil
         }
+        let variant = source.key(key)
         guard let n = table[variant], case .string(let raw) = n.value else {
             throw error(variant, "\(what): '\(variant)' must be a string")
         }
-        if variant == key {
+        switch source {
+        case .inline:
             if let mode = FilePermissions.mode(of: file), mode & 0o044 != 0 {
                 throw error(key, "\(what): inline secret '\(key)' in a file readable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod 600 \(file), or use '\(key)_file'")
             }
-            return Secret(raw)
-        }
-        if variant.hasSuffix("_file") {
+            return raw
+        case .file:
             let path = resolvePath(raw)
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw error(variant, "\(what): cannot read secret file \(path)")
+            return try readSecretFile(path, variant: variant, named: "secret file \(path)")
+        case .environment:
+            guard let value = ProcessInfo.processInfo.environment[raw], !value.isEmpty else {
+                throw error(variant, "\(what): environment variable \(raw) (from '\(variant)') is not set")
             }
-            var text = String(decoding: data, as: UTF8.self)
-            while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
-            guard !text.isEmpty else { throw error(variant, "\(what): secret file \(path) is empty") }
-            return Secret(text)
+            return value
+        case .credential:
+            guard !raw.isEmpty, !raw.contains("/"), raw != ".", raw != ".." else {
+                throw error(variant, "\(what): '\(variant)' must name a credential (a file name, as in LoadCredential=NAME:…), not \"\(raw)\"")
+            }
+            guard let dir = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"], !dir.isEmpty else {
+                throw error(variant, "\(what): '\(variant)' needs $CREDENTIALS_DIRECTORY, which is not set (systemd sets it for a unit with LoadCredential=\(raw):…)")
+            }
+            let path = (dir as NSString).appendingPathComponent(raw)
+            return try readSecretFile(path, variant: variant, named: "credential \(raw) (\(path))")
         }
-        guard let value = ProcessInfo.processInfo.environment[raw], !value.isEmpty else {
-            throw error(variant, "\(what): environment variable \(raw) (from '\(variant)') is not set")
+    }
+
+    /// A secret held in a file: its text without trailing line breaks, never empty.
+    /// - Parameter name: the file as messages name it.
+    private func readSecretFile(_ path: String, variant: String, named name: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw error(variant, "\(what): cannot read \(name)")
         }
-        return Secret(value)
+        var text = String(decoding: data, as: UTF8.self)
+        while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
+        guard !text.isEmpty else { throw error(variant, "\(what): \(name) is empty") }
+        return text
     }
 
     // MARK: finishing
@@ -239,6 +283,29 @@ public final class OptionReader {
     public func finish() throws {
         let unknown = table.keys.filter { !consumed.contains($0) }.map { error($0, "\(what): unknown key '\($0)'") }
         if !unknown.isEmpty { throw ConfigErrors(unknown) }
+    }
+}
+
+/// The ways a secret option `X` can be given: the key it is written under.
+enum SecretSource: CaseIterable {
+    case inline, file, environment, credential
+
+    func key(_ option: String) -> String {
+        switch self {
+        case .inline: return option
+        case .file: return option + "_file"
+        case .environment: return option + "_env"
+        case .credential: return option + "_credential"
+        }
+    }
+
+    /// The option a key gives: `Authorization_env` → `Authorization`.
+    static func optionName(of key: String) -> String {
+        for source in allCases where source != .inline {
+            let suffix = source.key("")
+            if key.hasSuffix(suffix), key.count > suffix.count { return String(key.dropLast(suffix.count)) }
+        }
+        return key
     }
 }
 

@@ -2,38 +2,287 @@ import Foundation
 import Synchronization
 
 /// A credential read from config. Prints as `‹redacted›` so it cannot leak by interpolation;
-/// the value is also registered with ``Redactor`` so logs and errors scrub it.
+/// the value (with its parts and encodings, see ``SecretShape``) is also registered with
+/// ``Redactor`` so logs, errors and remote text are scrubbed of it.
 public struct Secret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     public let value: String
-    public init(_ value: String) {
+    public init(_ value: String, shape: SecretShape = .opaque) {
         self.value = value
-        Redactor.shared.register(value)
+        Redactor.shared.register(value, shape: shape)
     }
-    public var description: String { "‹redacted›" }
-    public var debugDescription: String { "‹redacted›" }
+    public var description: String { Redactor.mask }
+    public var debugDescription: String { Redactor.mask }
 }
 
-/// Scrubs known secret values out of text before it reaches a log, an error or an event.
+/// What a secret looks like, which decides what else of it the ``Redactor`` recognises.
+public enum SecretShape: Sendable {
+    /// A password or token: the value itself, and its encodings.
+    case opaque
+    /// A whole HTTP header value (`Bearer X`, `Basic dXNlcjpwYXNz`, `a=1; session=X`): also each
+    /// token part (`X`; the decoded `user:pass`, `user` and `pass`; `X`), and their encodings.
+    case headerValue
+}
+
+/// Scrubs known secrets out of text before it reaches a log, an error, an event or the state.
+///
+/// Each secret is known in every form a server or a library is likely to echo it in
+/// (``SecretForms``): raw, JSON-escaped, percent-encoded, form-encoded, and for header values
+/// each token part. Scrubbing is one pass over the bytes: a table of the byte pairs a form can
+/// start with passes over everything else, so text without secrets costs little more than
+/// reading it (it runs on every log line, every event title and body, every response body).
 public final class Redactor: Sendable {
     public static let shared = Redactor()
-    private let secrets = Mutex<Set<String>>([])
+    /// What a secret is replaced with.
+    public static let mask = "‹redacted›"
 
-    public func register(_ value: String) {
-        // Very short values would redact ordinary words; they are weak secrets anyway.
-        guard value.count >= 4 else { return }
-        secrets.withLock { _ = $0.insert(value) }
+    private struct State {
+        var forms: Set<[UInt8]> = []
+        /// Built from `forms` on the first scrub after a change.
+        var table: NeedleTable?
+    }
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// Remembers `value` (values shorter than 4 characters are ignored: they would redact
+    /// ordinary words, and are weak secrets anyway).
+    public func register(_ value: String, shape: SecretShape = .opaque) {
+        let forms = SecretForms.of(value, shape: shape)
+        guard !forms.isEmpty else { return }
+        state.withLock { s in
+            let before = s.forms.count
+            s.forms.formUnion(forms.lazy.map { Array($0.utf8) })
+            if s.forms.count != before { s.table = nil }
+        }
+    }
+
+    private var table: NeedleTable? {
+        state.withLock { s in
+            guard !s.forms.isEmpty else { return nil }
+            if let t = s.table { return t }
+            let t = NeedleTable(s.forms)
+            s.table = t
+            return t
+        }
     }
 
     public func scrub(_ text: String) -> String {
-        let known = secrets.withLock { $0 }
-        guard !known.isEmpty else { return text }
-        var out = text
-        for s in known.sorted(by: { $0.count > $1.count }) where out.contains(s) {
-            out = out.replacingOccurrences(of: s, with: "‹redacted›")
-            if let enc = s.addingPercentEncoding(withAllowedCharacters: .alphanumerics), enc != s {
-                out = out.replacingOccurrences(of: enc, with: "‹redacted›")
+        guard let table else { return text }
+        var text = text
+        guard let out = text.withUTF8({ table.scrub($0) }) else { return text }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Scrubs bytes (a response body, before anything parses it).
+    public func scrub(_ data: Data) -> Data {
+        guard let table, !data.isEmpty else { return data }
+        guard let out = data.withUnsafeBytes({ table.scrub($0.bindMemory(to: UInt8.self)) }) else { return data }
+        return Data(out)
+    }
+
+    /// A short, one-line excerpt of a body for messages. Scrubbed before it is cut, over more
+    /// than is shown, so no part of a secret survives the cut.
+    public func excerpt(_ body: Data, limit: Int = 200) -> String {
+        let window = String(decoding: body.prefix(limit * 4 + 8192), as: UTF8.self)
+        let text = scrub(window).components(separatedBy: .newlines).joined(separator: " ").trimmingCharacters(in: .whitespaces)
+        return text.count > limit ? String(text.prefix(limit)) + "…" : text
+    }
+}
+
+/// The forms of secrets, indexed for one-pass scrubbing (immutable once built).
+final class NeedleTable: Sendable {
+    /// `pairs[b0 << 8 | b1] != 0` when some form begins with the bytes `b0 b1` (every form has
+    /// at least 4): most positions of a text are passed over on one load.
+    private let pairs: [UInt8]
+    /// Forms by first byte, longest first (the longest match at a position wins).
+    private let byFirstByte: [[[UInt8]]]
+    private static let mask = Array(Redactor.mask.utf8)
+
+    init(_ forms: Set<[UInt8]>) {
+        var lists = [[[UInt8]]](repeating: [], count: 256)
+        var pairs = [UInt8](repeating: 0, count: 1 << 16)
+        for f in forms where f.count >= 2 {
+            lists[Int(f[0])].append(f)
+            pairs[Int(f[0]) << 8 | Int(f[1])] = 1
+        }
+        byFirstByte = lists.map { $0.sorted { $0.count > $1.count } }
+        self.pairs = pairs
+    }
+
+    /// The bytes with every form replaced by the mask, or nil if there was none.
+    func scrub(_ bytes: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        // Everything mutable is local to the closure, and the hot loop does nothing but look up
+        // byte pairs: this keeps the scan at the speed of a plain loop over the bytes.
+        pairs.withUnsafeBufferPointer { pairs -> [UInt8]? in
+            var out: [UInt8] = []
+            var copied = 0, i = 0
+            let n = bytes.count
+            while true {
+                // The hot loop: to the next position where a form may start.
+                while i &+ 1 < n && pairs[Int(bytes[i]) &<< 8 | Int(bytes[i &+ 1])] == 0 { i &+= 1 }
+                guard i &+ 1 < n else { break }
+                guard let length = match(bytes, at: i) else {
+                    i &+= 1
+                    continue
+                }
+                if out.isEmpty { out.reserveCapacity(n) }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[copied..<i]))
+                out.append(contentsOf: Self.mask)
+                i += length
+                copied = i
+            }
+            guard !out.isEmpty else { return nil }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[copied..<n]))
+            return out
+        }
+    }
+
+    private func match(_ bytes: UnsafeBufferPointer<UInt8>, at i: Int) -> Int? {
+        let left = bytes.count - i
+        for form in byFirstByte[Int(bytes[i])] where form.count <= left {
+            let equal = form.withUnsafeBufferPointer { f in memcmp(f.baseAddress!, bytes.baseAddress! + i, f.count) == 0 }
+            if equal { return form.count }
+        }
+        return nil
+    }
+}
+
+/// Every form in which a secret may come back: in JSON, in a URL or form, or split into the
+/// token parts of a header value. Pure, so tests can see exactly what is recognised.
+package enum SecretForms {
+    /// Shorter values are not secrets the ``Redactor`` scrubs.
+    package static let minimumLength = 4
+
+    /// `value`, and for a header value its token parts, each in every encoding below.
+    package static func of(_ value: String, shape: SecretShape) -> Set<String> {
+        var pieces = [value]
+        if shape == .headerValue { pieces += tokenParts(value) }
+        var forms: Set<String> = []
+        for piece in pieces where piece.count >= minimumLength {
+            forms.formUnion(encodings(piece))
+        }
+        return forms
+    }
+
+    /// The parts of a header value that are secrets on their own: all after a leading scheme
+    /// (`Bearer X` → `X`), every other word, the value of each `name=value` (`a=1; session=X`
+    /// → `X`), and for `Basic` the decoded `user:pass` with `user` and `pass`.
+    package static func tokenParts(_ value: String) -> [String] {
+        let words = value.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "," || $0 == ";" }).map(String.init)
+        var parts: [String] = []
+        for (i, word) in words.enumerated() {
+            if i == 0, words.count > 1, word.allSatisfy({ $0.isASCII && $0.isLetter }) {
+                let rest = value.drop { $0 != " " && $0 != "\t" }.drop { $0 == " " || $0 == "\t" }
+                parts.append(String(rest))
+                continue
+            }
+            parts.append(word)
+            if let eq = word.firstIndex(of: "="), eq != word.startIndex {
+                let v = word[word.index(after: eq)...].trimmingCharacters(in: CharacterSet(charactersIn: "\"'"))
+                if !v.isEmpty, !v.allSatisfy({ $0 == "=" }) { parts.append(v) }
+            }
+        }
+        if words.count == 2, words[0].lowercased() == "basic", let decoded = base64Text(words[1]) {
+            parts.append(decoded)
+            if let colon = decoded.firstIndex(of: ":") {
+                parts.append(String(decoded[..<colon]))
+                parts.append(String(decoded[decoded.index(after: colon)...]))
+            }
+        }
+        return parts
+    }
+
+    /// Raw, JSON-escaped (as the common encoders write it, and JSON inside JSON), and
+    /// percent-encoded (RFC 3986, either hex case; HTML forms; JavaScript; paths).
+    package static func encodings(_ s: String) -> Set<String> {
+        var forms: Set<String> = [s]
+        for options in [JSONEscaping(), [.asciiOnly], [.asciiOnly, .slash], [.html]] as [JSONEscaping] {
+            let escaped = jsonEscaped(s, options)
+            forms.insert(escaped)
+            forms.insert(jsonEscaped(escaped, options))
+        }
+        for style in PercentStyle.allCases { forms.insert(percentEncoded(s, style)) }
+        return forms
+    }
+
+    package struct JSONEscaping: OptionSet, Sendable {
+        package let rawValue: Int
+        package init(rawValue: Int) { self.rawValue = rawValue }
+        /// Non-ASCII as `\uXXXX` (Python's default, PHP).
+        package static let asciiOnly = JSONEscaping(rawValue: 1)
+        /// `/` as `\/` (PHP).
+        package static let slash = JSONEscaping(rawValue: 2)
+        /// `<`, `>`, `&`, U+2028 and U+2029 as `\uXXXX` (Go).
+        package static let html = JSONEscaping(rawValue: 4)
+    }
+
+    package static func jsonEscaped(_ s: String, _ options: JSONEscaping) -> String {
+        var out = ""
+        func hex(_ u: UInt16) { out += "\\u" + String(repeating: "0", count: 4 - String(u, radix: 16).count) + String(u, radix: 16) }
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\u{08}": out += "\\b"
+            case "\u{0C}": out += "\\f"
+            case "/" where options.contains(.slash): out += "\\/"
+            default:
+                if options.contains(.html), ["<", ">", "&", "\u{2028}", "\u{2029}"].contains(scalar) {
+                    hex(UInt16(scalar.value))
+                } else if scalar.value < 0x20 || (scalar.value > 0x7E && options.contains(.asciiOnly)) {
+                    for unit in String(scalar).utf16 { hex(unit) }
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
             }
         }
         return out
+    }
+
+    package enum PercentStyle: CaseIterable, Sendable {
+        /// RFC 3986 unreserved kept, upper-case hex (Python's `quote(safe="")`, Swift, curl).
+        case unreserved
+        /// The same with lower-case hex.
+        case unreservedLowerHex
+        /// HTML form encoding: space as `+`, `*` kept.
+        case form
+        /// JavaScript's `encodeURIComponent`: `!'()*` kept too.
+        case uriComponent
+        /// A path segment as Python's `quote` writes it by default: `/` kept.
+        case path
+    }
+
+    package static func percentEncoded(_ s: String, _ style: PercentStyle) -> String {
+        let kept: Set<UInt8>
+        switch style {
+        case .unreserved, .unreservedLowerHex: kept = Set("-._~".utf8)
+        case .form: kept = Set("*-._".utf8)
+        case .uriComponent: kept = Set("-_.!~*'()".utf8)
+        case .path: kept = Set("-._~/".utf8)
+        }
+        let digits = Array((style == .unreservedLowerHex ? "0123456789abcdef" : "0123456789ABCDEF").utf8)
+        var out: [UInt8] = []
+        for b in s.utf8 {
+            let alnum = (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A)
+            if alnum || kept.contains(b) {
+                out.append(b)
+            } else if b == 0x20 && style == .form {
+                out.append(UInt8(ascii: "+"))
+            } else {
+                out += [UInt8(ascii: "%"), digits[Int(b >> 4)], digits[Int(b & 15)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Base64 (standard or URL-safe, padding optional) that decodes to UTF-8 text.
+    static func base64Text(_ s: String) -> String? {
+        var b = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while b.count % 4 != 0 { b += "=" }
+        guard let data = Data(base64Encoded: b), let text = String(data: data, encoding: .utf8), !text.isEmpty else { return nil }
+        return text
     }
 }

@@ -4,11 +4,12 @@ import Foundation
 /// reusing connections (at most `maxConnectionsPerHost` per host).
 ///
 /// - Sends `User-Agent: tidings/<version>` unless the request sets one; accepts gzip/deflate.
-/// - Follows redirects, but an https request never follows one to http (the redirect response
-///   itself is returned instead).
+/// - Follows redirects itself, hop by hop, as the request's ``RedirectPolicy`` allows (libcurl
+///   never follows one): see ``Redirect``. A refused redirect throws
+///   ``HTTPClientError/redirectRefused(_:)`` naming the target.
 /// - A body larger than `maxBody` fails with ``HTTPClientError/bodyTooLarge(limit:)`` as soon as
 ///   it passes the limit (up front on `Content-Length`), without buffering the rest.
-/// - `timeout` is the whole-request deadline (``HTTPClientError/timeout(_:)``); task cancellation
+/// - `timeout` is the whole-request deadline, redirects included (``HTTPClientError/timeout(_:)``); task cancellation
 ///   aborts the transfer and throws `CancellationError`.
 /// - Proxies come from the environment as libcurl reads them (`http_proxy`, `https_proxy`,
 ///   `all_proxy`, `no_proxy`; for plain http only the lower-case `http_proxy`).
@@ -22,13 +23,32 @@ public final class CurlHTTPClient: HTTPClient {
 
     deinit { loop.stop() }
 
-    /// The schemes a request may be redirected to (libcurl's `CURLOPT_REDIR_PROTOCOLS_STR`):
-    /// an https request follows https redirects only.
-    public static func redirectProtocols(for url: URL) -> String {
-        url.scheme?.lowercased() == "https" ? "https" : "http,https"
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(min(max(request.timeout, 0), 1e9) * 1000))
+        var hop = request
+        var hops = 0
+        while true {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { throw HTTPClientError.timeout(request.timeout) }
+            hop.timeout = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
+            let response: HTTPResponse
+            do {
+                response = try await transfer(hop)
+            } catch HTTPClientError.timeout {
+                throw HTTPClientError.timeout(request.timeout)
+            }
+            do {
+                guard let next = try Redirect.next(after: response, to: hop, first: request, hops: hops) else { return response }
+                hop = next
+                hops += 1
+            } catch let refusal as RedirectRefusal {
+                throw HTTPClientError.redirectRefused(refusal)
+            }
+        }
     }
 
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    /// One request on the wire, no redirect followed.
+    private func transfer(_ request: HTTPRequest) async throws -> HTTPResponse {
         try Task.checkCancellation()
         let transfer = CurlTransfer(request)
         let loop = self.loop

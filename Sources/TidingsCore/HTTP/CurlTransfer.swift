@@ -40,9 +40,8 @@ final class CurlTransfer: @unchecked Sendable {
         let me = Unmanaged.passUnretained(self).toOpaque()
         tidings_curl_easy_setopt_str(handle, CURLOPT_URL, request.url.absoluteString)
         tidings_curl_easy_setopt_str(handle, CURLOPT_PROTOCOLS_STR, "http,https")
-        tidings_curl_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
-        tidings_curl_easy_setopt_long(handle, CURLOPT_MAXREDIRS, 10)
-        tidings_curl_easy_setopt_str(handle, CURLOPT_REDIR_PROTOCOLS_STR, CurlHTTPClient.redirectProtocols(for: request.url))
+        // Never follow a redirect here: CurlHTTPClient follows them under the request's policy.
+        tidings_curl_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
         tidings_curl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         tidings_curl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(min(max(request.timeout, 0.001), 1e9) * 1000))
         tidings_curl_easy_setopt_str(handle, CURLOPT_ACCEPT_ENCODING, "")  // every encoding libcurl decodes
@@ -106,7 +105,7 @@ final class CurlTransfer: @unchecked Sendable {
     /// One header line (status line, header, or the blank line ending a block).
     fileprivate func receiveHeader(_ line: UnsafeRawBufferPointer) {
         let bytes = line.bindMemory(to: UInt8.self)
-        // A new status line: a redirect or a 100 Continue came first; keep only the last response's headers.
+        // A new status line: a 100 Continue (or a proxy's CONNECT answer) came first; keep only the last response's headers.
         if bytes.starts(with: "HTTP/".utf8) {
             headers.removeAll(keepingCapacity: true)
             return
@@ -143,9 +142,6 @@ final class CurlTransfer: @unchecked Sendable {
             return .failure(HTTPClientError.timeout(request.timeout))
         case CURLE_FILESIZE_EXCEEDED:
             return .failure(HTTPClientError.bodyTooLarge(limit: request.maxBody))
-        case CURLE_UNSUPPORTED_PROTOCOL where (300..<400).contains(status):
-            // A redirect not followed (https→http, or another scheme): the caller sees the redirect itself.
-            return .success(HTTPResponse(status: status, headers: headers, body: Data()))
         default:
             let detail = errorBuffer[0] != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
             return .failure(HTTPClientError.transport(Redactor.shared.scrub(detail)))

@@ -10,10 +10,14 @@ public struct HTTPRequest: Sendable {
     public var timeout: TimeInterval
     /// Responses larger than this fail with ``HTTPClientError/bodyTooLarge(limit:)``.
     public var maxBody: Int
+    /// Where redirects may lead. The default keeps a request on its origin, the safe choice for
+    /// one that carries credentials; public requests say ``RedirectPolicy/anyOrigin``, sinks
+    /// ``RedirectPolicy/never``.
+    public var redirects: RedirectPolicy
 
     public init(
         method: String = "GET", url: URL, headers: [(String, String)] = [], body: Data? = nil,
-        timeout: TimeInterval = 30, maxBody: Int = 10 << 20
+        timeout: TimeInterval = 30, maxBody: Int = 10 << 20, redirects: RedirectPolicy = .sameOrigin
     ) {
         self.method = method
         self.url = url
@@ -21,6 +25,7 @@ public struct HTTPRequest: Sendable {
         self.body = body
         self.timeout = timeout
         self.maxBody = maxBody
+        self.redirects = redirects
     }
 }
 
@@ -56,23 +61,39 @@ public struct HTTPResponse: Sendable {
         if let d = f.date(from: raw) { return min(max(0, d.timeIntervalSinceNow), Self.maxRetryAfter) }
         return nil
     }
+
+    /// A 403 that says "slow down" rather than "who are you": a `Retry-After`, a rate-limit
+    /// counter at zero (`X-RateLimit-Remaining: 0`, as GitHub sends), or a body that says so.
+    public var signalsRateLimit: Bool {
+        if header("retry-after") != nil { return true }
+        for name in ["x-ratelimit-remaining", "ratelimit-remaining", "x-rate-limit-remaining"] {
+            if header(name)?.trimmingCharacters(in: .whitespaces) == "0" { return true }
+        }
+        let text = String(decoding: body.prefix(4096), as: UTF8.self).lowercased()
+        return ["rate limit", "rate-limit", "ratelimit", "too many requests"].contains { text.contains($0) }
+    }
 }
 
 public enum HTTPClientError: Error, CustomStringConvertible, Sendable {
     case timeout(TimeInterval)
     case bodyTooLarge(limit: Int)
     case transport(String)
+    /// A redirect the request's ``RedirectPolicy`` does not allow (it names the target).
+    case redirectRefused(RedirectRefusal)
 
     public var description: String {
         switch self {
         case .timeout(let t): return "timed out after \(DurationParser.format(t))"
         case .bodyTooLarge(let limit): return "response body larger than max_body (\(limit) bytes)"
         case .transport(let m): return m
+        case .redirectRefused(let r): return r.description
         }
     }
 }
 
 /// The one HTTP seam. Production uses ``CurlHTTPClient``; nothing else needs to know.
 public protocol HTTPClient: Sendable {
+    /// Sends `request`, following redirects as its ``HTTPRequest/redirects`` allows
+    /// (``Redirect/next(after:to:first:hops:)``); the response is the last hop's.
     func send(_ request: HTTPRequest) async throws -> HTTPResponse
 }

@@ -59,13 +59,36 @@ public struct PollContext: Sendable {
     }
 
     /// Sends a request with this poll's timeout and body limit.
-    public func send(_ method: String = "GET", _ url: URL, headers: [(String, String)] = [], body: Data? = nil) async throws -> HTTPResponse {
+    ///
+    /// - `credentials`: whether the request carries secrets (in headers or body). With
+    ///   ``Credentials/sent`` it is never redirected off its scheme, host and port; without,
+    ///   it follows redirects anywhere except from https to http.
+    /// - The response body passes through ``Redactor``: a server that echoes a credential
+    ///   cannot plant it in items, events or the state.
+    public func send(_ method: String = "GET", _ url: URL, headers: [(String, String)] = [], body: Data? = nil,
+                     credentials: Credentials) async throws -> HTTPResponse {
         do {
-            return try await http.send(HTTPRequest(method: method, url: url, headers: headers, body: body, timeout: timeout, maxBody: maxBody))
+            var response = try await http.send(HTTPRequest(
+                method: method, url: url, headers: headers, body: body, timeout: timeout, maxBody: maxBody,
+                redirects: credentials.redirects))
+            response.body = Redactor.shared.scrub(response.body)
+            return response
         } catch let e as HTTPClientError {
             throw PollError(.transient, e.description)
         }
     }
+}
+
+/// Whether a provider's request carries credentials. The provider knows; it says so when it
+/// sends (where redirects may lead) and when it maps an error status (what a 401/403 means).
+public enum Credentials: Sendable, Equatable {
+    /// A public request: a 401/403 is an ordinary failure, retried with backoff.
+    case notSent
+    /// Secrets in headers or body: a 401/403 means they were rejected (`auth-failed`).
+    case sent
+
+    /// Where a request may be redirected: credentials stay on the configured origin.
+    public var redirects: RedirectPolicy { self == .sent ? .sameOrigin : .anyOrigin }
 }
 
 /// A provider knows one remote system: it fetches the current items. It never decides what is new.
@@ -107,21 +130,37 @@ public struct PollError: Error, CustomStringConvertible, Sendable {
     public var description: String { message }
 
     /// The usual mapping of an unsuccessful HTTP response.
-    /// - Parameter detail: what the body says (providers extract their API's error fields).
-    public static func http(_ response: HTTPResponse, detail: String? = nil) -> PollError {
-        let reason = "HTTP \(response.status)" + (detail.map { ": \($0)" } ?? "")
+    ///
+    /// - 429 and 503, and a 403 that signals rate limiting (``HTTPResponse/signalsRateLimit``):
+    ///   rate limited, waiting at least `Retry-After`.
+    /// - 401 and 403: rejected credentials (`auth-failed`) only when credentials were sent; a
+    ///   public source is not disabled by a 403, it fails and is retried with backoff.
+    /// - Parameters:
+    ///   - credentials: whether the request that got `response` carried credentials.
+    ///   - detail: what the body says (providers extract their API's error fields).
+    public static func http(_ response: HTTPResponse, credentials: Credentials, detail: String? = nil) -> PollError {
+        let status = "HTTP \(response.status)"
+        let tail = detail.map { ": \($0)" } ?? ""
         switch response.status {
-        case 401, 403: return PollError(.auth, reason)
-        case 429, 503: return PollError(.rateLimited, reason, retryAfter: response.retryAfter)
-        default: return PollError(.transient, reason, retryAfter: response.retryAfter)
+        case 429, 503:
+            return PollError(.rateLimited, status + tail, retryAfter: response.retryAfter)
+        case 403 where response.signalsRateLimit:
+            return PollError(.rateLimited, status + " (rate limited)" + tail, retryAfter: response.retryAfter)
+        case 401, 403:
+            // (One `case` with a `where` would guard only its last pattern.)
+            guard credentials == .sent else {
+                return PollError(.transient, status + " (no credentials were sent, so none were rejected)" + tail)
+            }
+            return PollError(.auth, status + tail)
+        default:
+            return PollError(.transient, status + tail, retryAfter: response.retryAfter)
         }
     }
 
-    /// A short, printable excerpt of a response body for error messages.
+    /// A short, printable excerpt of a response body for error messages (secrets scrubbed
+    /// before it is cut, so no part of one survives the cut).
     public static func excerpt(_ body: Data, limit: Int = 200) -> String {
-        let text = String(decoding: body.prefix(limit * 4), as: UTF8.self)
-            .replacingOccurrences(of: "\n", with: " ").trimmingCharacters(in: .whitespaces)
-        return text.count > limit ? String(text.prefix(limit)) + "…" : text
+        Redactor.shared.excerpt(body, limit: limit)
     }
 }
 

@@ -7,7 +7,8 @@ Each path is scripted through `state["routes"][PATH]`, a dict with one behaviour
 - `{"echo": True, "status": 200}`: answer with everything the request carried (headers,
   body, query) as JSON, in the error body when `status` is not 2xx; JSON-escaped and
   percent-encoded copies of every header value are included, so a redactor that only knows
-  the raw value is caught.
+  the raw value is caught. `"only": [NAMES]` echoes just those headers (lower-case names), so
+  they come first in an error excerpt.
 - `{"deep": N, "key": K}`: a JSON array with one item whose `data` nests N levels deep
   (written as text: Python's json module cannot nest that deep).
 - `{"escapes": True}`: items whose titles and bodies carry terminal escapes (clear screen,
@@ -54,6 +55,8 @@ class HostileHandler(FakeHandler):
         if spec.get("echo"):
             echoed = {}
             for k, v in req.headers.items():
+                if "only" in spec and k not in spec["only"]:
+                    continue
                 echoed[k] = {"raw": v, "json": json.dumps(v)[1:-1], "percent": quote(v, safe=""),
                              "parts": v.split()}
             payload = {"error": "echo", "headers": echoed, "body": req.body.decode(errors="replace"),

@@ -1,0 +1,170 @@
+"""Header secrets on sources and sinks, and what a hostile server can make tidings print
+(issue 9, item 8).
+
+- Every header value may be `X`, `X_file`, `X_env` or `X_credential`, on http-json sources and
+  on webhook sinks alike; `Authorization_env` sends `Authorization`.
+- A server that echoes a credential back (in items, in an error body) never gets it printed,
+  stored or forwarded: not the whole value, not its token part, not its JSON-escaped or
+  percent-encoded forms.
+- An inline credential-like header in a file others can read is refused with FILE:LINE.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from fakes.hostile import HostilePair
+from feed import Feed, item
+
+# A token with characters that JSON and URLs escape.
+TOKEN = 'Tok"en\\Sec/ret+pl&us!'
+HEADER = "Bearer " + TOKEN
+TOML_HEADER = json.dumps(HEADER)  # a TOML basic string: the same escapes
+
+
+def forms(secret):
+    """The forms an echo may carry: raw, JSON-escaped (and escaped again inside JSON text),
+    percent-encoded (either hex case) and form-encoded."""
+    escaped = json.dumps(secret)[1:-1]
+    percent = quote(secret, safe="")
+    return {secret, escaped, json.dumps(escaped)[1:-1], percent, percent.lower(), quote_plus(secret)}
+
+
+LEAKS = forms(TOKEN) | forms(HEADER)
+
+
+def assert_nothing_leaks(t, outputs):
+    for name, text in outputs.items():
+        for form in LEAKS:
+            assert form not in text, f"{form!r} leaked in {name}:\n{text}"
+    for f in Path(t.state).rglob("*"):
+        if f.is_file():
+            blob = f.read_bytes()
+            for form in LEAKS:
+                assert form.encode() not in blob, f"{form!r} leaked into {f}"
+
+
+@pytest.fixture
+def pair():
+    with HostilePair() as p:
+        yield p
+
+
+def outputs_of(t, env, **checks):
+    """Every human and JSON view a user or a script has of the state, plus the given runs."""
+    out = {name: r.stdout + r.stderr for name, r in checks.items()}
+    for args in [("sources",), ("sources", "--json"), ("history",), ("history", "--json"), ("outbox",), ("outbox", "--json")]:
+        r = t.run(*args, env=env)
+        assert r.code == 0, r
+        out[" ".join(args)] = r.stdout + r.stderr
+    return out
+
+
+def test_a_source_whose_server_echoes_its_secret_never_prints_or_stores_it(tidings, pair):
+    secret = tidings.write_secret("auth", HEADER)
+    # Items are the echoed headers: titles and bodies built from every echoed form.
+    pair.script("/echo", echo=True)
+    tidings.write_plugin("api.toml", f"""
+        provider = "http-json"
+        url = "{pair.main.url}/echo"
+        headers = {{ Authorization_file = "{secret}" }}
+        items = "/headers"
+        key = "/_key"
+        title = "{{/_key}}: {{/raw}} {{/parts/1}}"
+        body = "{{/json}} {{/percent}}"
+        notify_existing = true
+        """)
+    first = tidings.check()
+    assert first.code == 1, first
+    assert any(e["key"] == "authorization" for e in first.events), first
+    assert pair.main.requests[0].headers["authorization"] == HEADER, "the source sent its secret"
+
+    # Now its error body echoes it (first in the body, so in the excerpt).
+    pair.script("/echo", echo=True, status=500, only=["authorization"])
+    second = tidings.check()
+    assert second.code == 2, second
+
+    outputs = outputs_of(tidings, {}, check=first, failed=second)
+    assert "‹redacted›" in outputs["history --json"] and "HTTP 500" in outputs["sources"]
+    assert_nothing_leaks(tidings, outputs)
+
+
+def test_a_webhook_whose_receiver_echoes_its_secret_header_never_prints_or_stores_it(tidings, pair):
+    feed = Feed(tidings)
+    feed.set([item("a")])
+    pair.script("/hook", echo=True, status=400, only=["authorization"])
+    tidings.write_config(f"""
+        [sinks.hook]
+        type = "webhook"
+        url = "{pair.main.url}/hook"
+        headers = {{ Authorization_env = "HOOK_AUTH" }}
+        """)
+    env = {"HOOK_AUTH": HEADER}
+    r = tidings.run("check", "--deliver", env=env)
+    assert r.code == 2 and "HTTP 400" in r.stderr, r
+    [post] = pair.main.requests
+    assert post.headers.get("authorization") == HEADER, "the sink sent its secret header"
+
+    outputs = outputs_of(tidings, env, check=r)
+    assert "‹redacted›" in outputs["outbox --json"] and "HTTP 400" in outputs["outbox"]
+    assert_nothing_leaks(tidings, outputs)
+
+
+@pytest.mark.parametrize("variant", ["env", "file", "credential"])
+def test_webhook_header_secrets_send_the_header_they_name(tidings, pair, variant):
+    feed = Feed(tidings)
+    feed.set([item("a")])
+    pair.script("/hook", json={"ok": True})
+    path = tidings.write_secret("hook-auth", HEADER)
+    value = {"env": "HOOK_AUTH", "file": str(path), "credential": "hook-auth"}[variant]
+    tidings.write_config(f"""
+        [sinks.hook]
+        type = "webhook"
+        url = "{pair.main.url}/hook"
+        headers = {{ Authorization_{variant} = "{value}", X-Team = "ops" }}
+        """)
+    r = tidings.run("check", "--deliver", env={"HOOK_AUTH": HEADER, "CREDENTIALS_DIRECTORY": str(path.parent)})
+    assert r.code == 1, r
+    [post] = pair.main.requests
+    assert post.headers["authorization"] == HEADER and post.headers["x-team"] == "ops"
+    assert not [h for h in post.headers if h.startswith("authorization_")], post.headers
+
+
+def test_a_missing_credentials_directory_is_a_config_error_with_file_and_line(tidings):
+    tidings.write_config("""
+        [sinks.hook]
+        type = "webhook"
+        url = "http://127.0.0.1:9/hook"
+        headers = { Authorization_credential = "hook-auth" }
+        """)
+    r = tidings.run("config", "check")
+    assert r.code == 78, r
+    assert f"{tidings.config}:5:" in r.stderr and "CREDENTIALS_DIRECTORY" in r.stderr, r
+
+
+def test_inline_credential_headers_in_readable_files_are_refused_with_file_and_line(tidings):
+    tidings.write_config(f"""
+        [sinks.hook]
+        type = "webhook"
+        url = "http://127.0.0.1:9/hook"
+        headers = {{ X-Team = "ops", Authorization = {TOML_HEADER} }}
+        """, mode=0o644)
+    plugin = tidings.write_plugin("api.toml", """
+        provider = "http-json"
+        url = "http://127.0.0.1:9/items"
+        headers = { Accept = "application/json", X-Api-Key = "inline-api-key-1" }
+        """, mode=0o644)
+    r = tidings.run("config", "check")
+    assert r.code == 78, r
+    assert f"{tidings.config}:5:" in r.stderr and "inline secret 'Authorization'" in r.stderr, r
+    assert f"{plugin}:4:" in r.stderr and "inline secret 'X-Api-Key'" in r.stderr, r
+    assert TOKEN not in r.stderr and "inline-api-key-1" not in r.stderr
+
+    os.chmod(tidings.config, 0o600)
+    os.chmod(plugin, 0o600)
+    r = tidings.run("config", "check")
+    assert r.code == 0, r
