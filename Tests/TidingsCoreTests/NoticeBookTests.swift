@@ -21,8 +21,7 @@ final class NoticeBookTests: XCTestCase {
         let event = Event(source: "status", provider: "messagebox", kind: item.kind, event: type, key: item.key, title: item.title, observedAt: now)
         try store.db.write { db in
             try NoticeBook.record(db, source: "status", changes: [change], events: [event], ttl: ttl, now: now)
-            try db.execute(sql: "INSERT INTO event(id, source, kind, type, key, observed_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           arguments: [event.id, event.source, event.kind, event.event.rawValue, event.key, now.timeIntervalSince1970, event.jsonLine()])
+            _ = try PollRecorder.insert(db, events: [event], options: RecordOptions(router: nil), now: now)
         }
         return event
     }
