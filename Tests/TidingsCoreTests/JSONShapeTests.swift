@@ -16,6 +16,7 @@ final class JSONShapeTests: XCTestCase {
         XCTAssertTrue(sorted(Event.Member.self))
         XCTAssertTrue(sorted(ItemSnapshot.Member.self))
         XCTAssertTrue(sorted(CurrentItem.Member.self))
+        XCTAssertTrue(sorted(OutboxEntry.Member.self))
     }
 
     func testEventLine() throws {

@@ -140,7 +140,7 @@ final class StateAndOutboxTests: XCTestCase {
         let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(first: 2, cap: 60, jitter: 0, maxAge: 100), env: env, logger: quietLogger)
 
         let failed = await worker.drainOnce()
-        XCTAssertEqual(failed["x"], "503")
+        XCTAssertEqual(failed["x"], OutboxWorker.Failure(outcome: .queued, message: "503"))
         XCTAssertEqual(sink.delivered, [], "the failing head blocks later rows: per-sink order")
         let notDue = await worker.drainOnce()
         XCTAssertEqual(notDue, [:], "not due yet: nothing attempted")
@@ -162,6 +162,84 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(dead.map { $0[0] as String }, ["dead"])
         XCTAssertEqual(dead.map { $0[1] as String }, ["400 bad request"])
         XCTAssertFalse(sink.delivered.contains(more[0].id))
+    }
+
+    /// Issue 9, item 1: a row whose event cannot be read (older versions stored a too-deep
+    /// event as `{}`) used to hide from the head query and block its sink for ever. It is a
+    /// dead letter with the reason, and the sink goes on with the next row.
+    func testUnreadableRowIsADeadLetterAndTheSinkGoesOn() async throws {
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
+        let t0 = Date()
+        _ = try rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
+        let events = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b"), Item(key: "3", kind: "k", title: "c")]), now: t0, options: route).events
+        try await store.db.writeWithoutTransaction { db in
+            try db.execute(sql: "UPDATE event SET payload = '{}' WHERE id = ?", arguments: [events[0].id])
+            // An event row that is gone altogether (foreign keys off, as a hand-edited file could be).
+            try db.execute(sql: "PRAGMA foreign_keys = OFF")
+            try db.execute(sql: "DELETE FROM event WHERE id = ?", arguments: [events[1].id])
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+        }
+        let before = try OutboxStore(store: store).entries()
+        XCTAssertEqual(before.map(\.status), [.dead, .dead, .pending], "`tidings outbox` shows them for what they are")
+        XCTAssertEqual(before.map(\.eventID), [events[0].id, nil, events[2].id])
+        XCTAssertNil(before[0].event)
+        XCTAssertEqual(before[0].lastError, "cannot read the stored event: event: missing 'event'")
+
+        let sink = ScriptedSink()
+        let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(), env: FixedEnvironment(time: t0), logger: quietLogger)
+        let failures = await worker.drainOnce()
+        XCTAssertEqual(sink.delivered, [events[2].id], "the sink goes on with the next row")
+        let rows = try store.db.read { try Row.fetchAll($0, sql: "SELECT status, last_error, attempts FROM delivery ORDER BY id") }
+        XCTAssertEqual(rows.map { $0[0] as String }, ["dead", "dead"])
+        XCTAssertEqual(rows.map { $0[1] as String }, ["cannot read the stored event: event: missing 'event'",
+                                                      "cannot read the stored event: its event is missing from the state"])
+        XCTAssertEqual(rows.map { $0[2] as Int }, [0, 0], "never attempted")
+        XCTAssertEqual(failures["x"]?.outcome, .dead)
+        let json = try XCTUnwrap(OutboxStore(store: store).entries().first?.json)
+        XCTAssertEqual(json["event"], .null)
+        XCTAssertEqual(json["event_id"], .string(events[0].id))
+        XCTAssertEqual(json["status"], "dead")
+    }
+
+    /// The daemon's loop, not only `check --deliver`, gets past an unreadable head.
+    func testDaemonLoopGetsPastAnUnreadableHead() async throws {
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
+        _ = try rec.recordSuccess(source, result: .snapshot([]), now: Date(), options: route)
+        let events = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: Date(), options: route).events
+        try await store.db.write { try $0.execute(sql: "UPDATE event SET payload = '{}' WHERE id = ?", arguments: [events[0].id]) }
+        let sink = ScriptedSink()
+        let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(), logger: quietLogger)
+        let running = Task { await worker.run() }
+        for _ in 0..<200 where sink.lock.withLock({ sink.delivered.isEmpty }) { try await Task.sleep(for: .milliseconds(10)) }
+        worker.stop()
+        await running.value
+        XCTAssertEqual(sink.delivered, [events[1].id])
+    }
+
+    /// Issue 9, item 22: `check --deliver` words a failure by what became of the delivery.
+    func testDrainSaysWhatBecameOfEachFailure() async throws {
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
+        let t0 = Date()
+        _ = try rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
+        let sink = ScriptedSink()
+        let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(maxAge: 100), env: FixedEnvironment(time: t0), logger: quietLogger)
+        var items: [Item] = []
+        func failing(_ error: DeliveryError) async throws -> OutboxWorker.Failure? {
+            items.append(Item(key: "\(items.count)", kind: "k", title: "t"))
+            _ = try rec.recordSuccess(source, result: .snapshot(items), now: t0, options: route)
+            sink.failures = [error]
+            return await worker.drainOnce()["x"]
+        }
+        let refused = try await failing(DeliveryError(.permanent, "HTTP 400"))
+        XCTAssertEqual(refused?.outcome, .dead)
+        let down = try await failing(DeliveryError(.retryable, "HTTP 503"))
+        XCTAssertEqual(down?.outcome, .queued)
+        try await store.db.write { try $0.execute(sql: "DELETE FROM delivery WHERE status = 'pending'") }
+        let gone = try await failing(DeliveryError(.gone, "HTTP 410"))
+        XCTAssertEqual(gone?.outcome, .sinkDisabled)
     }
 
     func testRetryableDeliveryGivesUpAfterMaxAge() async throws {
