@@ -56,6 +56,22 @@ final class DedupeTests: XCTestCase {
         XCTAssertEqual(run(d, &s, [item("x")], at: t0 + 2), ["removed:x#2"])
     }
 
+    /// Issue 9, item 19: with a custom fingerprint (a Nagios state), new text under the same
+    /// fingerprint is stored (what `tidings items` shows) but is not an event.
+    func testCustomFingerprintKeepsTheLatestTextWithoutAnEvent() {
+        let d = Deduplicator()
+        var s: [String: StoredItem] = [:]
+        func check(_ title: String) -> Item { Item(key: "disk", kind: "check", title: title, fingerprint: "WARNING") }
+        _ = run(d, &s, [check("DISK WARNING - 91% used")], baseline: true, at: t0)
+        let o = d.run(previous: s, current: [check("DISK WARNING - 93% used")], baseline: false, notifyExisting: false, now: t0 + 60)
+        XCTAssertEqual(o.changes.count, 0, "the fingerprint decides what is a change")
+        XCTAssertEqual(o.upserts.map(\.item.title), ["DISK WARNING - 93% used"])
+        XCTAssertEqual(o.upserts.first?.changedAt, t0, "changed_at stays the last change")
+        apply(o, to: &s)
+        XCTAssertTrue(d.run(previous: s, current: [check("DISK WARNING - 93% used")], baseline: false, notifyExisting: false, now: t0 + 120).upserts.isEmpty,
+                      "the same text again is not rewritten")
+    }
+
     func testFlapWithinWindowIsOneChangedEvent() {
         let d = Deduplicator(flapWindow: 300)
         var s: [String: StoredItem] = [:]

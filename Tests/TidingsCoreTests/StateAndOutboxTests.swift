@@ -242,6 +242,19 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(gone?.outcome, .sinkDisabled)
     }
 
+    /// Issue 9, item 19: `tidings items` shows the latest poll's text, also when a custom
+    /// fingerprint (an exec `fingerprint`, a Nagios state) did not change.
+    func testCurrentItemsShowTheLatestText() throws {
+        let rec = PollRecorder(store: store)
+        let opts = RecordOptions(router: nil)
+        func check(_ title: String, _ body: String) -> Item { Item(key: "disk", kind: "check", title: title, body: body, fingerprint: "WARNING") }
+        _ = try rec.recordSuccess(source, result: .snapshot([check("DISK WARNING - 91%", "/var")]), now: Date(), options: opts)
+        let r = try rec.recordSuccess(source, result: .snapshot([check("DISK WARNING - 97%", "/var and /home")]), now: Date(), options: opts)
+        XCTAssertEqual(r.events.count, 0)
+        let shown = try store.currentItems(source: "s").map { "\($0.item.title) | \($0.item.body)" }
+        XCTAssertEqual(shown, ["DISK WARNING - 97% | /var and /home"])
+    }
+
     func testRetryableDeliveryGivesUpAfterMaxAge() async throws {
         let rec = PollRecorder(store: store)
         let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))

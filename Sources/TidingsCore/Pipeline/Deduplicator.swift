@@ -24,7 +24,7 @@ public struct Deduplicator: Sendable {
 
     public struct Outcome: Sendable {
         public var changes: [Change] = []
-        /// Rows to write (new, changed or state-transitioned items). Unchanged items are not rewritten.
+        /// Rows to write (new, changed, state-transitioned or text-refreshed items). Unchanged items are not rewritten.
         public var upserts: [StoredItem] = []
         /// Items stored silently because this was a baseline.
         public var baselineCount = 0
@@ -67,6 +67,10 @@ public struct Deduplicator: Sendable {
                 if old.fingerprint != item.fingerprint {
                     out.upserts.append(StoredItem(item: item, state: .present, firstSeen: old.firstSeen, changedAt: now))
                     out.changes.append(Change(type: .changed, item: item, previous: old.item))
+                } else if old.contentHash != item.contentHash {
+                    // A custom fingerprint kept still while the text moved on: store the latest
+                    // text (what `tidings items` shows), no event.
+                    out.upserts.append(StoredItem(item: item, state: .present, firstSeen: old.firstSeen, changedAt: old.changedAt))
                 }
             case .missing:
                 // Returned within the flap window: one `changed`, never removed+new.

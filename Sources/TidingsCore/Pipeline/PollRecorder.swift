@@ -127,13 +127,13 @@ public struct PollRecorder: Sendable {
     /// first seen now), and they pile up between prunes.
     static func items(_ db: Database, source: String) throws -> [String: StoredItem] {
         var out: [String: StoredItem] = [:]
-        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT key, kind, fingerprint, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ? AND state <> 'gone'"), arguments: [source])
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT key, kind, fingerprint, content_hash, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ? AND state <> 'gone'"), arguments: [source])
         while let r = try rows.next() {
             let key: String = r[0]
             out[key] = StoredItem(
-                key: key, kind: r[1], fingerprint: r[2], state: StoredItem.State(rawValue: r[3]) ?? .present,
-                firstSeen: Date(timeIntervalSince1970: r[4]), changedAt: Date(timeIntervalSince1970: r[5]),
-                missingSince: (r[6] as Double?).map { Date(timeIntervalSince1970: $0) }, snapshot: r[7])
+                key: key, kind: r[1], fingerprint: r[2], contentHash: r[3], state: StoredItem.State(rawValue: r[4]) ?? .present,
+                firstSeen: Date(timeIntervalSince1970: r[5]), changedAt: Date(timeIntervalSince1970: r[6]),
+                missingSince: (r[7] as Double?).map { Date(timeIntervalSince1970: $0) }, snapshot: r[8])
         }
         return out
     }
@@ -141,16 +141,16 @@ public struct PollRecorder: Sendable {
     static func write(_ db: Database, source: String, upserts: [StoredItem]) throws {
         guard !upserts.isEmpty else { return }
         let stmt = try db.cachedStatement(sql: """
-            INSERT INTO item(source, key, kind, fingerprint, state, first_seen, changed_at, missing_since, snapshot)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO item(source, key, kind, fingerprint, content_hash, state, first_seen, changed_at, missing_since, snapshot)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(source, key) DO UPDATE SET kind = excluded.kind, fingerprint = excluded.fingerprint,
-              state = excluded.state, first_seen = excluded.first_seen, changed_at = excluded.changed_at,
-              missing_since = excluded.missing_since, snapshot = excluded.snapshot
+              content_hash = excluded.content_hash, state = excluded.state, first_seen = excluded.first_seen,
+              changed_at = excluded.changed_at, missing_since = excluded.missing_since, snapshot = excluded.snapshot
             """)
         for u in upserts {
             try stmt.execute(arguments: [
-                source, u.key, u.kind, u.fingerprint, u.state.rawValue, u.firstSeen.timeIntervalSince1970,
-                u.changedAt.timeIntervalSince1970, u.missingSince?.timeIntervalSince1970, u.snapshotJSON,
+                source, u.key, u.kind, u.fingerprint, u.contentHash == u.fingerprint ? nil : u.contentHash, u.state.rawValue,
+                u.firstSeen.timeIntervalSince1970, u.changedAt.timeIntervalSince1970, u.missingSince?.timeIntervalSince1970, u.snapshotJSON,
             ])
         }
     }

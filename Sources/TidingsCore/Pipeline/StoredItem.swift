@@ -21,6 +21,9 @@ public struct StoredItem: Sendable, Equatable {
 
     public var key: String
     public var fingerprint: String
+    /// The stored content's hash (``Item/contentHash``): with a custom fingerprint, a poll
+    /// whose item has another one brings new text without a change (the row is refreshed).
+    public var contentHash: String
     public var state: State
     public var firstSeen: Date
     public var changedAt: Date
@@ -30,6 +33,7 @@ public struct StoredItem: Sendable, Equatable {
     public init(item: Item, state: State, firstSeen: Date, changedAt: Date, missingSince: Date? = nil) {
         self.key = item.key
         self.fingerprint = item.fingerprint
+        self.contentHash = item.contentHash
         self.state = state
         self.firstSeen = firstSeen
         self.changedAt = changedAt
@@ -37,9 +41,13 @@ public struct StoredItem: Sendable, Equatable {
         self.content = .item(item)
     }
 
-    init(key: String, kind: String, fingerprint: String, state: State, firstSeen: Date, changedAt: Date, missingSince: Date?, snapshot: String) {
+    /// A stored row; `contentHash` nil means the same as the fingerprint (rows store it only
+    /// when it differs, and rows from before it was stored do not have it).
+    init(key: String, kind: String, fingerprint: String, contentHash: String?, state: State, firstSeen: Date, changedAt: Date,
+         missingSince: Date?, snapshot: String) {
         self.key = key
         self.fingerprint = fingerprint
+        self.contentHash = contentHash ?? fingerprint
         self.state = state
         self.firstSeen = firstSeen
         self.changedAt = changedAt

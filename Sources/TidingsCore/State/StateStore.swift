@@ -111,6 +111,11 @@ public final class StateStore: Sendable {
                 """)
         }
         NoticeSchema.register(&m)
+        m.registerMigration("v3-item-content-hash") { db in
+            // The hash of what an item shows, where it differs from its fingerprint (custom
+            // fingerprints): a poll with new text but the same fingerprint refreshes the row.
+            try db.execute(sql: "ALTER TABLE item ADD COLUMN content_hash TEXT")
+        }
         return m
     }
 }
