@@ -30,18 +30,32 @@ public struct Deduplicator: Sendable {
         public var baselineCount = 0
     }
 
-    /// Gives repeated keys in one snapshot an occurrence suffix (`key`, `key#2`, …):
-    /// two identical entries are two items.
-    public static func disambiguate(_ items: [Item]) -> [Item] {
-        var seen: [String: Int] = [:]
-        return items.map { item in
-            let n = seen[item.key, default: 0] + 1
-            seen[item.key] = n
-            guard n > 1 else { return item }
-            var copy = item
-            copy.key = "\(item.key)#\(n)"
-            return copy
+    /// Gives repeated keys in one snapshot an occurrence suffix (`key`, `key#2`, …): two
+    /// identical entries are two items. Which entry gets which name does not depend on the
+    /// order they arrive in (servers list such entries in any order): an entry whose
+    /// fingerprint a name had in `previous` keeps that name; the others take the free names
+    /// in fingerprint order.
+    public static func disambiguate(_ items: [Item], previous: [String: StoredItem] = [:]) -> [Item] {
+        var positions: [String: [Int]] = [:]
+        for (i, item) in items.enumerated() { positions[item.key, default: []].append(i) }
+        var out = items
+        for (key, group) in positions where group.count > 1 {
+            let names = [key] + (2...group.count).map { "\(key)#\($0)" }
+            // Entries by fingerprint, each list in content order: the same set, whatever the arrival order.
+            var byFingerprint = Dictionary(grouping: group, by: { items[$0].fingerprint })
+                .mapValues { $0.sorted { items[$0].contentHash > items[$1].contentHash } }
+            var free: [String] = []
+            for name in names {
+                if let old = previous[name], old.state != .gone, let i = byFingerprint[old.fingerprint]?.popLast() {
+                    out[i].key = name
+                } else {
+                    free.append(name)
+                }
+            }
+            let rest = byFingerprint.sorted { $0.key < $1.key }.flatMap { $0.value.reversed() }
+            for (i, name) in zip(rest, free) { out[i].key = name }
         }
+        return out
     }
 
     public func run(previous: [String: StoredItem], current rawItems: [Item], baseline: Bool, notifyExisting: Bool, now: Date) -> Outcome {
@@ -50,7 +64,7 @@ public struct Deduplicator: Sendable {
         // Repeated keys are rare: only then copy the snapshot to rename them.
         var current = rawItems
         if seenKeys.count != rawItems.count {
-            current = Self.disambiguate(rawItems)
+            current = Self.disambiguate(rawItems, previous: previous)
             seenKeys = Set(current.map(\.key))
         }
         var out = Outcome()
