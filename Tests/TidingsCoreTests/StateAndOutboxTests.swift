@@ -242,6 +242,33 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(gone?.outcome, .sinkDisabled)
     }
 
+    /// Issue 9, item 1, at the source: an item nesting ~509 levels deep was stored, and its
+    /// `changed` event (old and new data one level further down, under `changes`) was
+    /// written as `{}`. Items are cut to size when taken in, so every event reads back and
+    /// is delivered, with a visible marker.
+    func testDeeplyNestedItemsAreCutWhenTakenInAndTheirEventsDelivered() async throws {
+        func deep(_ depth: Int, leaf: JSONValue) -> JSONValue {
+            var v = leaf
+            for _ in 0..<depth { v = ["a": v] }
+            return v
+        }
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
+        let t0 = Date()
+        let first = try rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 1))]), now: t0, options: route)
+        XCTAssertEqual(first.warnings, ["cut 1 item to size (key 'd': data nested deeper than 64 levels); the stored item and its events carry a visible marker"])
+        let changed = try rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 2))]), now: t0, options: route)
+        let later = try rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 2)), Item(key: "n", kind: "k", title: "next")]), now: t0, options: route)
+        XCTAssertEqual(later.warnings, [], "an unchanged item cut the same way is not reported again")
+        let payloads = try await store.db.read { try String.fetchAll($0, sql: "SELECT payload FROM event ORDER BY seq") }
+        XCTAssertEqual(payloads.count, 2)
+        for p in payloads { XCTAssertNoThrow(try Event.decode(jsonLine: p), String(p.prefix(200))) }
+        XCTAssertTrue(payloads[0].contains("nested deeper than 64 levels; cut by tidings"), String(payloads[0].prefix(300)))
+        let sink = ScriptedSink()
+        _ = await OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(), env: FixedEnvironment(time: t0), logger: quietLogger).drainOnce()
+        XCTAssertEqual(sink.delivered, (changed.events + later.events).map(\.id))
+    }
+
     /// Issue 9, item 19: `tidings items` shows the latest poll's text, also when a custom
     /// fingerprint (an exec `fingerprint`, a Nagios state) did not change.
     func testCurrentItemsShowTheLatestText() throws {

@@ -11,6 +11,8 @@ public struct PollRecord: Sendable {
     public var failures = 0
     /// The source's credentials were rejected; it waits for a config change.
     public var authFailed = false
+    /// What the poll had to cut (items cut to size): one line each, for the log.
+    public var warnings: [String] = []
 }
 
 /// How the recorder treats the events it creates.
@@ -40,12 +42,14 @@ public struct PollRecorder: Sendable {
             let status = try SourceRow.fetch(db, source: source)
             var events: [Event] = []
             if case .snapshot(let items, let validators) = result {
+                let intake = ItemIntake.take(items)
                 let previous = try Self.items(db, source: source.name)
                 let baseline = status.baselineAt == nil
                 let outcome = Deduplicator(flapWindow: source.flapWindow)
-                    .run(previous: previous, current: items, baseline: baseline, notifyExisting: source.settings.notifyExisting, now: now)
+                    .run(previous: previous, current: intake.items, baseline: baseline, notifyExisting: source.settings.notifyExisting, now: now)
                 try Self.write(db, source: source.name, upserts: outcome.upserts)
                 if baseline { record.baselineCount = outcome.baselineCount }
+                record.warnings += Self.cutWarning(intake, stored: outcome.upserts).map { [$0] } ?? []
                 for change in outcome.changes {
                     let firstSeen = previous[change.item.key]?.firstSeen ?? now
                     events.append(EventFactory.event(source: source, change: change, firstSeen: firstSeen, now: now))
@@ -118,6 +122,16 @@ public struct PollRecorder: Sendable {
             }
         }
         return result!
+    }
+
+    /// One line naming the items cut to size, if this poll stored any of them (an unchanged
+    /// item that is cut the same way on every poll is not reported again).
+    static func cutWarning(_ intake: ItemIntake.Result, stored: [StoredItem]) -> String? {
+        let keys = stored.lazy.map(\.key).filter { intake.cut[$0] != nil }
+        guard let first = keys.first else { return nil }
+        let n = keys.count
+        return "cut \(n) item\(n == 1 ? "" : "s") to size (key '\(first.prefix(80))': \(intake.cut[first]!.joined(separator: ", "))); "
+            + "the stored item and its events carry a visible marker"
     }
 
     // MARK: rows
