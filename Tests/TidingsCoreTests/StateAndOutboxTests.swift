@@ -269,6 +269,32 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(sink.delivered, (changed.events + later.events).map(\.id))
     }
 
+    /// Issue 9, item 13: a poll with more events than `max_events` records the state in full
+    /// but sends one summary event (counted by type) and says so once.
+    func testMaxEventsSendsOneSummaryInstead() throws {
+        var capped = source
+        capped.settings.maxEvents = 3
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
+        let items = (0..<5).map { Item(key: "\($0)", kind: "alert", title: "a\($0)", severity: $0 == 4 ? .critical : .info) }
+        _ = try rec.recordSuccess(capped, result: .snapshot([items[0]]), now: Date(), options: route)
+        let r = try rec.recordSuccess(capped, result: .snapshot(Array(items[1...])), now: Date(), options: route)
+        XCTAssertEqual(r.events.count, 1)
+        let summary = r.events[0]
+        XCTAssertEqual(summary.title, "s: 5 events in one poll (4 new, 1 removed), over max_events = 3")
+        XCTAssertEqual(summary.data["summary"]?["by_type"], ["new": 4, "removed": 1])
+        XCTAssertEqual(summary.data["summary"]?["events"], 5)
+        XCTAssertEqual(summary.kind, "alert", "the kind they share")
+        XCTAssertEqual(summary.event, .changed, "new and removed: changed")
+        XCTAssertEqual(summary.severity, .critical, "the highest")
+        XCTAssertEqual(r.warnings, [summary.title + "; recorded the state and sent one summary event instead"])
+        XCTAssertEqual(try count("event"), 1)
+        XCTAssertEqual(try count("delivery"), 1)
+        let next = try rec.recordSuccess(capped, result: .snapshot(Array(items[1...]) + [Item(key: "9", kind: "alert", title: "nine")]), now: Date(), options: route)
+        XCTAssertEqual(next.events.map(\.key), ["9"], "the state was recorded: the next poll is normal")
+        XCTAssertEqual(next.warnings, [])
+    }
+
     /// Issue 9, item 19: `tidings items` shows the latest poll's text, also when a custom
     /// fingerprint (an exec `fingerprint`, a Nagios state) did not change.
     func testCurrentItemsShowTheLatestText() throws {

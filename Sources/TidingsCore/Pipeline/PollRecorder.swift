@@ -11,7 +11,8 @@ public struct PollRecord: Sendable {
     public var failures = 0
     /// The source's credentials were rejected; it waits for a config change.
     public var authFailed = false
-    /// What the poll had to cut (items cut to size): one line each, for the log.
+    /// What the poll had to cut or hold back (items cut to size, events over `max_events`):
+    /// one line each, for the log.
     public var warnings: [String] = []
 }
 
@@ -50,11 +51,21 @@ public struct PollRecorder: Sendable {
                 try Self.write(db, source: source.name, upserts: outcome.upserts)
                 if baseline { record.baselineCount = outcome.baselineCount }
                 record.warnings += Self.cutWarning(intake, stored: outcome.upserts).map { [$0] } ?? []
-                for change in outcome.changes {
-                    let firstSeen = previous[change.item.key]?.firstSeen ?? now
-                    events.append(EventFactory.event(source: source, change: change, firstSeen: firstSeen, now: now))
+                func event(_ change: Deduplicator.Change) -> Event {
+                    EventFactory.event(source: source, change: change, firstSeen: previous[change.item.key]?.firstSeen ?? now, now: now)
                 }
-                try NoticeBook.record(db, source: source.name, changes: outcome.changes, events: events, ttl: source.settings.noticeTTL, now: now)
+                if outcome.changes.count <= source.settings.maxEvents {
+                    events = outcome.changes.map(event)
+                    try NoticeBook.record(db, source: source.name, changes: outcome.changes, events: events, ttl: source.settings.noticeTTL, now: now)
+                } else {
+                    // Over max_events: the state is recorded in full (the next poll is normal),
+                    // but one summary event goes out instead of the flood.
+                    let summary = EventFactory.summary(source: source, changes: outcome.changes, now: now)
+                    events = [summary]
+                    record.warnings.append("\(summary.title); recorded the state and sent one summary event instead")
+                    let notices = outcome.changes.filter { $0.item.kind == NoticeBook.kind }
+                    try NoticeBook.record(db, source: source.name, changes: notices, events: notices.map(event), ttl: source.settings.noticeTTL, now: now)
+                }
                 try db.cachedStatement(
                     sql: "UPDATE source_state SET etag = ?, last_modified = ?, baseline_at = COALESCE(baseline_at, ?) WHERE source = ?").execute(
                     arguments: [validators.etag, validators.lastModified, now.timeIntervalSince1970, source.name])
