@@ -295,6 +295,17 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(next.warnings, [])
     }
 
+    /// Issue 9, item 16: a state migrated by a newer tidings is refused, naming the file.
+    func testStateFromANewerVersionIsRefused() throws {
+        try store.db.write { try $0.execute(sql: "INSERT INTO grdb_migrations(identifier) VALUES ('v99-from-the-future')") }
+        XCTAssertThrowsError(try StateStore.open(directory: dir, logger: quietLogger)) { error in
+            let text = "\(error)"
+            XCTAssertTrue(text.contains("\(self.dir)/tidings.sqlite"), text)
+            XCTAssertTrue(text.contains("v99-from-the-future"), text)
+            XCTAssertTrue(text.contains("newer version of tidings"), text)
+        }
+    }
+
     /// Issue 9, item 19: `tidings items` shows the latest poll's text, also when a custom
     /// fingerprint (an exec `fingerprint`, a Nagios state) did not change.
     func testCurrentItemsShowTheLatestText() throws {
