@@ -67,6 +67,22 @@ final class NoticeBookTests: XCTestCase {
         XCTAssertEqual(p.first?.title, "Maintenance extended")
     }
 
+    /// Issue 9, item 6: a notice still queued for a sink (the daemon stopped before it was
+    /// delivered) got a second row at the next start, and was delivered twice.
+    func testRedeliveryAddsNoSecondRowForASinkThatStillHasIt() throws {
+        let a = try apply(.new, notice("a"), at: t0)
+        try store.db.write { db in
+            let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM event WHERE id = ?", arguments: [a.id])!
+            try db.execute(sql: "INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at) VALUES (?, 'desktop', 'b', 'pending', 0, 0)",
+                           arguments: [seq])
+        }
+        let router = Router(routes: [], allSinks: ["desktop", "ops"])
+        let again = try NoticeBook.redeliverUnseen(store, router: router, now: t0.addingTimeInterval(1))
+        XCTAssertEqual(again.map(\.id), [a.id], "ops did not have it")
+        let rows = try store.db.read { try String.fetchAll($0, sql: "SELECT sink FROM delivery ORDER BY sink") }
+        XCTAssertEqual(rows, ["desktop", "ops"], "one row per sink, never two")
+    }
+
     func testRedeliverUnseenOnce() throws {
         let a = try apply(.new, notice("a"), at: t0)
         let b = try apply(.new, notice("b"), at: t0)
