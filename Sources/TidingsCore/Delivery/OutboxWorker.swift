@@ -123,9 +123,10 @@ public final class OutboxWorker: Sendable {
             let head: OutboxHead
             do {
                 head = try outbox.head(sink: name, batch: sink.acceptsBatches)
+                stateLog.succeeded("read \(name)", "outbox: reading deliveries for sink \(name) works again", logger: logger)
             } catch {
-                logger.error("outbox: cannot read deliveries for sink \(name): \(error)")
-                await wake.wait(seconds: 5)
+                stateLog.failed("read \(name)", "outbox: cannot read deliveries for sink \(name) from \(outbox.store.path): \(error)", logger: logger)
+                await wake.wait(seconds: Self.stateRetry)
                 continue
             }
             switch head {
