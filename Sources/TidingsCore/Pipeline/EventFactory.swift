@@ -33,7 +33,7 @@ enum EventFactory {
     }
 
     /// One event in place of a poll's `changes` when there are more than `max_events`
-    /// (DESIGN §4 shape; README "Limits"). It counts them by type in its title and `data`,
+    /// (DESIGN §4 shape; README, Reliability: Floods). It counts them by type in its title and `data`,
     /// and takes the kind and type they share (else `source` / `changed`) and the highest
     /// severity, so that routes send it where the events themselves would have gone.
     static func summary(source: SourceConfig, changes: [Deduplicator.Change], now: Date) -> Event {

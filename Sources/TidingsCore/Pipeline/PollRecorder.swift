@@ -50,7 +50,7 @@ public struct PollRecorder: Sendable {
                     .run(previous: previous, current: intake.items, baseline: baseline, notifyExisting: source.settings.notifyExisting, now: now)
                 try Self.write(db, source: source.name, upserts: outcome.upserts)
                 if baseline { record.baselineCount = outcome.baselineCount }
-                record.warnings += Self.cutWarning(intake, stored: outcome.upserts).map { [$0] } ?? []
+                if let cut = Self.cutWarning(intake, stored: outcome.upserts) { record.warnings.append(cut) }
                 func event(_ change: Deduplicator.Change) -> Event {
                     EventFactory.event(source: source, change: change, firstSeen: previous[change.item.key]?.firstSeen ?? now, now: now)
                 }
