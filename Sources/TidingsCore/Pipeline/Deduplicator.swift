@@ -41,18 +41,24 @@ public struct Deduplicator: Sendable {
         var out = items
         for (key, group) in positions where group.count > 1 {
             let names = [key] + (2...group.count).map { "\(key)#\($0)" }
-            // Entries by fingerprint, each list in content order: the same set, whatever the arrival order.
-            var byFingerprint = Dictionary(grouping: group, by: { items[$0].fingerprint })
-                .mapValues { $0.sorted { items[$0].contentHash > items[$1].contentHash } }
+            // Entries by fingerprint, each list in content order (identical entries, which are
+            // interchangeable, in arrival order): the same set gives the same lists in any order.
+            let byFingerprint = Dictionary(grouping: group, by: { items[$0].fingerprint })
+                .mapValues { $0.sorted { (items[$0].contentHash, $0) < (items[$1].contentHash, $1) } }
+            var taken: [String: Int] = [:]
             var free: [String] = []
             for name in names {
-                if let old = previous[name], old.state != .gone, let i = byFingerprint[old.fingerprint]?.popLast() {
-                    out[i].key = name
-                } else {
-                    free.append(name)
+                if let old = previous[name], old.state != .gone, let list = byFingerprint[old.fingerprint] {
+                    let n = taken[old.fingerprint, default: 0]
+                    if n < list.count {
+                        out[list[n]].key = name  // keeps the name it had
+                        taken[old.fingerprint] = n + 1
+                        continue
+                    }
                 }
+                free.append(name)
             }
-            let rest = byFingerprint.sorted { $0.key < $1.key }.flatMap { $0.value.reversed() }
+            let rest = byFingerprint.sorted { $0.key < $1.key }.flatMap { $0.value.dropFirst(taken[$0.key] ?? 0) }
             for (i, name) in zip(rest, free) { out[i].key = name }
         }
         return out
