@@ -32,6 +32,23 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(c.routes, [Route(source: ["api"], severity: ["critical", "warning"], sinks: ["out"], continueMatching: true)])
     }
 
+    /// Issue 9, item 13: `max_events` in [defaults] and per source (default 1000).
+    func testMaxEventsFromDefaultsAndPerSource() throws {
+        let c = try loadConfig("""
+            [defaults]
+            max_events = 50
+            \(jsonSource)
+            [sources.other]
+            provider = "http-json"
+            url = "http://127.0.0.1:9/other"
+            max_events = 7
+            """)
+        XCTAssertEqual(c.sources.map(\.settings.maxEvents), [50, 7])
+        XCTAssertEqual(try loadConfig(jsonSource).sources[0].settings.maxEvents, 1000)
+        let errors = try configErrors("[defaults]\nmax_events = 0\n")
+        XCTAssertEqual(errors.map(\.line), [2], errors.map(\.description).joined(separator: "\n"))
+    }
+
     func testSyntaxErrorNamesFileAndLine() throws {
         let errors = try configErrors("a = 1\n\nb = [\n")
         XCTAssertEqual(errors.count, 1)

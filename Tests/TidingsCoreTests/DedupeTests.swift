@@ -56,6 +56,40 @@ final class DedupeTests: XCTestCase {
         XCTAssertEqual(run(d, &s, [item("x")], at: t0 + 2), ["removed:x#2"])
     }
 
+    /// Issue 9, item 15: repeated keys were numbered in arrival order, so a server listing
+    /// them in a varying order made them `changed` on every poll.
+    func testRepeatedKeysInAnyOrderAreStable() {
+        let d = Deduplicator()
+        var s: [String: StoredItem] = [:]
+        let a = item("x", "A"), b = item("x", "B"), c = item("x", "C")
+        _ = run(d, &s, [a, b, c], baseline: true, at: t0)
+        XCTAssertEqual(run(d, &s, [c, a, b], at: t0 + 1), [])
+        XCTAssertEqual(run(d, &s, [b, c, a], at: t0 + 2), [])
+        // One of them changes: one `changed`, whatever the order; the others keep their names.
+        XCTAssertEqual(run(d, &s, [item("x", "B2"), c, a], at: t0 + 3).count, 1)
+        XCTAssertEqual(run(d, &s, [a, c, item("x", "B2")], at: t0 + 4), [])
+        // Without any state, the numbering still does not depend on the order.
+        let one = Deduplicator.disambiguate([a, b, c]).map { "\($0.key)=\($0.title)" }.sorted()
+        let other = Deduplicator.disambiguate([c, b, a]).map { "\($0.key)=\($0.title)" }.sorted()
+        XCTAssertEqual(one, other)
+    }
+
+    /// Issue 9, item 19: with a custom fingerprint (a Nagios state), new text under the same
+    /// fingerprint is stored (what `tidings items` shows) but is not an event.
+    func testCustomFingerprintKeepsTheLatestTextWithoutAnEvent() {
+        let d = Deduplicator()
+        var s: [String: StoredItem] = [:]
+        func check(_ title: String) -> Item { Item(key: "disk", kind: "check", title: title, fingerprint: "WARNING") }
+        _ = run(d, &s, [check("DISK WARNING - 91% used")], baseline: true, at: t0)
+        let o = d.run(previous: s, current: [check("DISK WARNING - 93% used")], baseline: false, notifyExisting: false, now: t0 + 60)
+        XCTAssertEqual(o.changes.count, 0, "the fingerprint decides what is a change")
+        XCTAssertEqual(o.upserts.map(\.item.title), ["DISK WARNING - 93% used"])
+        XCTAssertEqual(o.upserts.first?.changedAt, t0, "changed_at stays the last change")
+        apply(o, to: &s)
+        XCTAssertTrue(d.run(previous: s, current: [check("DISK WARNING - 93% used")], baseline: false, notifyExisting: false, now: t0 + 120).upserts.isEmpty,
+                      "the same text again is not rewritten")
+    }
+
     func testFlapWithinWindowIsOneChangedEvent() {
         let d = Deduplicator(flapWindow: 300)
         var s: [String: StoredItem] = [:]

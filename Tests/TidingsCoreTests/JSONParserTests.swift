@@ -48,6 +48,15 @@ final class JSONParserTests: XCTestCase {
         assertAgrees(Array(String(repeating: "{\"a\":", count: 600).utf8) + [0x31] + Array(String(repeating: "}", count: 600).utf8))
     }
 
+    /// Issue 9, item 15: of repeated member names the kept value must not depend on their order.
+    func testRepeatedMemberNamesDoNotDependOnTheirOrder() throws {
+        let one = try JSONParser.parse(#"{"state":"ok","n":1,"state":{"x":[1]},"state":"bad"}"#)
+        let other = try JSONParser.parse(#"{"state":"bad","state":"ok","n":1,"state":{"x":[1]}}"#)
+        XCTAssertEqual(one, other)
+        XCTAssertEqual(one["state"], "bad", "the value whose JSON text sorts first")
+        XCTAssertEqual(try JSONParser.parse(#"{"a":1,"a":1}"#), ["a": 1])
+    }
+
     func testErrorsSayWhatAndWhere() {
         XCTAssertThrowsError(try JSONValue.parse(Data("{\"items\": [1, 2,, 3]}".utf8))) { error in
             XCTAssertEqual("\(error)", "malformed JSON: unexpected ',' at byte 16")

@@ -21,8 +21,7 @@ final class NoticeBookTests: XCTestCase {
         let event = Event(source: "status", provider: "messagebox", kind: item.kind, event: type, key: item.key, title: item.title, observedAt: now)
         try store.db.write { db in
             try NoticeBook.record(db, source: "status", changes: [change], events: [event], ttl: ttl, now: now)
-            try db.execute(sql: "INSERT INTO event(id, source, kind, type, key, observed_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           arguments: [event.id, event.source, event.kind, event.event.rawValue, event.key, now.timeIntervalSince1970, event.jsonLine()])
+            _ = try PollRecorder.insert(db, events: [event], options: RecordOptions(router: nil), now: now)
         }
         return event
     }
@@ -66,6 +65,22 @@ final class NoticeBookTests: XCTestCase {
         let p = try NoticeBook.pending(store, now: t0.addingTimeInterval(6))
         XCTAssertEqual(p.map(\.id), [e.id])
         XCTAssertEqual(p.first?.title, "Maintenance extended")
+    }
+
+    /// Issue 9, item 6: a notice still queued for a sink (the daemon stopped before it was
+    /// delivered) got a second row at the next start, and was delivered twice.
+    func testRedeliveryAddsNoSecondRowForASinkThatStillHasIt() throws {
+        let a = try apply(.new, notice("a"), at: t0)
+        try store.db.write { db in
+            let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM event WHERE id = ?", arguments: [a.id])!
+            try db.execute(sql: "INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at) VALUES (?, 'desktop', 'b', 'pending', 0, 0)",
+                           arguments: [seq])
+        }
+        let router = Router(routes: [], allSinks: ["desktop", "ops"])
+        let again = try NoticeBook.redeliverUnseen(store, router: router, now: t0.addingTimeInterval(1))
+        XCTAssertEqual(again.map(\.id), [a.id], "ops did not have it")
+        let rows = try store.db.read { try String.fetchAll($0, sql: "SELECT sink FROM delivery ORDER BY sink") }
+        XCTAssertEqual(rows, ["desktop", "ops"], "one row per sink, never two")
     }
 
     func testRedeliverUnseenOnce() throws {

@@ -140,7 +140,7 @@ final class StateAndOutboxTests: XCTestCase {
         let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(first: 2, cap: 60, jitter: 0, maxAge: 100), env: env, logger: quietLogger)
 
         let failed = await worker.drainOnce()
-        XCTAssertEqual(failed["x"], "503")
+        XCTAssertEqual(failed["x"], OutboxWorker.Failure(outcome: .queued, message: "503"))
         XCTAssertEqual(sink.delivered, [], "the failing head blocks later rows: per-sink order")
         let notDue = await worker.drainOnce()
         XCTAssertEqual(notDue, [:], "not due yet: nothing attempted")
@@ -162,6 +162,161 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(dead.map { $0[0] as String }, ["dead"])
         XCTAssertEqual(dead.map { $0[1] as String }, ["400 bad request"])
         XCTAssertFalse(sink.delivered.contains(more[0].id))
+    }
+
+    /// Issue 9, item 1: a row whose event cannot be read (older versions stored a too-deep
+    /// event as `{}`) used to hide from the head query and block its sink for ever. It is a
+    /// dead letter with the reason, and the sink goes on with the next row.
+    func testUnreadableRowIsADeadLetterAndTheSinkGoesOn() async throws {
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
+        let t0 = Date()
+        _ = try rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
+        let events = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b"), Item(key: "3", kind: "k", title: "c")]), now: t0, options: route).events
+        try await store.db.writeWithoutTransaction { db in
+            try db.execute(sql: "UPDATE event SET payload = '{}' WHERE id = ?", arguments: [events[0].id])
+            // An event row that is gone altogether (foreign keys off, as a hand-edited file could be).
+            try db.execute(sql: "PRAGMA foreign_keys = OFF")
+            try db.execute(sql: "DELETE FROM event WHERE id = ?", arguments: [events[1].id])
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+        }
+        let before = try OutboxStore(store: store).entries()
+        XCTAssertEqual(before.map(\.status), [.dead, .dead, .pending], "`tidings outbox` shows them for what they are")
+        XCTAssertEqual(before.map(\.eventID), [events[0].id, nil, events[2].id])
+        XCTAssertNil(before[0].event)
+        XCTAssertEqual(before[0].lastError, "cannot read the stored event: event: missing 'event'")
+
+        let sink = ScriptedSink()
+        let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(), env: FixedEnvironment(time: t0), logger: quietLogger)
+        let failures = await worker.drainOnce()
+        XCTAssertEqual(sink.delivered, [events[2].id], "the sink goes on with the next row")
+        let rows = try store.db.read { try Row.fetchAll($0, sql: "SELECT status, last_error, attempts FROM delivery ORDER BY id") }
+        XCTAssertEqual(rows.map { $0[0] as String }, ["dead", "dead"])
+        XCTAssertEqual(rows.map { $0[1] as String }, ["cannot read the stored event: event: missing 'event'",
+                                                      "cannot read the stored event: its event is missing from the state"])
+        XCTAssertEqual(rows.map { $0[2] as Int }, [0, 0], "never attempted")
+        XCTAssertEqual(failures["x"]?.outcome, .dead)
+        let json = try XCTUnwrap(OutboxStore(store: store).entries().first?.json)
+        XCTAssertEqual(json["event"], .null)
+        XCTAssertEqual(json["event_id"], .string(events[0].id))
+        XCTAssertEqual(json["status"], "dead")
+    }
+
+    /// The daemon's loop, not only `check --deliver`, gets past an unreadable head.
+    func testDaemonLoopGetsPastAnUnreadableHead() async throws {
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
+        _ = try rec.recordSuccess(source, result: .snapshot([]), now: Date(), options: route)
+        let events = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: Date(), options: route).events
+        try await store.db.write { try $0.execute(sql: "UPDATE event SET payload = '{}' WHERE id = ?", arguments: [events[0].id]) }
+        let sink = ScriptedSink()
+        let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(), logger: quietLogger)
+        let running = Task { await worker.run() }
+        for _ in 0..<200 where sink.lock.withLock({ sink.delivered.isEmpty }) { try await Task.sleep(for: .milliseconds(10)) }
+        worker.stop()
+        await running.value
+        XCTAssertEqual(sink.delivered, [events[1].id])
+    }
+
+    /// Issue 9, item 22: `check --deliver` words a failure by what became of the delivery.
+    func testDrainSaysWhatBecameOfEachFailure() async throws {
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
+        let t0 = Date()
+        _ = try rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
+        let sink = ScriptedSink()
+        let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(maxAge: 100), env: FixedEnvironment(time: t0), logger: quietLogger)
+        var items: [Item] = []
+        func failing(_ error: DeliveryError) async throws -> OutboxWorker.Failure? {
+            items.append(Item(key: "\(items.count)", kind: "k", title: "t"))
+            _ = try rec.recordSuccess(source, result: .snapshot(items), now: t0, options: route)
+            sink.failures = [error]
+            return await worker.drainOnce()["x"]
+        }
+        let refused = try await failing(DeliveryError(.permanent, "HTTP 400"))
+        XCTAssertEqual(refused?.outcome, .dead)
+        let down = try await failing(DeliveryError(.retryable, "HTTP 503"))
+        XCTAssertEqual(down?.outcome, .queued)
+        try await store.db.write { try $0.execute(sql: "DELETE FROM delivery WHERE status = 'pending'") }
+        let gone = try await failing(DeliveryError(.gone, "HTTP 410"))
+        XCTAssertEqual(gone?.outcome, .sinkDisabled)
+    }
+
+    /// Issue 9, item 1, at the source: an item nesting ~509 levels deep was stored, and its
+    /// `changed` event (old and new data one level further down, under `changes`) was
+    /// written as `{}`. Items are cut to size when taken in, so every event reads back and
+    /// is delivered, with a visible marker.
+    func testDeeplyNestedItemsAreCutWhenTakenInAndTheirEventsDelivered() async throws {
+        func deep(_ depth: Int, leaf: JSONValue) -> JSONValue {
+            var v = leaf
+            for _ in 0..<depth { v = ["a": v] }
+            return v
+        }
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
+        let t0 = Date()
+        let first = try rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 1))]), now: t0, options: route)
+        XCTAssertEqual(first.warnings, ["cut 1 item to size (key 'd': data nested deeper than 64 levels); the stored item and its events carry a visible marker"])
+        let changed = try rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 2))]), now: t0, options: route)
+        let later = try rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 2)), Item(key: "n", kind: "k", title: "next")]), now: t0, options: route)
+        XCTAssertEqual(later.warnings, [], "an unchanged item cut the same way is not reported again")
+        let payloads = try await store.db.read { try String.fetchAll($0, sql: "SELECT payload FROM event ORDER BY seq") }
+        XCTAssertEqual(payloads.count, 2)
+        for p in payloads { XCTAssertNoThrow(try Event.decode(jsonLine: p), String(p.prefix(200))) }
+        XCTAssertTrue(payloads[0].contains("nested deeper than 64 levels; cut by tidings"), String(payloads[0].prefix(300)))
+        let sink = ScriptedSink()
+        _ = await OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(), env: FixedEnvironment(time: t0), logger: quietLogger).drainOnce()
+        XCTAssertEqual(sink.delivered, (changed.events + later.events).map(\.id))
+    }
+
+    /// Issue 9, item 13: a poll with more events than `max_events` records the state in full
+    /// but sends one summary event (counted by type) and says so once.
+    func testMaxEventsSendsOneSummaryInstead() throws {
+        var capped = source
+        capped.settings.maxEvents = 3
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
+        let items = (0..<5).map { Item(key: "\($0)", kind: "alert", title: "a\($0)", severity: $0 == 4 ? .critical : .info) }
+        _ = try rec.recordSuccess(capped, result: .snapshot([items[0]]), now: Date(), options: route)
+        let r = try rec.recordSuccess(capped, result: .snapshot(Array(items[1...])), now: Date(), options: route)
+        XCTAssertEqual(r.events.count, 1)
+        let summary = r.events[0]
+        XCTAssertEqual(summary.title, "s: 5 events in one poll (4 new, 1 removed), over max_events = 3")
+        XCTAssertEqual(summary.data["summary"]?["by_type"], ["new": 4, "removed": 1])
+        XCTAssertEqual(summary.data["summary"]?["events"], 5)
+        XCTAssertEqual(summary.kind, "alert", "the kind they share")
+        XCTAssertEqual(summary.event, .changed, "new and removed: changed")
+        XCTAssertEqual(summary.severity, .critical, "the highest")
+        XCTAssertEqual(r.warnings, [summary.title + "; recorded the state and sent one summary event instead"])
+        XCTAssertEqual(try count("event"), 1)
+        XCTAssertEqual(try count("delivery"), 1)
+        let next = try rec.recordSuccess(capped, result: .snapshot(Array(items[1...]) + [Item(key: "9", kind: "alert", title: "nine")]), now: Date(), options: route)
+        XCTAssertEqual(next.events.map(\.key), ["9"], "the state was recorded: the next poll is normal")
+        XCTAssertEqual(next.warnings, [])
+    }
+
+    /// Issue 9, item 16: a state migrated by a newer tidings is refused, naming the file.
+    func testStateFromANewerVersionIsRefused() throws {
+        try store.db.write { try $0.execute(sql: "INSERT INTO grdb_migrations(identifier) VALUES ('v99-from-the-future')") }
+        XCTAssertThrowsError(try StateStore.open(directory: dir, logger: quietLogger)) { error in
+            let text = "\(error)"
+            XCTAssertTrue(text.contains("\(self.dir)/tidings.sqlite"), text)
+            XCTAssertTrue(text.contains("v99-from-the-future"), text)
+            XCTAssertTrue(text.contains("newer version of tidings"), text)
+        }
+    }
+
+    /// Issue 9, item 19: `tidings items` shows the latest poll's text, also when a custom
+    /// fingerprint (an exec `fingerprint`, a Nagios state) did not change.
+    func testCurrentItemsShowTheLatestText() throws {
+        let rec = PollRecorder(store: store)
+        let opts = RecordOptions(router: nil)
+        func check(_ title: String, _ body: String) -> Item { Item(key: "disk", kind: "check", title: title, body: body, fingerprint: "WARNING") }
+        _ = try rec.recordSuccess(source, result: .snapshot([check("DISK WARNING - 91%", "/var")]), now: Date(), options: opts)
+        let r = try rec.recordSuccess(source, result: .snapshot([check("DISK WARNING - 97%", "/var and /home")]), now: Date(), options: opts)
+        XCTAssertEqual(r.events.count, 0)
+        let shown = try store.currentItems(source: "s").map { "\($0.item.title) | \($0.item.body)" }
+        XCTAssertEqual(shown, ["DISK WARNING - 97% | /var and /home"])
     }
 
     func testRetryableDeliveryGivesUpAfterMaxAge() async throws {

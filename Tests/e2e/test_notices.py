@@ -10,6 +10,8 @@ import pytest
 
 from conftest import read_log, wait_for
 from fakes import sportdate
+from fakes.server import FakeServer
+from fakes.webhook_receiver import WebhookReceiver, receiver_state
 
 EMAIL, PASSWORD = "me@example.com", "pw-for-notices-99"
 BOX1 = {"type": "messagebox", "messagetext": "Planerat underhåll i natt 02–04", "actionURL": "https://www.sportdate.se/mobile/nyhet.aspx"}
@@ -123,3 +125,31 @@ def test_notice_ids_are_abbreviated_and_a_prefix_must_be_long_and_unambiguous(ti
     r = tidings.run("notices", "dismiss", a[:common + 1].lower())   # the short form, in any case
     assert r.code == 0, r
     assert [n["id"] for n in tidings.run("notices", "--json").events] == [b]
+
+
+def test_a_notice_still_queued_at_a_restart_is_delivered_once(tidings, fake):
+    """Issue 9, item 6: the redelivery of unseen notices at daemon start added a second
+    outbox row while the first was still queued, so a clean restart delivered it twice."""
+    configure_sources(tidings, fake)
+    with FakeServer(WebhookReceiver, state=receiver_state(default=503)) as hook:
+        tidings.write_config(f"""
+            [sinks.hook]
+            type = "webhook"
+            url = "{hook.url}/hook"
+            timeout = "5s"
+            """)
+        assert tidings.check().code == 0
+        fake.state["messages"] = [BOX1]
+        r = tidings.run("check", "--deliver")
+        assert r.code == 2 and "HTTP 503" in r.stderr, r    # the notice is queued for the hook
+
+        d = tidings.start_daemon()                              # the hook is still down ...
+        wait_for(lambda: len(hook.requests) >= 2, what="the daemon retrying the notice")
+        stop(d)
+        hook.state["default"] = 200                             # ... and up after a clean restart
+        d2 = tidings.start_daemon()
+        wait_for(lambda: hook.state["accepted"], what="the notice delivered")
+        time.sleep(2)
+        stop(d2)
+        assert [e["title"] for e in hook.state["accepted"]] == [BOX1["messagetext"]], read_log(d2)
+        assert tidings.run("outbox", "--json").events == []

@@ -95,6 +95,7 @@ def test_400_is_a_dead_letter_and_later_events_still_flow_in_order(tidings):
         r = tidings.run("check", "--deliver")
         assert r.code == 2, r
         assert "HTTP 400" in r.stderr
+        assert "stays queued" not in r.stderr, "a dead letter is not queued (issue 9, item 22)"
         refused = json.loads(srv.requests[0].body)
         assert [e["key"] for e in srv.state["accepted"]] == [k for k in ("a", "b", "c") if k != refused["key"]]
         dead = outbox(tidings)

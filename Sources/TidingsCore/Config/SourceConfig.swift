@@ -12,10 +12,13 @@ public struct SourceSettings: Sendable, Equatable {
     public var enabled = true
     /// How long a `notice` stays pending when nothing else ends it.
     public var noticeTTL: TimeInterval = 7 * 86_400
+    /// Most events one poll may send; beyond it, one summary event instead (the state is
+    /// still recorded in full).
+    public var maxEvents = 1000
 
     public init() {}
 
-    static let keys = ["interval", "jitter", "timeout", "error_threshold", "max_backoff", "max_body", "notify_existing", "enabled", "notice_ttl"]
+    static let keys = ["interval", "jitter", "timeout", "error_threshold", "max_backoff", "max_body", "notify_existing", "enabled", "notice_ttl", "max_events"]
 
     /// Reads the keys present in `r` over `self`.
     func overlaid(with r: OptionReader) throws -> SourceSettings {
@@ -29,6 +32,7 @@ public struct SourceSettings: Sendable, Equatable {
         if let v = try r.bool("notify_existing") { s.notifyExisting = v }
         if let v = try r.bool("enabled") { s.enabled = v }
         if let v = try r.duration("notice_ttl", minimum: 1) { s.noticeTTL = v }
+        if let v = try r.int("max_events", range: 1...1_000_000) { s.maxEvents = v }
         return s
     }
 }

@@ -14,39 +14,63 @@ public struct OutboxEntry: Sendable {
     public var nextAttempt: Date?
     /// When it was queued, or requeued by `outbox retry`.
     public var createdAt: Date
+    /// Why it failed; for a row whose event cannot be read, why not.
     public var lastError: String?
-    public var event: Event
+    /// The event's id (also when the event itself cannot be read).
+    public var eventID: String?
+    /// The event; nil when the stored event cannot be read (such a row is dead).
+    public var event: Event?
 
     /// One JSON object (`tidings outbox --json`), the event in its DESIGN §4 shape.
-    public var json: JSONValue {
-        let eventJSON = (try? JSONValue.parse(Data(event.jsonLine().utf8))) ?? .null
-        return [
-            "id": .number(Double(id)), "sink": .string(sink), "status": .string(status.rawValue),
-            "attempts": .number(Double(attempts)),
-            "next_attempt": nextAttempt.map { .string(Timestamp.format($0)) } ?? .null,
-            "created_at": .string(Timestamp.format(createdAt)),
-            "last_error": lastError.map { .string($0) } ?? .null,
-            "event": eventJSON,
-        ]
+    public var json: JSONValue { jsonValue }
+}
+
+extension OutboxEntry: JSONObjectShape {
+    enum Member: String, CaseIterable {
+        case attempts
+        case createdAt = "created_at"
+        case event
+        case eventID = "event_id"
+        case id
+        case lastError = "last_error"
+        case nextAttempt = "next_attempt"
+        case sink, status
+    }
+
+    func value(of member: Member) -> JSONValue? {
+        switch member {
+        case .attempts: return .number(Double(attempts))
+        case .createdAt: return .string(Timestamp.format(createdAt))
+        case .event: return event?.jsonValue ?? .null
+        case .eventID: return eventID.map(JSONValue.string) ?? .null
+        case .id: return .number(Double(id))
+        case .lastError: return lastError.map(JSONValue.string) ?? .null
+        case .nextAttempt: return nextAttempt.map { .string(Timestamp.format($0)) } ?? .null
+        case .sink: return .string(sink)
+        case .status: return .string(status.rawValue)
+        }
+    }
+}
+
+extension OutboxEntry {
+    /// A row as stored. One whose event cannot be read is shown as what it is, a dead letter
+    /// with the reason, even before the worker has marked it so.
+    init(_ row: DeliveryRow) {
+        let unreadable = row.unreadable
+        let dead = row.dead || unreadable != nil
+        self.init(
+            id: row.id, sink: row.sink, status: dead ? .dead : row.attempts > 0 ? .retrying : .pending, attempts: row.attempts,
+            nextAttempt: dead ? nil : row.nextAttempt, createdAt: row.createdAt,
+            lastError: row.dead ? row.lastError ?? unreadable?.reason : unreadable?.reason ?? row.lastError,
+            eventID: row.eventID, event: row.delivery?.event)
     }
 }
 
 extension OutboxStore {
-    /// Every queued and dead delivery, by sink, oldest first.
+    /// Every queued and dead delivery (also those whose event cannot be read), by sink, oldest first.
     public func entries() throws -> [OutboxEntry] {
         try store.db.read { db in
-            try Row.fetchAll(db, sql: """
-                SELECT d.id, d.sink, d.status, d.attempts, d.next_attempt, d.created_at, d.last_error, e.payload
-                FROM delivery d JOIN event e ON e.seq = d.event_seq ORDER BY d.sink, d.id
-                """).compactMap { r -> OutboxEntry? in
-                guard let event = try? Event.decode(jsonLine: r[7]) else { return nil }
-                let dead = (r[2] as String) == "dead"
-                let attempts: Int = r[3]
-                return OutboxEntry(
-                    id: r[0], sink: r[1], status: dead ? .dead : attempts > 0 ? .retrying : .pending, attempts: attempts,
-                    nextAttempt: dead ? nil : Date(timeIntervalSince1970: r[4]), createdAt: Date(timeIntervalSince1970: r[5]),
-                    lastError: r[6], event: event)
-            }
+            try Row.fetchAll(db, sql: DeliveryRow.select + " ORDER BY d.sink, d.id").map { OutboxEntry(DeliveryRow($0)) }
         }
     }
 

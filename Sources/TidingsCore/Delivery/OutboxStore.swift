@@ -12,35 +12,85 @@ public struct Delivery: Sendable {
     public var event: Event
 }
 
+/// A queued row whose event cannot be read: a payload an older version wrote as `{}`, a
+/// damaged one, or an event row that is gone. It can never be delivered.
+public struct UnreadableDelivery: Sendable, Equatable {
+    public var id: Int64
+    public var sink: String
+    /// The event's id, when its row is there.
+    public var eventID: String?
+    /// Why it cannot be read.
+    public var reason: String
+}
+
+/// The front of one sink's queue.
+public enum OutboxHead: Sendable {
+    case empty
+    /// The next deliveries in order: one, or for a batching sink the rest of its poll's batch.
+    case due([Delivery])
+    /// The next row cannot be read: it is to become a dead letter, and the sink goes on.
+    case unreadable(UnreadableDelivery)
+}
+
+/// A `delivery` row with its event, as both the worker and `tidings outbox` read it.
+struct DeliveryRow {
+    static let select = """
+        SELECT d.id, d.sink, d.batch, d.status, d.attempts, d.next_attempt, d.created_at, d.last_error, e.id, e.payload
+        FROM delivery d LEFT JOIN event e ON e.seq = d.event_seq
+        """
+
+    var id: Int64
+    var sink: String
+    var batch: String
+    var dead: Bool
+    var attempts: Int
+    var nextAttempt: Date
+    var createdAt: Date
+    var lastError: String?
+    var eventID: String?
+    /// The event, or why it cannot be read.
+    var event: Result<Event, JSONParseError>
+
+    init(_ r: Row) {
+        id = r[0]; sink = r[1]; batch = r[2]; dead = (r[3] as String) == "dead"; attempts = r[4]
+        nextAttempt = Date(timeIntervalSince1970: r[5]); createdAt = Date(timeIntervalSince1970: r[6]); lastError = r[7]
+        eventID = r[8]
+        if let payload = r[9] as String? {
+            event = Result { () throws(JSONParseError) in try Event.decode(jsonLine: payload) }
+        } else {
+            event = .failure(JSONParseError(message: "its event is missing from the state"))
+        }
+    }
+
+    var delivery: Delivery? {
+        guard case .success(let e) = event else { return nil }
+        return Delivery(id: id, sink: sink, batch: batch, attempts: attempts, nextAttempt: nextAttempt, createdAt: createdAt, event: e)
+    }
+
+    var unreadable: UnreadableDelivery? {
+        guard case .failure(let why) = event else { return nil }
+        return UnreadableDelivery(id: id, sink: sink, eventID: eventID, reason: "cannot read the stored event: \(why.message)")
+    }
+}
+
 /// Outbox rows: reading the head of a sink's queue and recording what happened to it.
 public struct OutboxStore: Sendable {
     public let store: StateStore
     public init(store: StateStore) { self.store = store }
 
-    /// The oldest pending delivery for `sink` (per-sink order is by id), and, for batching
-    /// sinks, the rest of its poll's batch.
-    public func head(sink: String, batch wantBatch: Bool) throws -> [Delivery] {
+    /// The front of `sink`'s queue: its oldest pending delivery (per-sink order is by id) and,
+    /// for batching sinks, the rest of that poll's batch up to the first row that cannot be read.
+    public func head(sink: String, batch wantBatch: Bool) throws -> OutboxHead {
         try store.db.read { db in
-            let sql = """
-                SELECT d.id, d.sink, d.batch, d.attempts, d.next_attempt, d.created_at, e.payload
-                FROM delivery d JOIN event e ON e.seq = d.event_seq
-                WHERE d.sink = ? AND d.status = 'pending' ORDER BY d.id LIMIT 1
-                """
-            guard let first = try Row.fetchOne(db, sql: sql, arguments: [sink]).flatMap(Self.delivery) else { return [] }
-            guard wantBatch else { return [first] }
-            let rows = try Row.fetchAll(db, sql: """
-                SELECT d.id, d.sink, d.batch, d.attempts, d.next_attempt, d.created_at, e.payload
-                FROM delivery d JOIN event e ON e.seq = d.event_seq
-                WHERE d.sink = ? AND d.status = 'pending' AND d.batch = ? ORDER BY d.id LIMIT 1000
-                """, arguments: [sink, first.batch])
-            return rows.compactMap(Self.delivery)
+            let pending = DeliveryRow.select + " WHERE d.sink = ? AND d.status = 'pending'"
+            guard let first = try Row.fetchOne(db, sql: pending + " ORDER BY d.id LIMIT 1", arguments: [sink]).map(DeliveryRow.init) else {
+                return .empty
+            }
+            if let bad = first.unreadable { return .unreadable(bad) }
+            guard wantBatch else { return .due([first.delivery!]) }
+            let rows = try Row.fetchAll(db, sql: pending + " AND d.batch = ? ORDER BY d.id LIMIT 1000", arguments: [sink, first.batch])
+            return .due(Array(rows.lazy.map(DeliveryRow.init).prefix { $0.unreadable == nil }.compactMap(\.delivery)))
         }
-    }
-
-    static func delivery(_ r: Row) -> Delivery? {
-        guard let event = try? Event.decode(jsonLine: r[6]) else { return nil }
-        return Delivery(id: r[0], sink: r[1], batch: r[2], attempts: r[3], nextAttempt: Date(timeIntervalSince1970: r[4]),
-                        createdAt: Date(timeIntervalSince1970: r[5]), event: event)
     }
 
     /// Delivered: the rows go away (the event stays in history).
@@ -58,11 +108,13 @@ public struct OutboxStore: Sendable {
         }
     }
 
-    public func markDead(_ ids: [Int64], attempts: Int, error: String) throws {
+    /// Dead letters: never tried again unless `tidings outbox retry` requeues them.
+    /// `attempts` nil keeps the count (a row that was never tried).
+    public func markDead(_ ids: [Int64], attempts: Int?, error: String) throws {
         try store.db.write { db in
             try db.execute(
-                sql: "UPDATE delivery SET status = 'dead', attempts = ?, last_error = ? WHERE id IN (\(ids.map { _ in "?" }.joined(separator: ",")))",
-                arguments: StatementArguments([attempts, error] as [any DatabaseValueConvertible]) + StatementArguments(ids))
+                sql: "UPDATE delivery SET status = 'dead', attempts = COALESCE(?, attempts), last_error = ? WHERE id IN (\(ids.map { _ in "?" }.joined(separator: ",")))",
+                arguments: StatementArguments([attempts, error] as [(any DatabaseValueConvertible)?]) + StatementArguments(ids))
         }
     }
 

@@ -3,18 +3,57 @@ import Logging
 import Synchronization
 
 /// Delivers outbox rows to sinks: per-sink order, retries with backoff and jitter, dead
-/// letters after `maxAge`, and a sink disabled on HTTP 410 until reload.
+/// letters after `maxAge` (and at once for rows whose event cannot be read), and a sink
+/// disabled on HTTP 410 until reload.
 ///
 /// A row is removed only after its sink succeeded, so a crash at any point loses nothing;
 /// at worst an event is delivered twice, with the same event id.
 public final class OutboxWorker: Sendable {
+    /// Where one sink's loop stands between attempts.
+    enum SinkState: Equatable, Sendable {
+        /// Delivering: the last attempt, if any, succeeded or ended in a dead letter.
+        case ready
+        /// The last attempt failed and is due again later. Its first failure was logged as a
+        /// warning; the next success is logged as the recovery.
+        case failing
+        /// HTTP 410: nothing more goes to this sink until the configuration is reloaded.
+        case disabled
+        /// The sink accepted these deliveries but the outbox could not record it (disk full,
+        /// read-only): they are never sent again, and recording them comes before anything else.
+        case unrecorded([Int64])
+        /// The outcome of an attempt could not be written (the row is as it was): wait, then
+        /// go on as `failing` or `ready`.
+        case stalled(failing: Bool)
+    }
+
+    /// What became of a delivery that did not succeed (what `tidings check --deliver` reports).
+    public struct Failure: Sendable, Equatable, CustomStringConvertible {
+        public enum Outcome: Sendable, Equatable {
+            /// It stays queued; a later attempt retries it.
+            case queued
+            /// It will never be delivered (refused, too old, or its event cannot be read):
+            /// a dead letter, until `tidings outbox retry`.
+            case dead
+            /// The sink's endpoint is gone (HTTP 410): the delivery stays queued and nothing
+            /// more goes to that sink until the configuration is reloaded.
+            case sinkDisabled
+            /// The sink accepted it, but the state could not record that: this process does not
+            /// send it again, a later one may (with the same event id).
+            case deliveredUnrecorded
+        }
+        public var outcome: Outcome
+        public var message: String
+        public var description: String { message }
+    }
+
     private let outbox: OutboxStore
     private let sinks: [String: any Sink]
     private let policy: RetryPolicy
     private let env: any Environment
     private let logger: Logger
     private let wakeups: [String: Wakeup]
-    private let state = Mutex<(disabled: Set<String>, failing: Set<String>, stopping: Bool, unrecorded: [String: [Int64]])>(([], [], false, [:]))
+    private let states: Mutex<[String: SinkState]>
+    private let stopping = Atomic<Bool>(false)
     /// Failed writes to the state database (disk full, read-only): one error line per outage.
     private let stateLog = OnceLog()
     /// How long a sink loop waits before trying again to write the state database.
@@ -30,6 +69,7 @@ public final class OutboxWorker: Sendable {
         self.env = env
         self.logger = logger
         self.wakeups = Dictionary(uniqueKeysWithValues: sinks.keys.map { ($0, Wakeup()) })
+        self.states = Mutex(Dictionary(uniqueKeysWithValues: sinks.keys.map { ($0, SinkState.ready) }))
     }
 
     /// New rows were committed: wake the sink loops.
@@ -37,11 +77,17 @@ public final class OutboxWorker: Sendable {
 
     /// Stop after the deliveries in flight.
     public func stop() {
-        state.withLock { $0.stopping = true }
+        stopping.store(true, ordering: .relaxed)
         nudge()
     }
 
-    private var stopping: Bool { state.withLock { $0.stopping } }
+    private func state(_ sink: String) -> SinkState { states.withLock { $0[sink] ?? .ready } }
+
+    /// Sets the sink's state; returns the one before.
+    @discardableResult
+    private func setState(_ sink: String, _ new: SinkState) -> SinkState {
+        states.withLock { $0.updateValue(new, forKey: sink) ?? .ready }
+    }
 
     /// One loop per sink until ``stop()`` or cancellation.
     public func run() async {
@@ -58,145 +104,176 @@ public final class OutboxWorker: Sendable {
 
     private func loop(_ name: String, _ sink: any Sink) async {
         let wake = wakeups[name]!
-        while !stopping && !Task.isCancelled {
-            if state.withLock({ $0.disabled.contains(name) }) {
+        while !stopping.load(ordering: .relaxed) && !Task.isCancelled {
+            switch state(name) {
+            case .disabled:
                 await wake.wait(seconds: 3600)
                 continue
+            case .unrecorded(let ids):
+                await wake.wait(seconds: Self.stateRetry)
+                recordDelivered(name, ids)
+                continue
+            case .stalled(let failing):
+                await wake.wait(seconds: Self.stateRetry)
+                setState(name, failing ? .failing : .ready)
+                continue
+            case .ready, .failing:
+                break
             }
-            guard recordUnrecorded(name) else {
+            let head: OutboxHead
+            do {
+                head = try outbox.head(sink: name, batch: sink.acceptsBatches)
+                stateLog.succeeded("read \(name)", "outbox: reading deliveries for sink \(name) works again", logger: logger)
+            } catch {
+                stateLog.failed("read \(name)", "outbox: cannot read deliveries for sink \(name) from \(outbox.store.path): \(error)", logger: logger)
                 await wake.wait(seconds: Self.stateRetry)
                 continue
             }
-            let rows: [Delivery]
-            do {
-                rows = try outbox.head(sink: name, batch: sink.acceptsBatches)
-            } catch {
-                logger.error("outbox: cannot read deliveries for sink \(name): \(error)")
-                await wake.wait(seconds: 5)
-                continue
-            }
-            guard let head = rows.first else {
+            switch head {
+            case .empty:
                 await wake.wait(seconds: 60)
-                continue
+            case .unreadable(let row):
+                deadLetter(name, row)
+            case .due(let rows):
+                let wait = rows[0].nextAttempt.timeIntervalSince(env.now())
+                if wait > 0 {
+                    await wake.wait(seconds: wait)
+                } else {
+                    await attempt(name, sink, rows)
+                }
             }
-            let wait = head.nextAttempt.timeIntervalSince(env.now())
-            if wait > 0 {
-                await wake.wait(seconds: wait)
-                continue
-            }
-            await attempt(name, sink, rows)
-            if state.withLock({ $0.unrecorded[name] != nil }) { await wake.wait(seconds: Self.stateRetry) }
         }
-    }
-
-    /// Removes deliveries the sink accepted but the outbox could not mark done (disk full,
-    /// read-only): they are never sent again. False while the state still cannot be written.
-    private func recordUnrecorded(_ name: String) -> Bool {
-        guard let ids = state.withLock({ $0.unrecorded[name] }) else { return true }
-        if ids.isEmpty {  // (only a pause was asked for, after a failed write)
-            state.withLock { $0.unrecorded[name] = nil }
-            return true
-        }
-        do {
-            try outbox.markDelivered(ids)
-        } catch {
-            stateLog.failed(name, "outbox: cannot record deliveries to sink \(name) in \(outbox.store.path): \(error)", logger: logger)
-            return false
-        }
-        state.withLock { $0.unrecorded[name] = nil }
-        stateLog.succeeded(name, "outbox: recorded \(ids.count) earlier deliveries to sink \(name); \(outbox.store.path) is writable again", logger: logger)
-        return true
     }
 
     /// Delivers everything currently due, once per row, without waiting for retries
-    /// (`tidings check --deliver`). Returns the sinks that failed, with the reason.
-    public func drainOnce() async -> [String: String] {
-        var failures: [String: String] = [:]
+    /// (`tidings check --deliver`). Returns, per sink, the last delivery that did not succeed.
+    public func drainOnce() async -> [String: Failure] {
+        var failures: [String: Failure] = [:]
         for (name, sink) in sinks.sorted(by: { $0.key < $1.key }) {
-            while true {
-                let rows: [Delivery]
+            drain: while true {
+                let head: OutboxHead
                 do {
-                    rows = try outbox.head(sink: name, batch: sink.acceptsBatches)
+                    head = try outbox.head(sink: name, batch: sink.acceptsBatches)
                 } catch {
                     // A state error must reach the caller's exit status, not pass for an empty queue.
-                    failures[name] = "cannot read its deliveries from the state database \(outbox.store.path): \(error)"
+                    failures[name] = Failure(outcome: .queued, message: "cannot read its deliveries from \(outbox.store.path): \(error)")
                     break
                 }
-                guard let head = rows.first, head.nextAttempt <= env.now().addingTimeInterval(0.5) else { break }
-                let err = await attempt(name, sink, rows)
-                if !recordUnrecorded(name) {
-                    failures[name] = "delivered, but the state database could not record it (see the log); it is not sent again by this run"
-                    break
+                let failure: Failure?
+                switch head {
+                case .empty:
+                    break drain
+                case .unreadable(let row):
+                    failure = deadLetter(name, row)
+                case .due(let rows):
+                    guard rows[0].nextAttempt <= env.now().addingTimeInterval(0.5) else { break drain }
+                    failure = await attempt(name, sink, rows)
                 }
-                if let err {
-                    failures[name] = err.message
-                    // A dead letter does not hold up the rest of the queue; anything else does.
-                    if err.category != .permanent { break }
-                }
+                guard let failure else { continue }
+                failures[name] = failure
+                // A dead letter does not hold up the rest of the queue; anything else does.
+                if failure.outcome != .dead { break }
             }
         }
         return failures
     }
 
-    /// One delivery attempt. Returns the error on failure.
+    /// One delivery attempt. Returns what became of it when it did not succeed.
     @discardableResult
-    private func attempt(_ name: String, _ sink: any Sink, _ rows: [Delivery]) async -> DeliveryError? {
-        let ids = rows.map(\.id)
-        let events = rows.map(\.event)
-        let attempts = (rows.map(\.attempts).max() ?? 0) + 1
+    private func attempt(_ name: String, _ sink: any Sink, _ rows: [Delivery]) async -> Failure? {
         var log = logger
         log[metadataKey: "sink"] = "\(name)"
         do {
             try await withTimeout(callTimeout, onTimeout: { DeliveryError(.retryable, "sink did not answer within \(DurationParser.format(self.callTimeout))") }) {
-                try await sink.deliver(events)
+                try await sink.deliver(rows.map(\.event))
             }
         } catch {
-            let de = (error as? DeliveryError) ?? DeliveryError(.retryable, "\(error)")
-            record(de, name: name, rows: rows, attempts: attempts, log: log)
-            return de
+            return failed(name, rows, (error as? DeliveryError) ?? DeliveryError(.retryable, "\(error)"), log: log)
         }
-        if state.withLock({ $0.failing.remove(name) != nil }) {
-            log.notice("sink \(name) recovered")
+        for e in rows.map(\.event) { log.info("delivered \(e.event.rawValue) \(e.kind) \(e.id) (\(e.source))") }
+        if setState(name, .ready) == .failing { log.notice("sink \(name) recovered") }
+        return recordDelivered(name, rows.map(\.id))
+    }
+
+    /// The sink has these: the rows go. When the outbox cannot record that (disk full), the
+    /// sink waits in ``SinkState/unrecorded(_:)`` so they are not sent again.
+    @discardableResult
+    private func recordDelivered(_ name: String, _ ids: [Int64]) -> Failure? {
+        do {
+            try outbox.markDelivered(ids)
+        } catch {
+            setState(name, .unrecorded(ids))
+            let message = "outbox: cannot record deliveries to sink \(name) in \(outbox.store.path): \(error)"
+            stateLog.failed(name, message, logger: logger)
+            return Failure(outcome: .deliveredUnrecorded, message: message)
         }
-        for e in events { log.info("delivered \(e.event.rawValue) \(e.kind) \(e.id) (\(e.source))") }
-        // The sink has it: if the outbox cannot record that (disk full), remember it here so it
-        // is not sent again, and record it once the state can be written.
-        state.withLock { $0.unrecorded[name] = ids }
-        _ = recordUnrecorded(name)
+        if case .unrecorded = setState(name, .ready) {
+            stateLog.succeeded(name, "outbox: recorded \(ids.count) earlier deliveries to sink \(name); \(outbox.store.path) is writable again", logger: logger)
+        } else {
+            stateLog.succeeded(name, "outbox: \(outbox.store.path) is writable again", logger: logger)
+        }
         return nil
     }
 
-    private func record(_ de: DeliveryError, name: String, rows: [Delivery], attempts: Int, log: Logger) {
+    /// A row whose event cannot be read: a dead letter with the reason, logged once (it is no
+    /// longer pending), and the sink goes on with the next.
+    @discardableResult
+    private func deadLetter(_ name: String, _ row: UnreadableDelivery) -> Failure {
+        var log = logger
+        log[metadataKey: "sink"] = "\(name)"
+        return recordOutcome(name, log: log, failing: state(name) == .failing, what: "a delivery whose event cannot be read") {
+            try outbox.markDead([row.id], attempts: nil, error: row.reason)
+            log.error("sink \(name): delivery #\(row.id) (event \(row.eventID ?? "missing")) is a dead letter: \(row.reason) (see `tidings outbox`)")
+            return Failure(outcome: .dead, message: "delivery #\(row.id): \(row.reason)")
+        }
+    }
+
+    /// Records a failed attempt: dead letter, disabled sink, or a retry with backoff.
+    private func failed(_ name: String, _ rows: [Delivery], _ de: DeliveryError, log: Logger) -> Failure {
         let ids = rows.map(\.id)
+        let attempts = (rows.map(\.attempts).max() ?? 0) + 1
         let now = env.now()
-        do {
+        return recordOutcome(name, log: log, failing: de.category == .retryable || state(name) == .failing, what: "a failed delivery") {
             switch de.category {
             case .permanent:
                 try outbox.markDead(ids, attempts: attempts, error: de.message)
                 log.error("sink \(name) refused event \(rows[0].event.id): \(de.message); not retrying (see `tidings outbox`)")
+                return Failure(outcome: .dead, message: de.message)
             case .gone:
                 try outbox.markRetry(ids, attempts: attempts, next: now, error: de.message)
-                state.withLock { _ = $0.disabled.insert(name) }
+                setState(name, .disabled)
                 log.critical("SINK \(name) DISABLED until reload: \(de.message). Its deliveries stay queued; fix the sink and send SIGHUP.")
+                return Failure(outcome: .sinkDisabled, message: de.message)
             case .retryable:
                 let age = now.timeIntervalSince(rows.map(\.createdAt).min() ?? now)
                 if age >= policy.maxAge {
                     let msg = "gave up after \(attempts) attempts over \(DurationParser.format(age)): \(de.message)"
                     try outbox.markDead(ids, attempts: attempts, error: msg)
                     log.error("sink \(name): \(msg)")
-                    return
+                    return Failure(outcome: .dead, message: msg)
                 }
                 let delay = policy.delay(afterAttempts: attempts, unit: env.unit(), retryAfter: de.retryAfter)
                 try outbox.markRetry(ids, attempts: attempts, next: now.addingTimeInterval(delay), error: de.message)
-                let first = state.withLock { $0.failing.insert(name).inserted }
+                let first = setState(name, .failing) != .failing
                 let text = "delivery to sink \(name) failed (attempt \(attempts)): \(de.message); retrying in \(DurationParser.format(delay))"
                 if first { log.warning("\(text)") } else { log.debug("\(text)") }
+                return Failure(outcome: .queued, message: de.message)
             }
+        }
+    }
+
+    /// Runs `write`, which records an outcome in the outbox. If the state cannot be written,
+    /// nothing changed: the sink stalls for a moment and the row stays queued as it was.
+    private func recordOutcome(_ name: String, log: Logger, failing: Bool, what: String, _ write: () throws -> Failure) -> Failure {
+        do {
+            let outcome = try write()
             stateLog.succeeded(name, "outbox: \(outbox.store.path) is writable again", logger: log)
+            return outcome
         } catch {
-            // Nothing changed in the outbox: the loop waits before trying this delivery again.
-            state.withLock { $0.unrecorded[name] = $0.unrecorded[name] ?? [] }
-            stateLog.failed(name, "outbox: cannot record the result of a delivery to sink \(name) in \(outbox.store.path): \(error)", logger: log)
+            setState(name, .stalled(failing: failing))
+            let message = "outbox: cannot record the result of \(what) to sink \(name) in \(outbox.store.path): \(error)"
+            stateLog.failed(name, message, logger: log)
+            return Failure(outcome: .queued, message: message)
         }
     }
 }

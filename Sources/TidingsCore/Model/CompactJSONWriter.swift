@@ -10,11 +10,19 @@ import Foundation
 ///
 /// It exists because `JSONEncoder` was most of the cost of de-duplication (it builds a
 /// boxed tree of every value, then serialises it); this writes each value once.
+///
+/// Unlike `JSONEncoder` it never fails: writing an event or a stored item cannot go wrong at
+/// write time. Where `JSONEncoder` throws, it writes what ``JSONParser`` can still read back:
+/// a non-finite number as `null` (as JavaScript's `JSON.stringify` does) and a container
+/// nested past ``maximumDepth`` as the string ``tooDeepMarker``. Items never get near either:
+/// ``ItemIntake`` bounds them with visible markers when a poll takes them in.
 struct CompactJSONWriter {
-    /// `JSONEncoder` refuses deeper nesting; so do we, the same way.
+    /// ``JSONParser`` (and `JSONEncoder`) refuse deeper nesting: containers at this depth or
+    /// deeper are written as ``tooDeepMarker``.
     static let maximumDepth = 512
 
-    struct Unrepresentable: Error {}
+    /// What stands in for a container nested too deeply to be read back.
+    static let tooDeepMarker = "…(nested deeper than \(maximumDepth) levels: left out)"
 
     private(set) var bytes: [UInt8] = []
 
@@ -22,32 +30,30 @@ struct CompactJSONWriter {
 
     var string: String { String(decoding: bytes, as: UTF8.self) }
 
-    /// Writes `value`; throws ``Unrepresentable`` for NaN/infinity or nesting past the limit
-    /// (where `JSONEncoder` throws too).
-    mutating func write(_ value: JSONValue, depth: Int = 0) throws {
+    /// Writes `value`, `depth` containers deep (0 at the top). Every value has a spelling:
+    /// see the type's notes for what `JSONEncoder` would refuse.
+    mutating func write(_ value: JSONValue, depth: Int = 0) {
         switch value {
         case .null: append("null")
         case .bool(let b): append(b ? "true" : "false")
-        case .number(let n): try write(number: n)
+        case .number(let n): write(number: n)
         case .string(let s): write(string: s)
         case .array(let a):
-            guard depth + 1 < Self.maximumDepth else { throw Unrepresentable() }
+            guard depth + 1 < Self.maximumDepth else { return write(string: Self.tooDeepMarker) }
             bytes.append(UInt8(ascii: "["))
             for (i, v) in a.enumerated() {
                 if i > 0 { bytes.append(UInt8(ascii: ",")) }
-                try write(v, depth: depth + 1)
+                write(v, depth: depth + 1)
             }
             bytes.append(UInt8(ascii: "]"))
         case .object(let o):
-            guard depth + 1 < Self.maximumDepth else { throw Unrepresentable() }
+            guard depth + 1 < Self.maximumDepth else { return write(string: Self.tooDeepMarker) }
             bytes.append(UInt8(ascii: "{"))
             var first = true
             for key in o.keys.sorted(by: Self.keyOrder) {
-                if !first { bytes.append(UInt8(ascii: ",")) }
+                write(key: key, first: first)
                 first = false
-                write(string: key)
-                bytes.append(UInt8(ascii: ":"))
-                try write(o[key]!, depth: depth + 1)
+                write(o[key]!, depth: depth + 1)
             }
             bytes.append(UInt8(ascii: "}"))
         }
@@ -67,14 +73,11 @@ struct CompactJSONWriter {
     }
 
     /// A number as ``JSONValue`` encodes it: integral values below 1e15 as integers, others
-    /// with Swift's shortest round-trip spelling minus a trailing `.0`.
-    mutating func write(number n: Double) throws {
-        if n.rounded() == n, abs(n) < 1e15 { append(String(Int64(n))) } else { try write(double: n) }
-    }
-
-    /// A `Double` as `JSONEncoder` spells it (`Date`s under the default strategy, for one).
-    mutating func write(double n: Double) throws {
-        guard n.isFinite else { throw Unrepresentable() }
+    /// as `JSONEncoder` spells a `Double` (Swift's shortest round-trip spelling minus a
+    /// trailing `.0`); NaN and infinities, which JSON cannot spell, as `null`.
+    mutating func write(number n: Double) {
+        guard n.isFinite else { return append("null") }
+        if n.rounded() == n, abs(n) < 1e15 { return append(String(Int64(n))) }
         var s = n.description
         if s.hasSuffix(".0") { s.removeLast(2) }
         append(s)

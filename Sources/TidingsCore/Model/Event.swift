@@ -3,7 +3,7 @@ import Foundation
 /// The one event shape used everywhere: stdout `--json`, webhook bodies, the exec sink's stdin.
 ///
 /// Field names are the external contract (DESIGN §4).
-public struct Event: Sendable, Equatable, Encodable {
+public struct Event: Sendable, Equatable {
     /// Unique per event, stable across redeliveries.
     public var id: String
     public var source: String
@@ -37,77 +37,56 @@ public struct Event: Sendable, Equatable, Encodable {
         self.data = data
     }
 
-    enum CodingKeys: String, CodingKey {
-        case id, source, provider, kind, event, key, title, body, url, severity
+    /// The members of the event's JSON object (DESIGN §4), in key order.
+    enum Member: String, CaseIterable {
+        case body, data, event, id, key, kind
         case observedAt = "observed_at"
-        case data
+        case provider, severity, source, title, url
     }
 
-    public func encode(to encoder: Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(id, forKey: .id)
-        try c.encode(source, forKey: .source)
-        try c.encode(provider, forKey: .provider)
-        try c.encode(kind, forKey: .kind)
-        try c.encode(event, forKey: .event)
-        try c.encode(key, forKey: .key)
-        try c.encode(title, forKey: .title)
-        try c.encode(body, forKey: .body)
-        try c.encode(url, forKey: .url)  // null when absent: a stable shape for jq
-        try c.encode(severity, forKey: .severity)
-        try c.encode(Timestamp.format(observedAt), forKey: .observedAt)
-        try c.encode(data, forKey: .data)
-    }
-
-    /// One line of compact JSON (no trailing newline), keys sorted; the same bytes as
-    /// `JSONEncoder` with `[.sortedKeys, .withoutEscapingSlashes]` would write.
-    public func jsonLine() -> String {
-        var w = CompactJSONWriter(capacity: 512)
-        w.append(byte: UInt8(ascii: "{"))
-        w.write(key: "body", first: true); w.write(string: body)
-        w.write(key: "data", first: false)
-        do { try w.write(data, depth: 1) } catch { return "{}" }
-        w.write(key: "event", first: false); w.write(string: event.rawValue)
-        w.write(key: "id", first: false); w.write(string: id)
-        w.write(key: "key", first: false); w.write(string: key)
-        w.write(key: "kind", first: false); w.write(string: kind)
-        w.write(key: "observed_at", first: false); w.write(string: Timestamp.format(observedAt))
-        w.write(key: "provider", first: false); w.write(string: provider)
-        w.write(key: "severity", first: false); w.write(string: severity.rawValue)
-        w.write(key: "source", first: false); w.write(string: source)
-        w.write(key: "title", first: false); w.write(string: title)
-        w.write(key: "url", first: false)
-        if let url { w.write(string: url) } else { w.append("null") }
-        w.append(byte: UInt8(ascii: "}"))
-        return w.string
-    }
+    /// One line of compact JSON (no trailing newline), keys sorted. Never fails: every
+    /// `data` can be written (see ``CompactJSONWriter``).
+    public func jsonLine() -> String { jsonText(capacity: 512) }
 
     /// Reads an event back from ``jsonLine()`` text (the stored form): required fields,
     /// known event type and severity, a valid timestamp.
-    public static func decode(jsonLine: String) throws -> Event {
-        guard case .object(let o) = try JSONParser.parse(jsonLine) else { throw JSONParseError(message: "event: not a JSON object") }
-        func string(_ k: CodingKeys, required: Bool = true) throws -> String? {
-            switch o[k.stringValue] {
-            case .string(let s): return s
-            case nil, .null?: if required { throw JSONParseError(message: "event: missing '\(k.stringValue)'") } else { return nil }
-            default: throw JSONParseError(message: "event: '\(k.stringValue)' is not a string")
-            }
-        }
-        guard let type = EventType(rawValue: try string(.event)!) else { throw JSONParseError(message: "event: unknown 'event' type") }
-        let severity = try string(.severity, required: false).map { s in
+    public static func decode(jsonLine: String) throws(JSONParseError) -> Event {
+        let o = try JSONMembers<Member>(parsing: jsonLine, what: "event")
+        let typeName = try o.string(.event)
+        guard let type = EventType(rawValue: typeName) else { throw JSONParseError(message: "event: unknown 'event' type '\(typeName)'") }
+        let severity = try o.optionalString(.severity).map { s throws(JSONParseError) in
             guard let v = Severity(rawValue: s) else { throw JSONParseError(message: "event: unknown severity '\(s)'") }
             return v
         } ?? .info
-        let stamp = try string(.observedAt)!
+        let stamp = try o.string(.observedAt)
         guard let observedAt = Timestamp.parse(stamp) else { throw JSONParseError(message: "event: bad timestamp \(stamp)") }
         let data: JSONValue
-        switch o["data"] {
+        switch o[.data] {
         case nil, .null?: data = .object([:])
         case let v?: data = v
         }
         return Event(
-            id: try string(.id)!, source: try string(.source)!, provider: try string(.provider)!, kind: try string(.kind)!,
-            event: type, key: try string(.key)!, title: try string(.title)!, body: try string(.body, required: false) ?? "",
-            url: try string(.url, required: false), severity: severity, observedAt: observedAt, data: data)
+            id: try o.string(.id), source: try o.string(.source), provider: try o.string(.provider), kind: try o.string(.kind),
+            event: type, key: try o.string(.key), title: try o.string(.title), body: try o.optionalString(.body) ?? "",
+            url: try o.optionalString(.url), severity: severity, observedAt: observedAt, data: data)
+    }
+}
+
+extension Event: JSONObjectShape {
+    func value(of member: Member) -> JSONValue? {
+        switch member {
+        case .body: return .string(body)
+        case .data: return data
+        case .event: return .string(event.rawValue)
+        case .id: return .string(id)
+        case .key: return .string(key)
+        case .kind: return .string(kind)
+        case .observedAt: return .string(Timestamp.format(observedAt))
+        case .provider: return .string(provider)
+        case .severity: return .string(severity.rawValue)
+        case .source: return .string(source)
+        case .title: return .string(title)
+        case .url: return url.map(JSONValue.string) ?? .null  // null when absent: a stable shape for jq
+        }
     }
 }

@@ -16,8 +16,11 @@ public struct Item: Sendable, Equatable {
     public var data: JSONValue
     /// When this item stops mattering (notices: a maintenance window's end).
     public var expiresAt: Date?
-    /// What "changed" means. Defaults to a hash over title, body, url, severity and data.
+    /// What "changed" means. Defaults to ``contentHash``; a provider may give its own (a
+    /// Nagios plugin's state), and then text can change while the fingerprint does not.
     public var fingerprint: String
+    /// A hash over what the item shows: kind, title, body, url, severity and data.
+    public var contentHash: String
 
     public init(
         key: String, kind: String, title: String, body: String = "", url: String? = nil,
@@ -32,6 +35,11 @@ public struct Item: Sendable, Equatable {
         self.severity = severity
         self.data = data
         self.expiresAt = expiresAt
-        self.fingerprint = fingerprint ?? Fingerprint.of([kind, title, body, url ?? "", severity.rawValue, data.jsonString()])
+        let content = Fingerprint.of([kind, title, body, url ?? "", severity.rawValue, data.jsonString()])
+        self.contentHash = content
+        self.fingerprint = fingerprint ?? content
     }
+
+    /// Whether the provider chose the fingerprint (rather than the content deciding it).
+    public var hasCustomFingerprint: Bool { fingerprint != contentHash }
 }

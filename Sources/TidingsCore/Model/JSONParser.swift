@@ -7,6 +7,11 @@ import Foundation
 /// made reading stored items and provider responses the most expensive part of a poll. This
 /// reads each byte once. It accepts exactly what `JSONDecoder` accepts for `JSONValue`
 /// (`JSONParserTests` compares the two), with errors that say what and where.
+///
+/// One difference on purpose: of an object's repeated member names (which RFC 8259 leaves
+/// unpredictable), `JSONDecoder` keeps the first. Here the value kept does not depend on
+/// their order: a server that repeats a name in a varying order would otherwise make its
+/// items look `changed` on every poll.
 struct JSONParser {
     /// Containers nested deeper than this are refused (as `JSONDecoder` does).
     static let maximumDepth = 512
@@ -55,6 +60,7 @@ struct JSONParser {
         guard depth < Self.maximumDepth else { throw failure("nested too deeply (over \(Self.maximumDepth) levels)") }
         i += 1
         var out: [String: JSONValue] = [:]
+        var repeated: [String: String] = [:]
         skipWhitespace()
         if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(out) }
         while true {
@@ -68,7 +74,14 @@ struct JSONParser {
             i += 1
             skipWhitespace()
             let v = try value(depth: depth)
-            if out[key] == nil { out[key] = v }  // a repeated key: the first one wins, as with JSONDecoder
+            if let earlier = out[key] {
+                // A repeated name: keep the value whose JSON text sorts first (each text made
+                // once, so a hostile run of repeats stays linear).
+                let kept = repeated[key] ?? earlier.jsonString(), text = v.jsonString()
+                if CompactJSONWriter.keyOrder(text, kept) { out[key] = v; repeated[key] = text } else { repeated[key] = kept }
+            } else {
+                out[key] = v
+            }
             skipWhitespace()
             guard i < bytes.count else { throw failure("unexpected end of input in an object") }
             if bytes[i] == UInt8(ascii: ",") { i += 1; continue }

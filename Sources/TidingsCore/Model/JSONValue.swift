@@ -65,11 +65,12 @@ public enum JSONValue: Sendable, Hashable, Codable {
     public var objectValue: [String: JSONValue]? { if case .object(let o) = self { return o }; return nil }
     public var isNull: Bool { if case .null = self { return true }; return false }
 
-    /// Compact JSON text with sorted keys (stable for fingerprints).
-    /// (Byte-identical to `JSONEncoder` with `[.sortedKeys, .withoutEscapingSlashes]`.)
+    /// Compact JSON text with sorted keys (stable for fingerprints). Byte-identical to
+    /// `JSONEncoder` with `[.sortedKeys, .withoutEscapingSlashes]` wherever that succeeds;
+    /// never fails (see ``CompactJSONWriter``).
     public func jsonString() -> String {
         var writer = CompactJSONWriter()
-        do { try writer.write(self) } catch { return "null" }
+        writer.write(self)
         return writer.string
     }
 }

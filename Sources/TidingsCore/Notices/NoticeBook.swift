@@ -140,7 +140,9 @@ public enum NoticeBook {
     }
 
     /// At daemon start: pending notices the user has not seen since they were created are
-    /// delivered again, once (one new outbox row per routed sink, same event id).
+    /// delivered again, once (one new outbox row per routed sink, same event id). A sink that
+    /// still has the event queued (or dead) gets no second row: it will deliver (or has
+    /// refused) that one, and a restart must not deliver the notice twice.
     /// Returns the events queued.
     @discardableResult
     public static func redeliverUnseen(_ store: StateStore, router: Router, now: Date = Date()) throws -> [Event] {
@@ -157,14 +159,16 @@ public enum NoticeBook {
             for r in rows {
                 let seq: Int64 = r[2]
                 guard let event = try? Event.decode(jsonLine: r[3]) else { continue }
-                for sink in router.sinks(for: event) {
+                let queued = try Set(String.fetchAll(db, sql: "SELECT sink FROM delivery WHERE event_seq = ?", arguments: [seq]))
+                let sinks = router.sinks(for: event).filter { !queued.contains($0) }
+                for sink in sinks {
                     try db.execute(
                         sql: "INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at) VALUES (?, ?, ?, 'pending', ?, ?)",
                         arguments: [seq, sink, batch, now.timeIntervalSince1970, now.timeIntervalSince1970])
                 }
                 try db.execute(sql: "UPDATE notice SET redelivered_at = ? WHERE source = ? AND key = ?",
                                arguments: [now.timeIntervalSince1970, r[0] as String, r[1] as String])
-                out.append(event)
+                if !sinks.isEmpty { out.append(event) }
             }
             return out
         }

@@ -24,24 +24,44 @@ public struct Deduplicator: Sendable {
 
     public struct Outcome: Sendable {
         public var changes: [Change] = []
-        /// Rows to write (new, changed or state-transitioned items). Unchanged items are not rewritten.
+        /// Rows to write (new, changed, state-transitioned or text-refreshed items). Unchanged items are not rewritten.
         public var upserts: [StoredItem] = []
         /// Items stored silently because this was a baseline.
         public var baselineCount = 0
     }
 
-    /// Gives repeated keys in one snapshot an occurrence suffix (`key`, `key#2`, …):
-    /// two identical entries are two items.
-    public static func disambiguate(_ items: [Item]) -> [Item] {
-        var seen: [String: Int] = [:]
-        return items.map { item in
-            let n = seen[item.key, default: 0] + 1
-            seen[item.key] = n
-            guard n > 1 else { return item }
-            var copy = item
-            copy.key = "\(item.key)#\(n)"
-            return copy
+    /// Gives repeated keys in one snapshot an occurrence suffix (`key`, `key#2`, …): two
+    /// identical entries are two items. Which entry gets which name does not depend on the
+    /// order they arrive in (servers list such entries in any order): an entry whose
+    /// fingerprint a name had in `previous` keeps that name; the others take the free names
+    /// in fingerprint order.
+    public static func disambiguate(_ items: [Item], previous: [String: StoredItem] = [:]) -> [Item] {
+        var positions: [String: [Int]] = [:]
+        for (i, item) in items.enumerated() { positions[item.key, default: []].append(i) }
+        var out = items
+        for (key, group) in positions where group.count > 1 {
+            let names = [key] + (2...group.count).map { "\(key)#\($0)" }
+            // Entries by fingerprint, each list in content order (identical entries, which are
+            // interchangeable, in arrival order): the same set gives the same lists in any order.
+            let byFingerprint = Dictionary(grouping: group, by: { items[$0].fingerprint })
+                .mapValues { $0.sorted { (items[$0].contentHash, $0) < (items[$1].contentHash, $1) } }
+            var taken: [String: Int] = [:]
+            var free: [String] = []
+            for name in names {
+                if let old = previous[name], old.state != .gone, let list = byFingerprint[old.fingerprint] {
+                    let n = taken[old.fingerprint, default: 0]
+                    if n < list.count {
+                        out[list[n]].key = name  // keeps the name it had
+                        taken[old.fingerprint] = n + 1
+                        continue
+                    }
+                }
+                free.append(name)
+            }
+            let rest = byFingerprint.sorted { $0.key < $1.key }.flatMap { $0.value.dropFirst(taken[$0.key] ?? 0) }
+            for (i, name) in zip(rest, free) { out[i].key = name }
         }
+        return out
     }
 
     public func run(previous: [String: StoredItem], current rawItems: [Item], baseline: Bool, notifyExisting: Bool, now: Date) -> Outcome {
@@ -50,7 +70,7 @@ public struct Deduplicator: Sendable {
         // Repeated keys are rare: only then copy the snapshot to rename them.
         var current = rawItems
         if seenKeys.count != rawItems.count {
-            current = Self.disambiguate(rawItems)
+            current = Self.disambiguate(rawItems, previous: previous)
             seenKeys = Set(current.map(\.key))
         }
         var out = Outcome()
@@ -67,6 +87,10 @@ public struct Deduplicator: Sendable {
                 if old.fingerprint != item.fingerprint {
                     out.upserts.append(StoredItem(item: item, state: .present, firstSeen: old.firstSeen, changedAt: now))
                     out.changes.append(Change(type: .changed, item: item, previous: old.item))
+                } else if old.contentHash != item.contentHash {
+                    // A custom fingerprint kept still while the text moved on: store the latest
+                    // text (what `tidings items` shows), no event.
+                    out.upserts.append(StoredItem(item: item, state: .present, firstSeen: old.firstSeen, changedAt: old.changedAt))
                 }
             case .missing:
                 // Returned within the flap window: one `changed`, never removed+new.

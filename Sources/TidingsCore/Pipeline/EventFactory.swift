@@ -32,6 +32,28 @@ enum EventFactory {
         return event
     }
 
+    /// One event in place of a poll's `changes` when there are more than `max_events`
+    /// (DESIGN §4 shape; README, Reliability: Floods). It counts them by type in its title and `data`,
+    /// and takes the kind and type they share (else `source` / `changed`) and the highest
+    /// severity, so that routes send it where the events themselves would have gone.
+    static func summary(source: SourceConfig, changes: [Deduplicator.Change], now: Date) -> Event {
+        var counts: [EventType: Int] = [:]
+        for c in changes { counts[c.type, default: 0] += 1 }
+        let kinds = Set(changes.lazy.map(\.item.kind))
+        let byType = EventType.allCases.compactMap { t in counts[t].map { "\($0) \(t.rawValue)" } }.joined(separator: ", ")
+        let limit = source.settings.maxEvents
+        return Event(
+            source: source.name, provider: source.provider, kind: kinds.count == 1 ? kinds.first! : "source",
+            event: counts.count == 1 ? counts.first!.key : .changed, key: source.name,
+            title: "\(source.name): \(changes.count) events in one poll (\(byType)), over max_events = \(limit)",
+            body: "Not sent one by one: this summary stands for them. The state is up to date (`tidings items \(source.name)`).",
+            url: nil, severity: changes.map(\.item.severity).max() ?? .info, observedAt: now,
+            data: ["summary": [
+                "events": .number(Double(changes.count)), "max_events": .number(Double(limit)),
+                "by_type": .object(Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, .number(Double($0.value))) })),
+            ]])
+    }
+
     static func health(source: SourceConfig, type: EventType, message: String, failures: Int, now: Date, auth: Bool = false) -> Event {
         let title: String
         switch type {

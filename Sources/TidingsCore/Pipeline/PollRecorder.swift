@@ -11,6 +11,9 @@ public struct PollRecord: Sendable {
     public var failures = 0
     /// The source's credentials were rejected; it waits for a config change.
     public var authFailed = false
+    /// What the poll had to cut or hold back (items cut to size, events over `max_events`):
+    /// one line each, for the log.
+    public var warnings: [String] = []
 }
 
 /// How the recorder treats the events it creates.
@@ -43,17 +46,29 @@ public struct PollRecorder: Sendable {
             let status = try SourceRow.fetch(db, source: source)
             var events: [Event] = []
             if case .snapshot(let items, let validators) = result {
+                let intake = ItemIntake.take(items)
                 let previous = try Self.items(db, source: source.name)
                 let baseline = status.baselineAt == nil
                 let outcome = Deduplicator(flapWindow: source.flapWindow)
-                    .run(previous: previous, current: items, baseline: baseline, notifyExisting: source.settings.notifyExisting, now: now)
+                    .run(previous: previous, current: intake.items, baseline: baseline, notifyExisting: source.settings.notifyExisting, now: now)
                 try Self.write(db, source: source.name, upserts: outcome.upserts)
                 if baseline { record.baselineCount = outcome.baselineCount }
-                for change in outcome.changes {
-                    let firstSeen = previous[change.item.key]?.firstSeen ?? now
-                    events.append(EventFactory.event(source: source, change: change, firstSeen: firstSeen, now: now))
+                if let cut = Self.cutWarning(intake, stored: outcome.upserts) { record.warnings.append(cut) }
+                func event(_ change: Deduplicator.Change) -> Event {
+                    EventFactory.event(source: source, change: change, firstSeen: previous[change.item.key]?.firstSeen ?? now, now: now)
                 }
-                try NoticeBook.record(db, source: source.name, changes: outcome.changes, events: events, ttl: source.settings.noticeTTL, now: now)
+                if outcome.changes.count <= source.settings.maxEvents {
+                    events = outcome.changes.map(event)
+                    try NoticeBook.record(db, source: source.name, changes: outcome.changes, events: events, ttl: source.settings.noticeTTL, now: now)
+                } else {
+                    // Over max_events: the state is recorded in full (the next poll is normal),
+                    // but one summary event goes out instead of the flood.
+                    let summary = EventFactory.summary(source: source, changes: outcome.changes, now: now)
+                    events = [summary]
+                    record.warnings.append("\(summary.title); recorded the state and sent one summary event instead")
+                    let notices = outcome.changes.filter { $0.item.kind == NoticeBook.kind }
+                    try NoticeBook.record(db, source: source.name, changes: notices, events: notices.map(event), ttl: source.settings.noticeTTL, now: now)
+                }
                 try db.cachedStatement(
                     sql: "UPDATE source_state SET etag = ?, last_modified = ?, baseline_at = COALESCE(baseline_at, ?) WHERE source = ?").execute(
                     arguments: [validators.etag, validators.lastModified, now.timeIntervalSince1970, source.name])
@@ -131,6 +146,16 @@ public struct PollRecorder: Sendable {
         return result!
     }
 
+    /// One line naming the items cut to size, if this poll stored any of them (an unchanged
+    /// item that is cut the same way on every poll is not reported again).
+    static func cutWarning(_ intake: ItemIntake.Result, stored: [StoredItem]) -> String? {
+        let keys = stored.lazy.map(\.key).filter { intake.cut[$0] != nil }
+        guard let first = keys.first else { return nil }
+        let n = keys.count
+        return "cut \(n) item\(n == 1 ? "" : "s") to size (key '\(first.prefix(80))': \(intake.cut[first]!.joined(separator: ", "))); "
+            + "the stored item and its events carry a visible marker"
+    }
+
     // MARK: rows
 
     /// The source's present and missing items. `gone` rows (removal reported) are left out:
@@ -138,13 +163,13 @@ public struct PollRecorder: Sendable {
     /// first seen now), and they pile up between prunes.
     static func items(_ db: Database, source: String) throws -> [String: StoredItem] {
         var out: [String: StoredItem] = [:]
-        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT key, kind, fingerprint, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ? AND state <> 'gone'"), arguments: [source])
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT key, kind, fingerprint, content_hash, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ? AND state <> 'gone'"), arguments: [source])
         while let r = try rows.next() {
             let key: String = r[0]
             out[key] = StoredItem(
-                key: key, kind: r[1], fingerprint: r[2], state: StoredItem.State(rawValue: r[3]) ?? .present,
-                firstSeen: Date(timeIntervalSince1970: r[4]), changedAt: Date(timeIntervalSince1970: r[5]),
-                missingSince: (r[6] as Double?).map { Date(timeIntervalSince1970: $0) }, snapshot: r[7])
+                key: key, kind: r[1], fingerprint: r[2], contentHash: r[3], state: StoredItem.State(rawValue: r[4]) ?? .present,
+                firstSeen: Date(timeIntervalSince1970: r[5]), changedAt: Date(timeIntervalSince1970: r[6]),
+                missingSince: (r[7] as Double?).map { Date(timeIntervalSince1970: $0) }, snapshot: r[8])
         }
         return out
     }
@@ -152,16 +177,16 @@ public struct PollRecorder: Sendable {
     static func write(_ db: Database, source: String, upserts: [StoredItem]) throws {
         guard !upserts.isEmpty else { return }
         let stmt = try db.cachedStatement(sql: """
-            INSERT INTO item(source, key, kind, fingerprint, state, first_seen, changed_at, missing_since, snapshot)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO item(source, key, kind, fingerprint, content_hash, state, first_seen, changed_at, missing_since, snapshot)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(source, key) DO UPDATE SET kind = excluded.kind, fingerprint = excluded.fingerprint,
-              state = excluded.state, first_seen = excluded.first_seen, changed_at = excluded.changed_at,
-              missing_since = excluded.missing_since, snapshot = excluded.snapshot
+              content_hash = excluded.content_hash, state = excluded.state, first_seen = excluded.first_seen,
+              changed_at = excluded.changed_at, missing_since = excluded.missing_since, snapshot = excluded.snapshot
             """)
         for u in upserts {
             try stmt.execute(arguments: [
-                source, u.key, u.kind, u.fingerprint, u.state.rawValue, u.firstSeen.timeIntervalSince1970,
-                u.changedAt.timeIntervalSince1970, u.missingSince?.timeIntervalSince1970, u.snapshotJSON,
+                source, u.key, u.kind, u.fingerprint, u.contentHash == u.fingerprint ? nil : u.contentHash, u.state.rawValue,
+                u.firstSeen.timeIntervalSince1970, u.changedAt.timeIntervalSince1970, u.missingSince?.timeIntervalSince1970, u.snapshotJSON,
             ])
         }
     }

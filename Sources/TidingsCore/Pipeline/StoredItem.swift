@@ -21,6 +21,9 @@ public struct StoredItem: Sendable, Equatable {
 
     public var key: String
     public var fingerprint: String
+    /// The stored content's hash (``Item/contentHash``): with a custom fingerprint, a poll
+    /// whose item has another one brings new text without a change (the row is refreshed).
+    public var contentHash: String
     public var state: State
     public var firstSeen: Date
     public var changedAt: Date
@@ -30,6 +33,7 @@ public struct StoredItem: Sendable, Equatable {
     public init(item: Item, state: State, firstSeen: Date, changedAt: Date, missingSince: Date? = nil) {
         self.key = item.key
         self.fingerprint = item.fingerprint
+        self.contentHash = item.contentHash
         self.state = state
         self.firstSeen = firstSeen
         self.changedAt = changedAt
@@ -37,9 +41,13 @@ public struct StoredItem: Sendable, Equatable {
         self.content = .item(item)
     }
 
-    init(key: String, kind: String, fingerprint: String, state: State, firstSeen: Date, changedAt: Date, missingSince: Date?, snapshot: String) {
+    /// A stored row; `contentHash` nil means the same as the fingerprint (rows store it only
+    /// when it differs, and rows from before it was stored do not have it).
+    init(key: String, kind: String, fingerprint: String, contentHash: String?, state: State, firstSeen: Date, changedAt: Date,
+         missingSince: Date?, snapshot: String) {
         self.key = key
         self.fingerprint = fingerprint
+        self.contentHash = contentHash ?? fingerprint
         self.state = state
         self.firstSeen = firstSeen
         self.changedAt = changedAt
@@ -83,7 +91,7 @@ public struct StoredItem: Sendable, Equatable {
 }
 
 /// The stored form of an item's content (the `snapshot` column).
-struct ItemSnapshot: Codable {
+struct ItemSnapshot {
     var kind: String
     var title: String
     var body: String
@@ -98,39 +106,37 @@ struct ItemSnapshot: Codable {
 
     /// Reads ``jsonText()`` back; nil when the stored text is not such an object.
     init?(stored text: String) {
-        guard case .object(let o)? = try? JSONParser.parse(text),
-              case .string(let kind)? = o["kind"], case .string(let title)? = o["title"], case .string(let body)? = o["body"]
+        guard let o = try? JSONMembers<Member>(parsing: text, what: "item"),
+              let kind = try? o.string(.kind), let title = try? o.string(.title), let body = try? o.string(.body)
         else { return nil }
         self.kind = kind; self.title = title; self.body = body
-        url = o["url"]?.stringValue
-        severity = o["severity"]?.stringValue.flatMap(Severity.init(rawValue:)) ?? .info
-        data = o["data"] ?? .object([:])
-        expiresAt = o["expiresAt"]?.doubleValue.map(Date.init(timeIntervalSinceReferenceDate:))
-    }
-
-    /// The stored text: what `JSONEncoder` with sorted keys writes for this type (optional
-    /// fields omitted when nil, `expiresAt` as seconds since 2001), without its cost.
-    func jsonText() -> String {
-        var w = CompactJSONWriter()
-        w.append(byte: UInt8(ascii: "{"))
-        w.write(key: "body", first: true); w.write(string: body)
-        w.write(key: "data", first: false)
-        do {
-            try w.write(data, depth: 1)
-            if let expiresAt {
-                w.write(key: "expiresAt", first: false)
-                try w.write(double: expiresAt.timeIntervalSinceReferenceDate)
-            }
-        } catch { return "{}" }
-        w.write(key: "kind", first: false); w.write(string: kind)
-        w.write(key: "severity", first: false); w.write(string: severity.rawValue)
-        w.write(key: "title", first: false); w.write(string: title)
-        if let url { w.write(key: "url", first: false); w.write(string: url) }
-        w.append(byte: UInt8(ascii: "}"))
-        return w.string
+        url = o[.url]?.stringValue
+        severity = o[.severity]?.stringValue.flatMap(Severity.init(rawValue:)) ?? .info
+        data = o[.data] ?? .object([:])
+        expiresAt = o[.expiresAt]?.doubleValue.map(Date.init(timeIntervalSinceReferenceDate:))
     }
 
     func item(key: String, fingerprint: String) -> Item {
         Item(key: key, kind: kind, title: title, body: body, url: url, severity: severity, data: data, expiresAt: expiresAt, fingerprint: fingerprint)
+    }
+}
+
+/// The stored text, as `JSONEncoder` with sorted keys wrote it when this was `Codable`:
+/// optional members left out when nil, `expiresAt` as seconds since 2001.
+extension ItemSnapshot: JSONObjectShape {
+    enum Member: String, CaseIterable {
+        case body, data, expiresAt, kind, severity, title, url
+    }
+
+    func value(of member: Member) -> JSONValue? {
+        switch member {
+        case .body: return .string(body)
+        case .data: return data
+        case .expiresAt: return expiresAt.map { .number($0.timeIntervalSinceReferenceDate) }
+        case .kind: return .string(kind)
+        case .severity: return .string(severity.rawValue)
+        case .title: return .string(title)
+        case .url: return url.map(JSONValue.string)
+        }
     }
 }

@@ -105,6 +105,7 @@ public final class PollRunner: Sendable {
                 let next = now.addingTimeInterval(Backoff.afterSuccess(interval: settings.interval, jitter: settings.jitter, unit: env.unit()))
                 let record = try recorder.recordSuccess(source, result: value, now: now, options: options, nextDue: next)
                 stateSucceeded(logger: log)
+                for warning in record.warnings { log.warning("\(warning)") }
                 if let n = failing.withLock({ $0.removeValue(forKey: source.name) }) {
                     log.notice("poll succeeded again after \(n) failed poll\(n == 1 ? "" : "s")")
                 }

@@ -9,6 +9,35 @@ public struct CurrentItem: Sendable {
     public var changedAt: Date
     /// Gone from the latest snapshot but still within `flap_window` (no `removed` event yet).
     public var missing: Bool
+
+    /// One line of JSON (`tidings items --json`).
+    package func jsonLine() -> String { jsonText() }
+}
+
+extension CurrentItem: JSONObjectShape {
+    enum Member: String, CaseIterable {
+        case body
+        case changedAt = "changed_at"
+        case data
+        case firstSeen = "first_seen"
+        case key, kind, missing, severity, source, title, url
+    }
+
+    func value(of member: Member) -> JSONValue? {
+        switch member {
+        case .body: return .string(item.body)
+        case .changedAt: return .string(Timestamp.format(changedAt))
+        case .data: return item.data
+        case .firstSeen: return .string(Timestamp.format(firstSeen))
+        case .key: return .string(item.key)
+        case .kind: return .string(item.kind)
+        case .missing: return .bool(missing)
+        case .severity: return .string(item.severity.rawValue)
+        case .source: return .string(source)
+        case .title: return .string(item.title)
+        case .url: return item.url.map(JSONValue.string) ?? .null
+        }
+    }
 }
 
 extension StateStore {

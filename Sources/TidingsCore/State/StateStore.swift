@@ -41,6 +41,7 @@ public final class StateStore: Sendable {
         while true {
             do {
                 let pool = try DatabasePool(path: path, configuration: config)
+                try Self.refuseNewerSchema(pool, path: path)
                 try Self.migrator.migrate(pool)
                 db = pool
                 break
@@ -51,6 +52,25 @@ public final class StateStore: Sendable {
         }
         // Touch the schema so a corrupt file fails here, not mid-poll.
         _ = try db.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM sqlite_master") }
+    }
+
+    /// The state was migrated by a newer tidings than this one.
+    public struct NewerSchemaError: Error, CustomStringConvertible {
+        public var path: String
+        /// The migrations this version does not know.
+        public var unknown: [String]
+        public var description: String {
+            "\(path) was written by a newer version of tidings (schema migrations unknown here: \(unknown.joined(separator: ", "))); "
+                + "refusing to open it. Run that version, or move the file away to start afresh (each source's next poll is then a silent baseline)."
+        }
+    }
+
+    /// Opening a newer schema would work on tables this version does not understand: refuse.
+    private static func refuseNewerSchema(_ pool: DatabasePool, path: String) throws {
+        let migrator = Self.migrator
+        guard try pool.read(migrator.hasBeenSuperseded) else { return }
+        let applied = try pool.read(migrator.appliedIdentifiers)
+        throw NewerSchemaError(path: path, unknown: applied.subtracting(migrator.migrations).sorted())
     }
 
     static var migrator: DatabaseMigrator {
@@ -112,6 +132,11 @@ public final class StateStore: Sendable {
         }
         NoticeSchema.register(&m)
         ScheduleSchema.register(&m)
+        m.registerMigration("v3-item-content-hash") { db in
+            // The hash of what an item shows, where it differs from its fingerprint (custom
+            // fingerprints): a poll with new text but the same fingerprint refreshes the row.
+            try db.execute(sql: "ALTER TABLE item ADD COLUMN content_hash TEXT")
+        }
         return m
     }
 }

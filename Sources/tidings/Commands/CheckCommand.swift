@@ -69,9 +69,9 @@ struct CheckCommand: AsyncParsableCommand {
         if deliver && !dryRun {
             let worker = OutboxWorker(store: store, sinks: Dictionary(uniqueKeysWithValues: app.config.sinks.map { ($0.name, $0.instance) }),
                                       policy: RetryPolicy(maxAge: app.config.deliveryMaxAge), logger: Log.logger("outbox"))
-            for (sink, reason) in await worker.drainOnce().sorted(by: { $0.key < $1.key }) {
+            for (sink, failure) in await worker.drainOnce().sorted(by: { $0.key < $1.key }) {
                 failed = true
-                complain("sink \(sink) failed: \(reason) (the delivery stays queued; `tidings run` retries it)")
+                complain("sink \(sink) failed: \(failure.message) (\(Self.consequence(failure.outcome)))")
             }
             for s in app.config.sinks { await s.instance.shutdown() }
         }
@@ -124,6 +124,16 @@ struct CheckCommand: AsyncParsableCommand {
         for r in reports {
             for e in r.events { emit(json ? e.jsonLine() : formatter.line(e)) }
             if let failure = r.failure { complain("source \(r.source) failed: \(failure)") }
+        }
+    }
+
+    /// What happens next to a delivery that failed, said once.
+    static func consequence(_ outcome: OutboxWorker.Failure.Outcome) -> String {
+        switch outcome {
+        case .queued: return "the delivery stays queued; `tidings run` retries it"
+        case .dead: return "a dead letter, not retried; `tidings outbox retry` requeues it"
+        case .sinkDisabled: return "the delivery stays queued; fix the sink, then `tidings run` sends it"
+        case .deliveredUnrecorded: return "it was delivered, but the state could not record that; a later run may send it again"
         }
     }
 

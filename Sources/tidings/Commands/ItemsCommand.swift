@@ -30,20 +30,9 @@ struct ItemsCommand: AsyncParsableCommand {
         let now = Date()
         for s in selected {
             for c in try store.currentItems(source: s.name) {
-                emit(json ? Self.jsonLine(c) : Self.textLine(c, now: now))
+                emit(json ? c.jsonLine() : Self.textLine(c, now: now))
             }
         }
-    }
-
-    static func jsonLine(_ c: CurrentItem) -> String {
-        let i = c.item
-        let obj: JSONValue = [
-            "source": .string(c.source), "key": .string(i.key), "kind": .string(i.kind), "title": .string(i.title),
-            "body": .string(i.body), "url": i.url.map(JSONValue.string) ?? .null, "severity": .string(i.severity.rawValue),
-            "first_seen": .string(Timestamp.format(c.firstSeen)), "changed_at": .string(Timestamp.format(c.changedAt)),
-            "missing": .bool(c.missing), "data": i.data,
-        ]
-        return obj.jsonString()
     }
 
     static func textLine(_ c: CurrentItem, now: Date) -> String {

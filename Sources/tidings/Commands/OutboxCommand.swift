@@ -37,8 +37,9 @@ struct OutboxCommand: AsyncParsableCommand {
                 }
                 emit("\(TerminalText.line(sink)) (\(types[sink] ?? "not configured")): \(counts.joined(separator: ", "))")
                 for r in rows {
-                    var line = "  #\(r.id) \(r.status.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(TerminalText.line(r.event.source)): \(TerminalText.line(r.event.title))"
-                    line += "  [event \(r.event.id), \(r.attempts) attempt\(r.attempts == 1 ? "" : "s")"
+                    let what = r.event.map { "\(TerminalText.line($0.source)): \(TerminalText.line($0.title))" } ?? "(unreadable event)"
+                    var line = "  #\(r.id) \(r.status.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(what)"
+                    line += "  [event \(r.eventID ?? "missing"), \(r.attempts) attempt\(r.attempts == 1 ? "" : "s")"
                     if r.status == .retrying, let next = r.nextAttempt {
                         let s = next.timeIntervalSinceNow
                         line += s <= 0 ? ", due now" : ", next in \(DurationParser.format(s))"

@@ -187,11 +187,12 @@ def write_sources(t, world: FaultWorld, names: dict):
 def fill_disk(directory: Path) -> Path:
     """Writes `directory`/filler until the file system is full; returns its path."""
     filler = directory / "filler"
-    with open(filler, "wb") as f:
+    # Unbuffered: a buffered file would keep the bytes that did not fit and fail again (ENOSPC)
+    # when closed, depending on how much space happened to be left.
+    with open(filler, "wb", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
         except OSError:
             pass
     return filler
