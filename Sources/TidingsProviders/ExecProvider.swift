@@ -47,23 +47,27 @@ public struct ExecProvider: Provider {
         let out: ProcessRunner.Output
         do {
             out = try await ProcessRunner.run(command, directory: directory, environment: env, timeout: ctx.timeout, maxOutput: ctx.maxBody)
+        } catch is CancellationError {
+            throw CancellationError()
         } catch {
             throw PollError(.transient, "\(error)")
         }
         let stderr = String(decoding: out.stderr, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        if out.timedOut { throw PollError(.transient, "\(command[0]) timed out after \(DurationParser.format(ctx.timeout))") }
-        if out.truncated { throw PollError(.transient, "\(command[0]) wrote more than max_body (\(ctx.maxBody) bytes)") }
-        switch format {
-        case .jsonl:
-            guard out.status == 0, !out.signaled else {
-                throw PollError(.transient, "\(command[0]) exited with status \(out.status)" + (stderr.isEmpty ? "" : ": \(lastLine(stderr))"))
-            }
+        let reason = stderr.isEmpty ? "" : ": \(lastLine(stderr))"
+        if out.truncated && out.termination != .timedOut { throw PollError(.transient, "\(command[0]) wrote more than max_body (\(ctx.maxBody) bytes)") }
+        switch (format, out.termination) {
+        case (_, .timedOut):
+            throw PollError(.transient, "\(command[0]) timed out after \(DurationParser.format(ctx.timeout)) and was killed")
+        case (_, .signaled(let signal)):
+            throw PollError(.transient, "\(command[0]) was killed by signal \(signal)\(reason)")
+        case (.jsonl, .exited(0)):
             return .snapshot(try Self.parseJSONLines(out.stdout))
-        case .nagios:
-            guard (0...3).contains(out.status), !out.signaled else {
-                throw PollError(.transient, "\(command[0]) exited with status \(out.status) (monitoring plugins use 0-3)" + (stderr.isEmpty ? "" : ": \(lastLine(stderr))"))
-            }
-            return .snapshot([Self.nagiosItem(status: out.status, stdout: out.stdout, name: sourceName)])
+        case (.jsonl, .exited(let status)):
+            throw PollError(.transient, "\(command[0]) exited with status \(status)\(reason)")
+        case (.nagios, .exited(let status)) where (0...3).contains(status):
+            return .snapshot([Self.nagiosItem(status: status, stdout: out.stdout, name: sourceName)])
+        case (.nagios, .exited(let status)):
+            throw PollError(.transient, "\(command[0]) exited with status \(status) (monitoring plugins use 0-3)\(reason)")
         }
     }
 

@@ -13,7 +13,8 @@ import TidingsCore
 ///
 /// Exit 0 is a delivery; a non-zero exit, a signal or overrunning `timeout` (default "30s",
 /// the command's process group is killed) is a retryable failure whose message carries the
-/// last line of stderr. Runs through the core's `ProcessRunner` (own process group).
+/// last line of stderr. Runs through the core's `ProcessRunner` (its own session and process
+/// group, default signal dispositions, only stdin/stdout/stderr open).
 public struct ExecSink: Sink {
     /// The program and its arguments (the program already resolved to a path or a `$PATH` name).
     public var command: [String]
@@ -92,9 +93,12 @@ public struct ExecSink: Sink {
         }
         let stderr = String(decoding: out.stderr, as: UTF8.self)
         let reason = stderr.split(whereSeparator: \.isNewline).last.map { ": \($0)" } ?? ""
-        if out.timedOut { throw DeliveryError(.retryable, "\(name) timed out after \(DurationParser.format(timeout)) and was killed\(reason)") }
-        if out.signaled { throw DeliveryError(.retryable, "\(name) was killed by signal \(out.status)\(reason)") }
-        if out.status != 0 { throw DeliveryError(.retryable, "\(name) exited with status \(out.status)\(reason)") }
+        switch out.termination {
+        case .exited(0): return
+        case .exited(let status): throw DeliveryError(.retryable, "\(name) exited with status \(status)\(reason)")
+        case .signaled(let signal): throw DeliveryError(.retryable, "\(name) was killed by signal \(signal)\(reason)")
+        case .timedOut: throw DeliveryError(.retryable, "\(name) timed out after \(DurationParser.format(timeout)) and was killed\(reason)")
+        }
     }
 
     /// A path with a slash must be an executable file; a bare name is looked up in `$PATH`.
