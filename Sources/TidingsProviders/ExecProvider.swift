@@ -8,8 +8,9 @@ import TidingsCore
 ///   counts as a change, when not every detail should). Exit 0 = success;
 ///   non-zero = the poll failed, stderr says why.
 /// - `format = "nagios"`: the monitoring-plugin convention (exit 0 OK, 1 WARNING, 2 CRITICAL,
-///   3 UNKNOWN; first stdout line is the status, `|` starts perfdata). One item whose
-///   fingerprint is the state, so OK→CRITICAL and back are `changed` events.
+///   3 UNKNOWN; the first stdout line is the status, later lines are long text, `|` starts
+///   performance data: see ``NagiosOutput``). One item whose fingerprint is the state, so
+///   OK→CRITICAL and back are `changed` events.
 ///
 /// The program runs with the plugins directory as working directory.
 public struct ExecProvider: Provider {
@@ -99,17 +100,17 @@ public struct ExecProvider: Provider {
     }
 
     /// One item per source; its fingerprint is the state, so only transitions are events.
+    /// The first line is the title, the long text (lines 2 and later) the body, and the
+    /// performance data is parsed into `data.perfdata`.
     public static func nagiosItem(status: Int32, stdout: Data, name: String) -> Item {
         let states = ["OK", "WARNING", "CRITICAL", "UNKNOWN"]
         let state = states[Int(status)]
-        let first = String(decoding: stdout, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
-        let parts = first.split(separator: "|", maxSplits: 1)
-        let text = parts.first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
-        let perf = parts.count > 1 ? parts[1].trimmingCharacters(in: .whitespaces) : ""
+        let output = NagiosOutput(parsing: String(decoding: stdout, as: UTF8.self))
         let severity: Severity = status == 0 ? .info : status == 2 ? .critical : .warning
         return Item(
-            key: "status", kind: "check", title: text.isEmpty ? "\(name) \(state)" : text, body: "",
-            severity: severity, data: ["state": .string(state), "exit_code": .number(Double(status)), "perfdata": .string(perf)],
+            key: "status", kind: "check", title: output.text.isEmpty ? "\(name) \(state)" : output.text, body: output.longText,
+            severity: severity,
+            data: ["state": .string(state), "exit_code": .number(Double(status)), "perfdata": .array(output.perfdata.map(\.json))],
             fingerprint: state)
     }
 }

@@ -57,10 +57,38 @@ def test_nagios_transitions_are_events(tidings):
     assert r.code == 1, r
     (e,) = r.events
     assert (e["event"], e["title"], e["severity"], e["data"]["state"], e["data"]["perfdata"]) == \
-           ("changed", "CRITICAL - down", "critical", "CRITICAL", "t=9")
+           ("changed", "CRITICAL - down", "critical", "CRITICAL", [{"label": "t", "value": 9}])
     state.write_text("0")
     (e,) = tidings.check().events
     assert (e["event"], e["title"], e["severity"]) == ("changed", "OK - fine", "info")
+
+
+def test_nagios_long_output_is_the_body_and_perfdata_is_parsed(tidings):
+    """Monitoring Plugins layout: perfdata after `|` on line 1 and on the last long-text line,
+    then perfdata lines. Changing numbers and text are no event; only the state is."""
+    state = tidings.root / "exitcode"
+    state.write_text("0")
+    script(tidings, "disk", f"""\
+c=$(cat {state})
+case $c in
+0) echo "DISK OK | /=2643MB;5948;5958;0;5968"; echo "/ 15272 MB (77%);"; echo "/boot 68 MB (69%); | /boot=68MB;88;93;0;98"; echo "'var log'=818MB;970;975;0;980";;
+2) echo "DISK CRITICAL - /boot is full | /=2650MB;5948;5958;0;5968"; echo "/boot 98 MB (100%);"; echo "more detail | /boot=98MB;88;93;0;98";;
+esac
+exit $c
+""")
+    tidings.write_plugin("disk.toml", 'format = "nagios"\nnotify_existing = true\n')
+    (e,) = tidings.check().events
+    assert (e["title"], e["body"]) == ("DISK OK", "/ 15272 MB (77%);\n/boot 68 MB (69%);")
+    assert e["data"]["perfdata"] == [
+        {"label": "/", "value": 2643, "uom": "MB", "warn": "5948", "crit": "5958", "min": 0, "max": 5968},
+        {"label": "/boot", "value": 68, "uom": "MB", "warn": "88", "crit": "93", "min": 0, "max": 98},
+        {"label": "var log", "value": 818, "uom": "MB", "warn": "970", "crit": "975", "min": 0, "max": 980},
+    ]
+    state.write_text("2")
+    (e,) = tidings.check().events
+    assert (e["event"], e["title"], e["body"]) == ("changed", "DISK CRITICAL - /boot is full", "/boot 98 MB (100%);\nmore detail")
+    assert [p["value"] for p in e["data"]["perfdata"]] == [2650, 98]
+    assert tidings.check().code == 0, "same state, no event"
 
 
 def test_disabled_suffixes_and_subfolders_are_not_scanned(tidings):
