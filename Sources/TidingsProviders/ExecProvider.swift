@@ -21,23 +21,35 @@ public struct ExecProvider: Provider {
     public var sourceName: String
 
     public static let factory = ProviderFactory(name: "exec", summary: "a program (JSON lines or the Nagios plugin convention)") { o, setup, _ in
-        var command = try o.stringList("command")
+        var command = try o.command()
         if command == nil, let implicit = o.implicitCommand { command = [implicit] }
-        guard let command, let exe = command.first, !exe.isEmpty else {
+        guard let command, let exe = command.first else {
             throw o.error(nil, "\(o.what): missing required key 'command' (an array like [\"./check-disk\", \"--warn\", \"90\"])")
         }
         let formatName = try o.string("format") ?? "jsonl"
         guard let format = Format(rawValue: formatName) else {
             throw o.error("format", "\(o.what): 'format' must be \"jsonl\" or \"nagios\", not \"\(formatName)\"")
         }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: setup.pluginsDir, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw o.error(nil, "\(o.what): its working directory, plugins_dir \(setup.pluginsDir), does not exist (exec sources run there)")
+        }
+        let program: String?
         if exe.contains("/") {
             let path = exe.hasPrefix("/") ? exe : (setup.pluginsDir as NSString).appendingPathComponent(exe)
             guard FilePermissions.isExecutableFile(path) else {
                 throw o.error("command", "\(o.what): \(path) is not an executable file")
             }
-            if let mode = FilePermissions.mode(of: path), mode & 0o022 != 0 {
-                throw o.error("command", "\(o.what): \(path) is writable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod go-w it")
-            }
+            program = path
+        } else {
+            program = ProcessRunner.lookUp(exe)
+        }
+        // Executables directly in plugins_dir were checked when it was scanned; anything else
+        // (a subfolder, another directory, $PATH) is checked here, up to plugins_dir.
+        let pluginsDir = FileTrust.realPath(setup.pluginsDir)
+        if let program, let real = FileTrust.realPath(program), (real as NSString).deletingLastPathComponent != pluginsDir,
+           let untrusted = o.untrustedCommand(real, stopAt: Set([pluginsDir].compactMap { $0 })) {
+            throw untrusted
         }
         return ExecProvider(command: command, format: format, directory: setup.pluginsDir, sourceName: setup.sourceName)
     }

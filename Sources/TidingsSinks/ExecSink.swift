@@ -29,13 +29,15 @@ public struct ExecSink: Sink {
 
     /// The factory the config loader uses.
     public static let factory = SinkFactory(type: "exec", summary: "run a command per event, event JSON on stdin") { o, _ in
-        guard var command = try o.stringList("command"), let program = command.first, !program.isEmpty else {
-            throw o.error(o.has("command") ? "command" : nil, "\(o.what): 'command' must be a non-empty list, e.g. [\"/usr/local/bin/notify\", \"--quiet\"]")
+        guard var command = try o.command() else {
+            throw o.error(nil, "\(o.what): missing required key 'command' (an array like [\"/usr/local/bin/notify\", \"--quiet\"])")
         }
+        let program = command[0]
         if program.contains("/") || program.hasPrefix("~") { command[0] = o.resolvePath(program) }
-        guard findExecutable(command[0]) != nil else {
+        guard let executable = findExecutable(command[0]) else {
             throw o.error("command", "\(o.what): '\(command[0])' is not an executable file" + (program.contains("/") ? "" : " in $PATH"))
         }
+        if let untrusted = o.untrustedCommand(executable) { throw untrusted }
         return ExecSink(command: command, timeout: try o.duration("timeout", minimum: 0.1) ?? 30)
     }
 
@@ -104,7 +106,6 @@ public struct ExecSink: Sink {
     /// A path with a slash must be an executable file; a bare name is looked up in `$PATH`.
     static func findExecutable(_ program: String) -> String? {
         if program.contains("/") { return FilePermissions.isExecutableFile(program) ? program : nil }
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
-        return path.split(separator: ":").map { "\($0)/\(program)" }.first(where: FilePermissions.isExecutableFile)
+        return ProcessRunner.lookUp(program)
     }
 }

@@ -107,11 +107,14 @@ public enum ProcessRunner {
     static func resolve(_ exe: String, directory: String?, environment: [String: String]?) -> String {
         if exe.hasPrefix("/") { return exe }
         if exe.contains("/") { return ((directory ?? FileManager.default.currentDirectoryPath) as NSString).appendingPathComponent(exe) }
-        let path = (environment ?? ProcessInfo.processInfo.environment)["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
-        for dir in path.split(separator: ":") where FileManager.default.isExecutableFile(atPath: "\(dir)/\(exe)") {
-            return "\(dir)/\(exe)"
-        }
-        return exe
+        return lookUp(exe, in: (environment ?? ProcessInfo.processInfo.environment)["PATH"]) ?? exe
+    }
+
+    /// The first executable file `name` in the directories of `searchPath` (a `PATH` value;
+    /// nil: this process's `PATH`, else `/usr/local/bin:/usr/bin:/bin`).
+    package static func lookUp(_ name: String, in searchPath: String? = nil) -> String? {
+        let path = searchPath ?? ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        return path.split(separator: ":").map { "\($0)/\(name)" }.first(where: FilePermissions.isExecutableFile)
     }
 
     /// What to run, fixed before the thread starts.
