@@ -131,3 +131,50 @@ def test_exec_source_whose_working_directory_is_missing(tidings):
     r = tidings.run("config", "check")
     assert r.code == 78
     assert f'{tidings.config}:4: source "disk": its working directory, plugins_dir {tidings.etc / "nowhere"}, does not exist' in r.stderr, r
+
+
+# state ---------------------------------------------------------------------------------------
+
+
+def test_state_database_is_created_0600_in_a_0700_directory(tidings):
+    marker_plugin(tidings)
+    assert tidings.check().code == 0
+    assert stat.S_IMODE(os.stat(tidings.state).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(tidings.state / "tidings.sqlite").st_mode) == 0o600
+    # One made by an older version with the umask's 0644 is narrowed.
+    os.chmod(tidings.state / "tidings.sqlite", 0o644)
+    assert tidings.check().code == 0
+    assert stat.S_IMODE(os.stat(tidings.state / "tidings.sqlite").st_mode) == 0o600
+
+
+def test_world_writable_state_dir_is_refused(tidings):
+    marker_plugin(tidings)
+    tidings.state.mkdir()
+    os.chmod(tidings.state, 0o777)
+    r = tidings.check()
+    assert r.code == 2, r
+    assert f"{tidings.state}: state directory is writable by group or others (mode 777): chmod 700 {tidings.state}" in r.stderr, r
+    assert not (tidings.state / "tidings.sqlite").exists()
+
+
+@as_root
+def test_state_dir_of_another_user_is_refused(tidings):
+    tidings.state.mkdir(mode=0o700)
+    os.chown(tidings.state, NOBODY, -1)
+    r = tidings.run("sources")
+    assert r.code == 2, r
+    assert f"{tidings.state}: state directory is owned by nobody (uid {NOBODY})" in r.stderr, r
+
+
+@pytest.mark.parametrize("name", ["tidings.sqlite", "tidings.sqlite-wal", "tidings.sqlite-shm"])
+def test_symlinked_database_files_are_refused(tidings, name):
+    marker = marker_plugin(tidings)
+    tidings.state.mkdir(mode=0o700)
+    target = tidings.root / "elsewhere"
+    link = tidings.state / name
+    os.symlink(target, link)
+    r = tidings.check()
+    assert r.code == 2, r
+    assert f"{link}: state database file is a symbolic link, which tidings does not follow" in r.stderr, r
+    assert not target.exists(), "the link was followed"
+    assert not marker.exists()
