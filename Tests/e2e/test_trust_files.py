@@ -113,6 +113,21 @@ def test_exec_command_outside_plugins_dir_is_checked(tidings):
     assert tidings.run("config", "check").code == 0
 
 
+def test_exec_sink_command_is_checked(tidings):
+    bin_dir = tidings.etc / "bin"
+    bin_dir.mkdir()
+    cmd = bin_dir / "notify"
+    cmd.write_text("#!/bin/sh\ncat >/dev/null\n")
+    os.chmod(cmd, 0o777)
+    tidings.write_config('[sinks.pager]\ntype = "exec"\ncommand = ["bin/notify", "--quiet"]\n')
+    r = tidings.run("config", "check")
+    assert r.code == 78, r
+    assert f'{tidings.config}:3: sink "pager": {cmd}: command is writable by group or others (mode 777): chmod go-w {cmd}' in r.stderr, r
+    tidings.write_config('[sinks.pager]\ntype = "exec"\ncommand = "bin/notify --quiet"\n')
+    r = tidings.run("config", "check")
+    assert f"{tidings.config}:3: sink \"pager\": 'command' must be an array" in r.stderr, r
+
+
 def test_command_given_as_a_string_suggests_the_array(tidings):
     p = tidings.write_plugin("disk.toml", 'provider = "exec"\ncommand = "./check --warn 90"\n')
     r = tidings.run("config", "check")
