@@ -24,7 +24,7 @@ extension OptionReader {
     /// Refusals (``FileTrust``) for running `program`, a path, each located at `key`; walks up
     /// no further than the directories in `vouched` (checked elsewhere).
     package func untrustedCommand(_ program: String, key: String = "command", stopAt vouched: Set<String> = []) -> ConfigErrors? {
-        let problems = FileTrust().check(file: program, as: .command, stopAt: vouched)
+        let problems = FileTrust().check(program, as: .command, stopAt: vouched)
         if problems.isEmpty { return nil }
         return ConfigErrors(problems.map { error(key, "\(what): \($0)") })
     }

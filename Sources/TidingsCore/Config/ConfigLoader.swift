@@ -36,7 +36,7 @@ public struct ConfigLoader: Sendable {
         guard let data = FileManager.default.contents(atPath: file) else {
             throw ConfigErrors([ConfigError(file: file, line: nil, "cannot read config file (does it exist? --config PATH or $TIDINGS_CONFIG)")])
         }
-        let untrusted = FileTrust().check(file: file, as: .config).map(\.configError)
+        let untrusted = FileTrust().check(file, as: .config).map(\.configError)
         let config: TidingsConfig
         do {
             config = try load(text: String(decoding: data, as: UTF8.self), file: file)
@@ -50,9 +50,8 @@ public struct ConfigLoader: Sendable {
     /// Errors in order, each once (a directory above both the config and plugins_dir is
     /// reported by both checks).
     static func unique(_ errors: [ConfigError]) -> [ConfigError] {
-        var seen: [ConfigError] = []
-        for e in errors where !seen.contains(e) { seen.append(e) }
-        return seen
+        var seen: Set<String> = []
+        return errors.filter { seen.insert($0.description).inserted }
     }
 
     /// Loads the main config from its text; `file` names it in errors and locates the default
@@ -329,10 +328,10 @@ struct PluginTrust: Sendable {
 
     init(directory: String) {
         vouched = Set([FileTrust.realPath(directory)].compactMap { $0 })
-        directoryProblems = trust.check(directory: directory, as: .pluginsDirectory).map(\.configError)
+        directoryProblems = trust.check(directory, as: .pluginsDirectory).map(\.configError)
     }
 
     func problems(_ path: String, as role: FileTrust.Role) -> [ConfigError] {
-        trust.check(file: path, as: role, stopAt: vouched).map(\.configError)
+        trust.check(path, as: role, stopAt: vouched).map(\.configError)
     }
 }

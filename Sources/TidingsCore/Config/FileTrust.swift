@@ -42,17 +42,12 @@ package struct FileTrust: Sendable {
         self.user = user
     }
 
-    /// `path` (a file) and every directory above it.
-    package func check(file path: String, as role: Role, stopAt vouched: Set<String> = []) -> [Problem] {
+    /// `path` and every directory above it, up to `/` or a directory in `vouched` (real paths
+    /// checked already). `path` itself may not be writable by others even when it is a sticky
+    /// directory: tidings takes what is in it.
+    package func check(_ path: String, as role: Role, stopAt vouched: Set<String> = []) -> [Problem] {
         guard let real = Self.realPath(path) else { return [] }  // a missing file is reported by whoever reads it
         return checkEntry(real, as: role) + ancestors(of: real, stopAt: vouched)
-    }
-
-    /// A directory whose entries tidings all takes (no one else may write it, sticky or not),
-    /// and every directory above it.
-    package func check(directory path: String, as role: Role) -> [Problem] {
-        guard let real = Self.realPath(path) else { return [] }
-        return checkEntry(real, as: role) + ancestors(of: real, stopAt: [])
     }
 
     /// Only `path` itself (its directory was checked already): owner and mode.
@@ -70,7 +65,7 @@ package struct FileTrust: Sendable {
         return problems
     }
 
-    /// The directories above `real`, up to `/` or a directory in `vouched` (checked already).
+    /// The directories above `real`, up to `/` or a directory in `vouched`.
     private func ancestors(of real: String, stopAt vouched: Set<String>) -> [Problem] {
         var problems: [Problem] = []
         var dir = (real as NSString).deletingLastPathComponent

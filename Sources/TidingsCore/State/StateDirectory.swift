@@ -30,7 +30,7 @@ package enum StateDirectory {
     package static func prepare(_ directory: String, trust: FileTrust = FileTrust()) throws -> String {
         try create(directory)
         let database = "\(directory)/\(databaseName)"
-        var problems = trust.check(directory: directory, as: .stateDirectory)
+        var problems = trust.check(directory, as: .stateDirectory)
         for path in [database, "\(database)-wal", "\(database)-shm"] {
             problems += check(path, trust: trust)
         }
