@@ -57,6 +57,9 @@ public enum ProcessRunner {
         case polling
     }
 
+    /// Runs `command` (`./x` and `x/y` resolve against `directory`, a bare name against `PATH`)
+    /// in `directory`, with `environment` (nil: this process's), `stdin` written to it, at most
+    /// `maxOutput` bytes of stdout kept, and killed past `timeout` seconds.
     public static func run(
         _ command: [String], directory: String? = nil, environment: [String: String]? = nil, stdin: Data? = nil,
         timeout: TimeInterval, maxOutput: Int = 10 << 20
@@ -80,7 +83,7 @@ public enum ProcessRunner {
         let request = Request(
             path: resolve(exe, directory: directory, environment: environment), arguments: command,
             directory: directory, environment: environment.map { $0.map { "\($0.key)=\($0.value)" } },
-            stdin: stdin ?? Data(), timeout: .milliseconds(Int64(max(0, timeout) * 1000)), maxOutput: maxOutput,
+            stdin: stdin ?? Data(), timeout: .seconds(min(max(0, timeout), 1e9)), maxOutput: maxOutput,
             exitWatch: exitWatch)
         let cancellation = try Cancellation()
         return try await withTaskCancellationHandler {
