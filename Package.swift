@@ -30,8 +30,11 @@ let package = Package(
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 "CCurl",
+                "CSpawn",
             ]
         ),
+        /// posix_spawn's GNU extensions and pidfd_open, which Swift's Glibc module does not show.
+        .target(name: "CSpawn"),
         /// libcurl (the HTTP client's multi handle), via pkg-config.
         .systemLibrary(
             name: "CCurl",

@@ -8,8 +8,9 @@ import TidingsCore
 ///   counts as a change, when not every detail should). Exit 0 = success;
 ///   non-zero = the poll failed, stderr says why.
 /// - `format = "nagios"`: the monitoring-plugin convention (exit 0 OK, 1 WARNING, 2 CRITICAL,
-///   3 UNKNOWN; first stdout line is the status, `|` starts perfdata). One item whose
-///   fingerprint is the state, so OK→CRITICAL and back are `changed` events.
+///   3 UNKNOWN; the first stdout line is the status, later lines are long text, `|` starts
+///   performance data: see ``NagiosOutput``). One item whose fingerprint is the state, so
+///   OK→CRITICAL and back are `changed` events.
 ///
 /// The program runs with the plugins directory as working directory.
 public struct ExecProvider: Provider {
@@ -20,23 +21,35 @@ public struct ExecProvider: Provider {
     public var sourceName: String
 
     public static let factory = ProviderFactory(name: "exec", summary: "a program (JSON lines or the Nagios plugin convention)") { o, setup, _ in
-        var command = try o.stringList("command")
+        var command = try o.command()
         if command == nil, let implicit = o.implicitCommand { command = [implicit] }
-        guard let command, let exe = command.first, !exe.isEmpty else {
+        guard let command, let exe = command.first else {
             throw o.error(nil, "\(o.what): missing required key 'command' (an array like [\"./check-disk\", \"--warn\", \"90\"])")
         }
         let formatName = try o.string("format") ?? "jsonl"
         guard let format = Format(rawValue: formatName) else {
             throw o.error("format", "\(o.what): 'format' must be \"jsonl\" or \"nagios\", not \"\(formatName)\"")
         }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: setup.pluginsDir, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw o.error(nil, "\(o.what): its working directory, plugins_dir \(setup.pluginsDir), does not exist (exec sources run there)")
+        }
+        let program: String?
         if exe.contains("/") {
             let path = exe.hasPrefix("/") ? exe : (setup.pluginsDir as NSString).appendingPathComponent(exe)
             guard FilePermissions.isExecutableFile(path) else {
                 throw o.error("command", "\(o.what): \(path) is not an executable file")
             }
-            if let mode = FilePermissions.mode(of: path), mode & 0o022 != 0 {
-                throw o.error("command", "\(o.what): \(path) is writable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod go-w it")
-            }
+            program = path
+        } else {
+            program = ProcessRunner.lookUp(exe)
+        }
+        // Executables directly in plugins_dir were checked when it was scanned; anything else
+        // (a subfolder, another directory, $PATH) is checked here, up to plugins_dir.
+        let pluginsDir = FileTrust.realPath(setup.pluginsDir)
+        if let program, let real = FileTrust.realPath(program), (real as NSString).deletingLastPathComponent != pluginsDir,
+           let untrusted = o.untrustedCommand(real, stopAt: Set([pluginsDir].compactMap { $0 })) {
+            throw untrusted
         }
         return ExecProvider(command: command, format: format, directory: setup.pluginsDir, sourceName: setup.sourceName)
     }
@@ -47,23 +60,27 @@ public struct ExecProvider: Provider {
         let out: ProcessRunner.Output
         do {
             out = try await ProcessRunner.run(command, directory: directory, environment: env, timeout: ctx.timeout, maxOutput: ctx.maxBody)
+        } catch is CancellationError {
+            throw CancellationError()
         } catch {
             throw PollError(.transient, "\(error)")
         }
         let stderr = String(decoding: out.stderr, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        if out.timedOut { throw PollError(.transient, "\(command[0]) timed out after \(DurationParser.format(ctx.timeout))") }
-        if out.truncated { throw PollError(.transient, "\(command[0]) wrote more than max_body (\(ctx.maxBody) bytes)") }
-        switch format {
-        case .jsonl:
-            guard out.status == 0, !out.signaled else {
-                throw PollError(.transient, "\(command[0]) exited with status \(out.status)" + (stderr.isEmpty ? "" : ": \(lastLine(stderr))"))
-            }
+        let reason = stderr.isEmpty ? "" : ": \(lastLine(stderr))"
+        if out.truncated && out.termination != .timedOut { throw PollError(.transient, "\(command[0]) wrote more than max_body (\(ctx.maxBody) bytes)") }
+        switch (format, out.termination) {
+        case (_, .timedOut):
+            throw PollError(.transient, "\(command[0]) timed out after \(DurationParser.format(ctx.timeout)) and was killed")
+        case (_, .signaled(let signal)):
+            throw PollError(.transient, "\(command[0]) was killed by signal \(signal)\(reason)")
+        case (.jsonl, .exited(0)):
             return .snapshot(try Self.parseJSONLines(out.stdout))
-        case .nagios:
-            guard (0...3).contains(out.status), !out.signaled else {
-                throw PollError(.transient, "\(command[0]) exited with status \(out.status) (monitoring plugins use 0-3)" + (stderr.isEmpty ? "" : ": \(lastLine(stderr))"))
-            }
-            return .snapshot([Self.nagiosItem(status: out.status, stdout: out.stdout, name: sourceName)])
+        case (.jsonl, .exited(let status)):
+            throw PollError(.transient, "\(command[0]) exited with status \(status)\(reason)")
+        case (.nagios, .exited(let status)) where (0...3).contains(status):
+            return .snapshot([Self.nagiosItem(status: status, stdout: out.stdout, name: sourceName)])
+        case (.nagios, .exited(let status)):
+            throw PollError(.transient, "\(command[0]) exited with status \(status) (monitoring plugins use 0-3)\(reason)")
         }
     }
 
@@ -95,17 +112,17 @@ public struct ExecProvider: Provider {
     }
 
     /// One item per source; its fingerprint is the state, so only transitions are events.
+    /// The first line is the title, the long text (lines 2 and later) the body, and the
+    /// performance data is parsed into `data.perfdata`.
     public static func nagiosItem(status: Int32, stdout: Data, name: String) -> Item {
         let states = ["OK", "WARNING", "CRITICAL", "UNKNOWN"]
         let state = states[Int(status)]
-        let first = String(decoding: stdout, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
-        let parts = first.split(separator: "|", maxSplits: 1)
-        let text = parts.first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
-        let perf = parts.count > 1 ? parts[1].trimmingCharacters(in: .whitespaces) : ""
+        let output = NagiosOutput(parsing: String(decoding: stdout, as: UTF8.self))
         let severity: Severity = status == 0 ? .info : status == 2 ? .critical : .warning
         return Item(
-            key: "status", kind: "check", title: text.isEmpty ? "\(name) \(state)" : text, body: "",
-            severity: severity, data: ["state": .string(state), "exit_code": .number(Double(status)), "perfdata": .string(perf)],
+            key: "status", kind: "check", title: output.text.isEmpty ? "\(name) \(state)" : output.text, body: output.longText,
+            severity: severity,
+            data: ["state": .string(state), "exit_code": .number(Double(status)), "perfdata": .array(output.perfdata.map(\.json))],
             fingerprint: state)
     }
 }

@@ -13,7 +13,8 @@ import TidingsCore
 ///
 /// Exit 0 is a delivery; a non-zero exit, a signal or overrunning `timeout` (default "30s",
 /// the command's process group is killed) is a retryable failure whose message carries the
-/// last line of stderr. Runs through the core's `ProcessRunner` (own process group).
+/// last line of stderr. Runs through the core's `ProcessRunner` (its own session and process
+/// group, default signal dispositions, only stdin/stdout/stderr open).
 public struct ExecSink: Sink {
     /// The program and its arguments (the program already resolved to a path or a `$PATH` name).
     public var command: [String]
@@ -28,13 +29,15 @@ public struct ExecSink: Sink {
 
     /// The factory the config loader uses.
     public static let factory = SinkFactory(type: "exec", summary: "run a command per event, event JSON on stdin") { o, _ in
-        guard var command = try o.stringList("command"), let program = command.first, !program.isEmpty else {
-            throw o.error(o.has("command") ? "command" : nil, "\(o.what): 'command' must be a non-empty list, e.g. [\"/usr/local/bin/notify\", \"--quiet\"]")
+        guard var command = try o.command() else {
+            throw o.error(nil, "\(o.what): missing required key 'command' (an array like [\"/usr/local/bin/notify\", \"--quiet\"])")
         }
+        let program = command[0]
         if program.contains("/") || program.hasPrefix("~") { command[0] = o.resolvePath(program) }
-        guard findExecutable(command[0]) != nil else {
+        guard let executable = findExecutable(command[0]) else {
             throw o.error("command", "\(o.what): '\(command[0])' is not an executable file" + (program.contains("/") ? "" : " in $PATH"))
         }
+        if let untrusted = o.untrustedCommand(executable) { throw untrusted }
         return ExecSink(command: command, timeout: try o.duration("timeout", minimum: 0.1) ?? 30)
     }
 
@@ -92,15 +95,17 @@ public struct ExecSink: Sink {
         }
         let stderr = String(decoding: out.stderr, as: UTF8.self)
         let reason = stderr.split(whereSeparator: \.isNewline).last.map { ": \($0)" } ?? ""
-        if out.timedOut { throw DeliveryError(.retryable, "\(name) timed out after \(DurationParser.format(timeout)) and was killed\(reason)") }
-        if out.signaled { throw DeliveryError(.retryable, "\(name) was killed by signal \(out.status)\(reason)") }
-        if out.status != 0 { throw DeliveryError(.retryable, "\(name) exited with status \(out.status)\(reason)") }
+        switch out.termination {
+        case .exited(0): return
+        case .exited(let status): throw DeliveryError(.retryable, "\(name) exited with status \(status)\(reason)")
+        case .signaled(let signal): throw DeliveryError(.retryable, "\(name) was killed by signal \(signal)\(reason)")
+        case .timedOut: throw DeliveryError(.retryable, "\(name) timed out after \(DurationParser.format(timeout)) and was killed\(reason)")
+        }
     }
 
     /// A path with a slash must be an executable file; a bare name is looked up in `$PATH`.
     static func findExecutable(_ program: String) -> String? {
         if program.contains("/") { return FilePermissions.isExecutableFile(program) ? program : nil }
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
-        return path.split(separator: ":").map { "\($0)/\(program)" }.first(where: FilePermissions.isExecutableFile)
+        return ProcessRunner.lookUp(program)
     }
 }

@@ -1,4 +1,10 @@
 """Exec plugins in plugins.d: JSON lines and the Nagios convention."""
+import json
+import os
+import signal
+import time
+
+from conftest import wait_for
 
 
 def script(tidings, name, body, mode=0o755):
@@ -51,10 +57,38 @@ def test_nagios_transitions_are_events(tidings):
     assert r.code == 1, r
     (e,) = r.events
     assert (e["event"], e["title"], e["severity"], e["data"]["state"], e["data"]["perfdata"]) == \
-           ("changed", "CRITICAL - down", "critical", "CRITICAL", "t=9")
+           ("changed", "CRITICAL - down", "critical", "CRITICAL", [{"label": "t", "value": 9}])
     state.write_text("0")
     (e,) = tidings.check().events
     assert (e["event"], e["title"], e["severity"]) == ("changed", "OK - fine", "info")
+
+
+def test_nagios_long_output_is_the_body_and_perfdata_is_parsed(tidings):
+    """Monitoring Plugins layout: perfdata after `|` on line 1 and on the last long-text line,
+    then perfdata lines. Changing numbers and text are no event; only the state is."""
+    state = tidings.root / "exitcode"
+    state.write_text("0")
+    script(tidings, "disk", f"""\
+c=$(cat {state})
+case $c in
+0) echo "DISK OK | /=2643MB;5948;5958;0;5968"; echo "/ 15272 MB (77%);"; echo "/boot 68 MB (69%); | /boot=68MB;88;93;0;98"; echo "'var log'=818MB;970;975;0;980";;
+2) echo "DISK CRITICAL - /boot is full | /=2650MB;5948;5958;0;5968"; echo "/boot 98 MB (100%);"; echo "more detail | /boot=98MB;88;93;0;98";;
+esac
+exit $c
+""")
+    tidings.write_plugin("disk.toml", 'format = "nagios"\nnotify_existing = true\n')
+    (e,) = tidings.check().events
+    assert (e["title"], e["body"]) == ("DISK OK", "/ 15272 MB (77%);\n/boot 68 MB (69%);")
+    assert e["data"]["perfdata"] == [
+        {"label": "/", "value": 2643, "uom": "MB", "warn": "5948", "crit": "5958", "min": 0, "max": 5968},
+        {"label": "/boot", "value": 68, "uom": "MB", "warn": "88", "crit": "93", "min": 0, "max": 98},
+        {"label": "var log", "value": 818, "uom": "MB", "warn": "970", "crit": "975", "min": 0, "max": 980},
+    ]
+    state.write_text("2")
+    (e,) = tidings.check().events
+    assert (e["event"], e["title"], e["body"]) == ("changed", "DISK CRITICAL - /boot is full", "/boot 98 MB (100%);\nmore detail")
+    assert [p["value"] for p in e["data"]["perfdata"]] == [2650, 98]
+    assert tidings.check().code == 0, "same state, no event"
 
 
 def test_disabled_suffixes_and_subfolders_are_not_scanned(tidings):
@@ -64,3 +98,94 @@ def test_disabled_suffixes_and_subfolders_are_not_scanned(tidings):
     script(tidings, "off.disabled", "exit 1\n")
     r = tidings.run("config", "check")
     assert r.code == 0 and "OK: 0 sources" in r.stdout
+
+
+# A plugin reads its own signal state with shell builtins only (no child in between).
+SIGNAL_STATE = """\
+while read -r k v; do case "$k" in SigBlk:) blk=$v;; SigIgn:) ign=$v;; esac; done < /proc/$$/status
+start=$(date +%s%N); timeout 1 sleep 4; took=$(( ($(date +%s%N) - start) / 1000000 ))
+line="{\\"key\\": \\"sig\\", \\"title\\": \\"state\\", \\"data\\": {\\"blk\\": \\"$blk\\", \\"ign\\": \\"$ign\\", \\"ms\\": $took}}"
+echo "$line"
+echo "$line" > "$0.out"
+"""
+
+
+def assert_clean_signal_state(data):
+    assert (data["blk"], data["ign"]) == ("0000000000000000", "0000000000000000"), data
+    assert data["ms"] < 2500, f"`timeout 1 sleep 4` took {data['ms']} ms inside the plugin"
+
+
+def test_plugin_starts_with_clean_signals_under_check(tidings):
+    script(tidings, "sigstate", SIGNAL_STATE)
+    tidings.write_plugin("sigstate.toml", "notify_existing = true\n")
+    r = tidings.check(timeout=30)
+    assert r.code == 1, r
+    (e,) = r.events
+    assert_clean_signal_state(e["data"])
+
+
+def test_plugin_starts_with_clean_signals_under_the_daemon(tidings):
+    """`tidings run` blocks signals for its own handling: a plugin must not inherit that."""
+    tidings.write_config('[sinks.console]\ntype = "stdout"\nformat = "json"\n')
+    plugin = script(tidings, "sigstate", SIGNAL_STATE)
+    tidings.write_plugin("sigstate.toml", 'interval = "1h"\n')
+    out = plugin.parent / "sigstate.out"
+    tidings.start_daemon()
+    wait_for(lambda: out.exists() and out.read_text().endswith("\n"), timeout=30, what="the plugin's report")
+    assert_clean_signal_state(json.loads(out.read_text())["data"])
+
+
+def live_members(sid):
+    """Processes (not zombies) in session or process group `sid`."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{d}/stat").read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        state, pgid, session = fields[0], int(fields[2]), int(fields[3])
+        if state not in "ZX" and sid in (pgid, session):
+            found.append(int(d))
+    return found
+
+
+def test_timeout_kills_the_whole_group_before_check_exits(tidings):
+    pidfile = tidings.root / "hung.pid"
+    script(tidings, "hung", f"""\
+trap '' TERM
+echo $$ > {pidfile}
+sleep 300 &
+sh -c 'trap "" TERM; sleep 301' &
+sleep 302
+""")
+    tidings.write_plugin("hung.toml", 'timeout = "1s"\n')
+    start = time.monotonic()
+    r = tidings.check(timeout=60)
+    took = time.monotonic() - start
+    leader = int(pidfile.read_text())
+    left = live_members(leader)
+    for pid in left:  # do not leave them behind when this fails (the old binary)
+        os.kill(pid, signal.SIGKILL)
+    assert r.code == 2 and "timed out after 1s" in r.stderr, r
+    assert left == [], f"processes of the timed-out plugin still running after check exited: {left}"
+    assert took < 10
+
+
+def test_background_process_holding_stdout_is_not_a_timeout(tidings):
+    pidfile = tidings.root / "bg.pid"
+    script(tidings, "spawner", f"""\
+echo '{{"key": "a", "title": "Alpha"}}'
+sleep 30 &
+echo $! > {pidfile}
+exit 0
+""")
+    tidings.write_plugin("spawner.toml", 'timeout = "10s"\nnotify_existing = true\n')
+    try:
+        r = tidings.check(timeout=60)
+    finally:
+        os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    assert r.code == 1, r
+    assert [e["key"] for e in r.events] == ["a"]

@@ -42,11 +42,29 @@ public struct ConfigLoader: Sendable {
     }
 
     /// Loads everything; throws ``ConfigErrors`` listing every problem found.
+    ///
+    /// The main file, the directories above it, `plugins_dir` and everything tidings takes from
+    /// it must be safe from other users (``FileTrust``): each failure names its file.
     public func load(file: String) throws -> TidingsConfig {
         guard let data = FileManager.default.contents(atPath: file) else {
             throw ConfigErrors([ConfigError(file: file, line: nil, "cannot read config file (does it exist? --config PATH or $TIDINGS_CONFIG)")])
         }
-        return try load(text: String(decoding: data, as: UTF8.self), file: file)
+        let untrusted = FileTrust().check(file, as: .config).map(\.configError)
+        let config: TidingsConfig
+        do {
+            config = try load(text: String(decoding: data, as: UTF8.self), file: file)
+        } catch let e as ConfigErrors {
+            throw ConfigErrors(Self.unique(untrusted + e.errors))
+        }
+        if !untrusted.isEmpty { throw ConfigErrors(untrusted) }
+        return config
+    }
+
+    /// Errors in order, each once (a directory above both the config and plugins_dir is
+    /// reported by both checks).
+    static func unique(_ errors: [ConfigError]) -> [ConfigError] {
+        var seen: Set<String> = []
+        return errors.filter { seen.insert($0.description).inserted }
     }
 
     /// Loads the main config from its text; `file` names it in errors and locates the default
@@ -206,7 +224,7 @@ public struct ConfigLoader: Sendable {
             warnings.append("\(file): no sinks configured: `tidings run` records events but delivers them nowhere (add a [sinks.NAME] table)")
         }
 
-        if !errors.isEmpty { throw ConfigErrors(errors) }
+        if !errors.isEmpty { throw ConfigErrors(Self.unique(errors)) }
         sources.sort { $0.name < $1.name }
         return TidingsConfig(
             file: file, pluginsDir: pluginsDir, stateDir: stateDir, defaults: defaults, sources: sources,
@@ -268,8 +286,10 @@ public struct ConfigLoader: Sendable {
     }
 
     /// Reads `plugins.d`: `NAME.toml` files and executables (DESIGN §2).
-    /// Hands each plugin (name, parsed table, implicit command) to `each`, in file-name order,
-    /// also after a file failed (so every error is reported); then throws every failure found.
+    /// Hands each plugin that parses (name, parsed table, implicit command) to `each`, in
+    /// file-name order, then throws every failure found. The directory, each `.toml` and each
+    /// executable must be safe from other users (``FileTrust``); a plugin refused for that is
+    /// still handed over, so that `config check` reports its other errors too.
     func scanPlugins(_ dir: String, explicit: (String, Int?)?, each: (String, ConfigTable, String?) -> Void) throws {
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
@@ -278,6 +298,8 @@ public struct ConfigLoader: Sendable {
             }
             return
         }
+        let trust = PluginTrust(directory: dir)
+        var errors = trust.directoryProblems
         let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted().filter { n in
             !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.contains(".dpkg-")
               || n.hasSuffix(".rpmnew") || n.hasSuffix(".rpmsave") || n.hasSuffix(".swp"))
@@ -286,61 +308,76 @@ public struct ConfigLoader: Sendable {
         // a time, and each chunk is handed over and dropped before the next, so 10,000 plugin
         // files are never all held in memory as parsed tables at once.
         let tomls = names.filter { $0.hasSuffix(".toml") }
-        var errors: [ConfigError] = []
         let chunk = 256
         for base in stride(from: 0, to: tomls.count, by: chunk) {
             let count = min(chunk, tomls.count - base)
-            let parsed = Mutex([Result<(String, ConfigTable, String?), ConfigError>?](repeating: nil, count: count))
+            let parsed = Mutex([ParsedPlugin?](repeating: nil, count: count))
             DispatchQueue.concurrentPerform(iterations: count) { k in
-                let result = parsePlugin(dir: dir, file: tomls[base + k])
+                let result = parsePlugin(dir: dir, file: tomls[base + k], trust: trust)
                 parsed.withLock { $0[k] = result }
             }
             for result in parsed.withLock({ $0 }) {
-                switch result {
-                case .success(let entry)?: each(entry.0, entry.1, entry.2)
-                case .failure(let e)?: errors.append(e)
-                case nil: break
-                }
+                guard let result else { continue }
+                errors += result.errors
+                if let table = result.table { each(result.name, table, result.implicitCommand) }
             }
         }
         let withConfig = Set(tomls)
         for n in names where !n.hasSuffix(".toml") && !withConfig.contains("\(n).toml") {
             let path = "\(dir)/\(n)"
             guard FilePermissions.isExecutableFile(path) else { continue }
-            do {
-                _ = try checkedExecutable(path)
-                let empty = ConfigTable(file: path, path: "", line: nil, keys: [], entries: [:])
-                each(n, empty, "./\(n)")
-            } catch let e as ConfigError { errors.append(e) }
+            errors += trust.problems(path, as: .plugin)
+            each(n, ConfigTable(file: path, path: "", line: nil, keys: [], entries: [:]), "./\(n)")
         }
         if !errors.isEmpty { throw ConfigErrors(errors) }
     }
 
+    /// One `NAME.toml` read: its table if it parsed, and what is wrong with it.
+    struct ParsedPlugin {
+        var name: String
+        var table: ConfigTable?
+        /// `./NAME` when an executable `NAME` is beside it.
+        var implicitCommand: String?
+        var errors: [ConfigError]
+    }
+
     /// Reads and parses one `NAME.toml`; an executable `NAME` beside it is its command.
-    private func parsePlugin(dir: String, file: String) -> Result<(String, ConfigTable, String?), ConfigError> {
+    private func parsePlugin(dir: String, file: String, trust: PluginTrust) -> ParsedPlugin {
         let name = String(file.dropLast(5))
         let path = "\(dir)/\(file)"
+        let exe = "\(dir)/\(name)"
+        let hasExecutable = FilePermissions.isExecutableFile(exe)
+        var result = ParsedPlugin(
+            name: name, implicitCommand: hasExecutable ? "./\(name)" : nil,
+            errors: trust.problems(path, as: .pluginConfig) + (hasExecutable ? trust.problems(exe, as: .plugin) : []))
         do {
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw ConfigError(file: path, line: nil, "cannot read plugin config")
             }
-            let table = try ConfigTable.parse(String(decoding: data, as: UTF8.self), file: path)
-            let exe = "\(dir)/\(name)"
-            let exec = FilePermissions.isExecutableFile(exe) ? try checkedExecutable(exe) : nil
-            return .success((name, table, exec.map { _ in "./\(name)" }))
+            result.table = try ConfigTable.parse(String(decoding: data, as: UTF8.self), file: path)
         } catch let e as ConfigError {
-            return .failure(e)
+            result.errors.append(e)
         } catch {
-            return .failure(ConfigError(file: path, line: nil, "\(error)"))
+            result.errors.append(ConfigError(file: path, line: nil, "\(error)"))
         }
-    }
-
-    /// Refuses executables that group or others can write (anyone could make tidings run their code).
-    func checkedExecutable(_ path: String) throws -> String {
-        if let mode = FilePermissions.mode(of: path), mode & 0o022 != 0 {
-            throw ConfigError(file: path, line: nil, "plugin is writable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod go-w \(path)")
-        }
-        return path
+        return result
     }
 }
 
+/// ``FileTrust`` for one `plugins_dir`: the directory (and those above it) once, then each
+/// entry; an entry that is a symbolic link is checked where it leads.
+struct PluginTrust: Sendable {
+    let trust = FileTrust()
+    /// The real path of the directory, where checks of its entries stop climbing.
+    let vouched: Set<String>
+    let directoryProblems: [ConfigError]
+
+    init(directory: String) {
+        vouched = Set([FileTrust.realPath(directory)].compactMap { $0 })
+        directoryProblems = trust.check(directory, as: .pluginsDirectory).map(\.configError)
+    }
+
+    func problems(_ path: String, as role: FileTrust.Role) -> [ConfigError] {
+        trust.check(path, as: role, stopAt: vouched).map(\.configError)
+    }
+}

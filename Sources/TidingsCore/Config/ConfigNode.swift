@@ -54,26 +54,29 @@ public struct ConfigTable: Sendable {
             throw ConfigError(file: file, line: error.source.begin.line, "TOML syntax: \(error.description)")
         }
         let index = TOMLLineIndex(text: text)
-        return convert(toml, path: "", file: file, index: index, line: nil)
+        return convert(toml, path: "", file: file, index: index, line: index.recordedLine(of: ""))
     }
 
+    // Linear in the document: each value looks up its own path once, and a value whose line
+    // was not recorded (an array element, a table implied by a dotted key) takes its parent's.
+    // (Walking up the path per lookup was cubic in the depth: a 16 KB dotted key took minutes.)
     static func convert(_ t: TOMLTable, path: String, file: String, index: TOMLLineIndex, line: Int?) -> ConfigTable {
-        var keys: [String] = []
+        var keyed: [(line: Int?, key: String)] = []
         var entries: [String: ConfigNode] = [:]
         for (key, value) in t {
-            let childPath = path.isEmpty ? key : "\(path).\(key)"
-            keys.append(key)
-            entries[key] = convert(value, path: childPath, file: file, index: index)
+            let node = convert(value, path: join(path, key), file: file, index: index, parentLine: line)
+            keyed.append((node.line, key))
+            entries[key] = node
         }
         // toml++ iterates in sorted order; present keys in file order for readable errors.
-        keys.sort { (index.line(of: join(path, $0)) ?? Int.max, $0) < (index.line(of: join(path, $1)) ?? Int.max, $1) }
-        return ConfigTable(file: file, path: path, line: line ?? index.line(of: path), keys: keys, entries: entries)
+        keyed.sort { ($0.line ?? Int.max, $0.key) < ($1.line ?? Int.max, $1.key) }
+        return ConfigTable(file: file, path: path, line: line, keys: keyed.map(\.key), entries: entries)
     }
 
     static func join(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 
-    static func convert(_ v: TOMLValueConvertible, path: String, file: String, index: TOMLLineIndex) -> ConfigNode {
-        let line = index.line(of: path)
+    static func convert(_ v: TOMLValueConvertible, path: String, file: String, index: TOMLLineIndex, parentLine: Int?) -> ConfigNode {
+        let line = index.recordedLine(of: path) ?? parentLine
         switch v.type {
         case .string: return ConfigNode(value: .string(v.string ?? ""), line: line)
         case .int: return ConfigNode(value: .int(v.int ?? 0), line: line)
@@ -85,7 +88,7 @@ public struct ConfigTable: Sendable {
             let arr = v.array!
             var nodes: [ConfigNode] = []
             for (i, element) in arr.enumerated() {
-                nodes.append(convert(element, path: "\(path)[\(i)]", file: file, index: index))
+                nodes.append(convert(element, path: "\(path)[\(i)]", file: file, index: index, parentLine: line))
             }
             return ConfigNode(value: .array(nodes), line: line)
         case .date, .time, .dateTime:
@@ -139,16 +142,9 @@ struct TOMLLineIndex {
         }
     }
 
-    func line(of path: String) -> Int? {
-        if let l = lines[path] { return l }
-        // Array elements and unknown children point at their parent key.
-        var p = path
-        while let cut = p.lastIndex(where: { $0 == "." || $0 == "[" }) {
-            p = String(p[..<cut])
-            if let l = lines[p] { return l }
-        }
-        return nil
-    }
+    /// The line `path` itself was written on, if it was (array elements and tables implied by
+    /// dotted keys were not; ``ConfigTable/convert(_:path:file:index:line:)`` gives them their parent's).
+    func recordedLine(of path: String) -> Int? { lines[path] }
 
     private mutating func record(_ path: String, _ line: Int) {
         if lines[path] == nil { lines[path] = line }

@@ -6,9 +6,16 @@
 /// - a date-time whose time does not start with a digit: `1979-05-27T(07:32:00Z`, `2026-01-01T`;
 /// - a `}` where an array expects an element: `a = [1, }`.
 ///
-/// A small lexer (strings, comments, nesting of arrays and inline tables) finds headers and values;
-/// everything else is left to the parser, which reports it as usual.
+/// It also bounds how deep a document nests (``maxDepth``): table header segments, dotted key
+/// segments, arrays and inline tables together. A 16 KB line `a.a.a.…=1` nests 8,000 tables,
+/// which took minutes to load; no configuration needs more than a handful of levels.
+///
+/// A small lexer (strings, comments, nesting of arrays and inline tables) finds headers, keys and
+/// values; everything else is left to the parser, which reports it as usual.
 enum TOMLPrecheck {
+    /// The deepest a value may sit: header segments + inline tables and arrays + key segments.
+    static let maxDepth = 32
+
     /// Throws a ``ConfigError`` for the first such input.
     static func check(_ text: String, file: String) throws {
         let s = Array(text.unicodeScalars)
@@ -18,11 +25,22 @@ enum TOMLPrecheck {
         var atLineStart = true  // only blanks so far on this line, outside any value
         var inHeader = false  // between a header's `[` and the end of its line
         var valueNext = false  // after `=`, or where an array expects an element
+        var inKey = false  // between the start of a key and its `=`
+        var keySegments = 0  // of the key being read (`a.b.c` is 3)
+        var headerSegments = 0  // of the header being read
+        var tableDepth = 0  // segments of the last table header
 
         func at(_ k: Int) -> Unicode.Scalar? { k < s.count ? s[k] : nil }
         func isBlank(_ c: Unicode.Scalar?) -> Bool { c == " " || c == "\t" }
         func isDigit(_ c: Unicode.Scalar?) -> Bool { c.map { ("0"..."9").contains($0) } ?? false }
         func fail(_ message: String) -> ConfigError { ConfigError(file: file, line: line, "TOML syntax: \(message)") }
+        func tooDeep(_ what: String) -> ConfigError {
+            ConfigError(file: file, line: line, "TOML: \(what) nests more than \(maxDepth) levels deep (tables, dotted keys, arrays and inline tables together)")
+        }
+        func startKey() {
+            inKey = true
+            keySegments = 1
+        }
 
         /// Skips a string starting at `i` (its opening quote): after the closing quote, or at the
         /// newline that ends a one-line string too early (the parser reports that).
@@ -46,6 +64,7 @@ enum TOMLPrecheck {
 
         /// toml++: `[`, blanks, an optional second `[` (an error after blanks), blanks, then the key.
         func checkHeader() throws {
+            headerSegments = 1
             i += 1
             var blanks = false
             while isBlank(at(i)) { i += 1; blanks = true }
@@ -76,6 +95,7 @@ enum TOMLPrecheck {
             if c == "\n" {
                 line += 1
                 i += 1
+                if inHeader { tableDepth = headerSegments }
                 inHeader = false
                 atLineStart = nesting.isEmpty
                 continue
@@ -88,6 +108,7 @@ enum TOMLPrecheck {
                     inHeader = true
                     continue
                 }
+                if c != "#" { startKey() }
             }
             if isBlank(c) || c == "\r" { i += 1; continue }
             if c == "#" {  // a comment, up to the newline (an array may go on after it)
@@ -98,17 +119,32 @@ enum TOMLPrecheck {
             valueNext = false
             switch c {
             case "\"", "'": skipString(); continue
-            case "=": valueNext = !inHeader
+            case "=":
+                valueNext = !inHeader
+                if inKey && tableDepth + nesting.count + keySegments > maxDepth { throw tooDeep("a key") }
+                inKey = false
+            case "." where inHeader:
+                headerSegments += 1
+                if headerSegments > maxDepth { throw tooDeep("a table header") }
+            case "." where inKey:
+                keySegments += 1
+                if tableDepth + nesting.count + keySegments > maxDepth { throw tooDeep("a key") }
             case "}" where wasValueNext && nesting.last == "[":
                 // toml++ hands a `}` where an array expects an element to its value parser, which asserts.
                 throw fail("expected a value or ']' in an array, saw '}'")
             case "[", "{":
                 if !inHeader {
                     nesting.append(c)
+                    if tableDepth + nesting.count > maxDepth { throw tooDeep("a value") }
                     valueNext = c == "["
+                    if c == "{" { startKey() }
                 }
-            case "]", "}": if !inHeader { _ = nesting.popLast() }
-            case ",": valueNext = nesting.last == "["
+            case "]", "}":
+                if !inHeader { _ = nesting.popLast() }
+                inKey = false
+            case ",":
+                valueNext = nesting.last == "["
+                if nesting.last == "{" { startKey() }
             default:
                 if wasValueNext { try checkBareValue(); continue }
             }

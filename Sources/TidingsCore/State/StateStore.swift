@@ -9,12 +9,11 @@ public final class StateStore: Sendable {
     public let path: String
     public let db: DatabasePool
 
-    /// Opens (or creates) `DIR/tidings.sqlite`. A file that is not a readable SQLite
-    /// database is moved aside (`tidings.sqlite.corrupt-TIMESTAMP`) and a fresh one started,
-    /// whose first polls are baselines.
+    /// Opens (or creates) `DIR/tidings.sqlite`, once ``StateDirectory`` found the directory and
+    /// files safe. A file that is not a readable SQLite database is moved aside
+    /// (`tidings.sqlite.corrupt-TIMESTAMP`) and a fresh one started, whose first polls are baselines.
     public static func open(directory: String, logger: Logger) throws -> StateStore {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let path = "\(directory)/tidings.sqlite"
+        let path = try StateDirectory.prepare(directory)
         do {
             return try StateStore(path: path)
         } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
@@ -23,6 +22,7 @@ public final class StateStore: Sendable {
             for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
                 try? FileManager.default.moveItem(atPath: path + suffix, toPath: aside + suffix)
             }
+            try StateDirectory.prepare(directory)
             return try StateStore(path: path)
         }
     }
