@@ -5,6 +5,7 @@ Every refusal names the file at fault and says what to run; `config check` repor
 The suite runs under /tmp (1777, sticky): a sticky world-writable directory above the files is
 fine, others may not replace what they do not own there.
 """
+import base64
 import os
 import pwd
 import stat
@@ -92,6 +93,23 @@ def test_every_problem_is_reported_at_once(tidings):
     refused(r, tidings.plugins / "probe.toml", "chmod go-w")
     refused(r, exe, f"plugin is writable by group or others (mode 775): chmod go-w {exe}")
     assert f"{tidings.plugins / 'typo.toml'}:2: source \"typo\": 'command' must be an array" in r.stderr, r
+
+
+def test_a_secret_file_others_can_write_is_refused(tidings):
+    """Whoever can replace a `X_file` secret chooses the credential tidings sends."""
+    secret = tidings.write_secret("hook", "whsec_" + base64.b64encode(b"k" * 32).decode())
+    os.chmod(secret, 0o666)
+    tidings.write_config(f"""
+        [sinks.hook]
+        type = "webhook"
+        url = "http://127.0.0.1:9/hook"
+        secret_file = "{secret}"
+        """)
+    r = tidings.run("config", "check")
+    assert r.code == 78, r
+    assert f"{secret}: secret file is writable by group or others (mode 666): chmod go-w {secret}" in r.stderr, r
+    os.chmod(secret, 0o600)
+    assert tidings.run("config", "check").code == 0
 
 
 def test_exec_command_outside_plugins_dir_is_checked(tidings):

@@ -247,6 +247,8 @@ public final class OptionReader {
             return raw
         case .file:
             let path = resolvePath(raw)
+            // Whoever can replace the file chooses the credential tidings sends (FileTrust).
+            if let p = FileTrust().check(path, as: .secretFile).first { throw error(variant, "\(what): \(p)") }
             return try readSecretFile(path, variant: variant, named: "secret file \(path)")
         case .environment:
             guard let value = ProcessInfo.processInfo.environment[raw], !value.isEmpty else {

@@ -33,6 +33,11 @@ struct RunCommand: AsyncParsableCommand {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let app = try App.load(common, logLevel: .info)
         let logger = Log.logger("tidings")
+        // An unsafe state directory is refused before the lock file and the socket go into it.
+        do { try StateDirectory.prepare(app.stateDir) } catch {
+            complain("\(error)")
+            throw ExitCode(Exit.failure)
+        }
         let lock = try await Self.claimState(app.stateDir, logger: logger)
         // Held until after the socket is gone: a daemon that takes over must find its own.
         defer { withExtendedLifetime(lock) {} }
