@@ -238,7 +238,7 @@ final class SchedulerStateTests: XCTestCase {
         XCTAssertEqual(after.failures, 0)
         XCTAssertNil(after.lastError)
         XCTAssertEqual(after.nextDue, before.nextDue)
-        XCTAssertEqual(try store.history(source: nil, limit: 10).count, 0, "no error event (error_threshold = 1)")
+        XCTAssertEqual(try store.historyEvents(source: nil, limit: 10).count, 0, "no error event (error_threshold = 1)")
 
         // A success on request: its events are recorded (and routed); the schedule stays.
         p.failure = nil
@@ -260,7 +260,7 @@ final class SchedulerStateTests: XCTestCase {
         after = try status("s")
         XCTAssertEqual(after.failures, 1)
         XCTAssertEqual(after.nextDue, failing.nextDue)
-        XCTAssertEqual(try store.history(source: nil, limit: 10).map(\.event), [.new, .error], "no `recovered` on request")
+        XCTAssertEqual(try store.historyEvents(source: nil, limit: 10).map(\.event), [.new, .error], "no `recovered` on request")
         await scheduler.stop()
         await task.value
     }

@@ -90,6 +90,23 @@ def test_an_unreadable_outbox_row_is_a_dead_letter_and_the_sink_goes_on(tidings)
         assert "1 dead" in text and "(unreadable event)" in text and a_id in text and "cannot read the stored event" in text
 
 
+def test_history_names_an_unreadable_event_instead_of_hiding_it(tidings):
+    """The same path as the outbox: a stored event that cannot be read back is said, not dropped."""
+    feed = Feed(tidings)
+    feed.set([])
+    assert tidings.check().code == 0
+    feed.set([item("a"), item("b")])
+    assert tidings.check().code == 1
+    with db(tidings) as c:
+        (a_id,) = c.execute("SELECT id FROM event WHERE key = 'a'").fetchone()
+        c.execute("UPDATE event SET payload = '{}' WHERE id = ?", (a_id,))
+    r = tidings.run("history", "--json")
+    assert r.code == 0, r
+    assert [e["key"] for e in r.events] == ["b"], "stdout stays JSON lines of readable events"
+    assert f"event {a_id} of feed cannot be read from the state (event: missing 'event'); it is left out" in r.stderr, r
+    assert a_id in tidings.run("history").stderr
+
+
 def test_a_huge_snapshot_sends_one_summary_event(tidings):
     """20 000 new items in one poll: one summary event and one warning, not 20 000 events."""
     feed = Feed(tidings)

@@ -31,17 +31,29 @@ extension StateStore {
         }
     }
 
+    /// One row of `tidings history`: an event, or a stored row that cannot be read back (written
+    /// by an older version), shown with the reason instead of being hidden.
+    public enum HistoryEntry: Sendable {
+        case event(Event)
+        case unreadable(id: String, source: String, reason: String)
+    }
+
     /// Recent events, newest last.
-    public func history(source: String?, limit: Int) throws -> [Event] {
+    public func history(source: String?, limit: Int) throws -> [HistoryEntry] {
         try db.read { db in
-            let rows: [String]
-            if let source {
-                rows = try String.fetchAll(db, sql: "SELECT payload FROM event WHERE source = ? ORDER BY seq DESC LIMIT ?", arguments: [source, limit])
-            } else {
-                rows = try String.fetchAll(db, sql: "SELECT payload FROM event ORDER BY seq DESC LIMIT ?", arguments: [limit])
+            let sql = "SELECT id, source, payload FROM event \(source == nil ? "" : "WHERE source = ? ")ORDER BY seq DESC LIMIT ?"
+            let arguments: StatementArguments = source.map { [$0, limit] } ?? [limit]
+            return try Row.fetchAll(db, sql: sql, arguments: arguments).reversed().map { r in
+                do { return .event(try Event.decode(jsonLine: r[2])) } catch {
+                    return .unreadable(id: r[0], source: r[1], reason: "\(error)")
+                }
             }
-            return rows.reversed().compactMap { try? Event.decode(jsonLine: $0) }
         }
+    }
+
+    /// The readable events of ``history(source:limit:)``.
+    public func historyEvents(source: String?, limit: Int) throws -> [Event] {
+        try history(source: source, limit: limit).compactMap { if case .event(let e) = $0 { return e } else { return nil } }
     }
 
     /// Drops a source's items, status and notices: its next poll is a silent baseline. History stays.

@@ -25,8 +25,14 @@ struct HistoryCommand: AsyncParsableCommand {
     func run() async throws {
         let app = try App.load(common, logLevel: .warning, secrets: .lenient)
         let formatter = EventFormatter(color: !json && EventFormatter.wantsColor(fileDescriptor: STDOUT_FILENO))
-        for e in try app.openStore().history(source: source, limit: limit) {
-            emit(json ? e.jsonLine() : formatter.line(e))
+        for entry in try app.openStore().history(source: source, limit: limit) {
+            switch entry {
+            case .event(let e):
+                emit(json ? e.jsonLine() : formatter.line(e))
+            case .unreadable(let id, let source, let reason):
+                // Not hidden: said on stderr, so stdout stays events only (and JSON with --json).
+                complain("event \(id) of \(source) cannot be read from the state (\(reason)); it is left out")
+            }
         }
     }
 }
