@@ -37,9 +37,11 @@ enum Exit {
 }
 
 /// Prints a diagnostic on stderr (never stdout: stdout carries only results), one line:
-/// secrets scrubbed, and remote text it may quote (an error body, a title) escaped.
-func complain(_ message: String) {
-    FileHandle.standardError.write(Data(("tidings: " + TerminalText.line(Redactor.shared.scrub(message)) + "\n").utf8))
+/// secrets scrubbed, and remote text it may quote (an error body, a title) escaped. Under
+/// journald it carries `level`'s priority, as log lines do.
+func complain(_ message: String, level: Logger.Level = .error) {
+    let priority = Log.stderrDestination == .journal ? LogDestination.priority(level) : ""
+    FileHandle.standardError.write(Data((priority + "tidings: " + TerminalText.line(Redactor.shared.scrub(message)) + "\n").utf8))
 }
 
 /// Writes results on stdout.
