@@ -25,7 +25,7 @@ struct ConfigCommand: AsyncParsableCommand {
         @Flag(help: "Also poll each enabled source once (records nothing).")
         var poll = false
 
-        @Argument(help: "With --poll: the sources to poll (default: every enabled source).")
+        @Argument(help: "With --poll: the sources to poll (default: every enabled source).", completion: ConfigCompletion.sources)
         var sources: [String] = []
 
         func validate() throws {

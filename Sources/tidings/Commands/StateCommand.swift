@@ -15,7 +15,7 @@ struct StateCommand: AsyncParsableCommand {
 
         @OptionGroup var common: CommonOptions
 
-        @Argument(help: "The source to forget.")
+        @Argument(help: "The source to forget.", completion: ConfigCompletion.sources)
         var source: String
 
         func run() async throws {
