@@ -102,7 +102,7 @@ def test_install_lays_out_what_design_8_lists(staged):
         assert "ExecStart=/usr/bin/tidings run" in unit and "@BINDIR@" not in unit and "@UNITDIR@" not in unit
 
 
-def test_installed_binary_runs_without_the_toolchain(staged):
+def test_installed_binary_runs_without_the_toolchain(staged, tmp_path):
     binary = staged / "usr/bin/tidings"
     ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=True).stdout
     assert "/opt/swift" not in ldd and "not found" not in ldd, ldd
@@ -116,6 +116,10 @@ def test_installed_binary_runs_without_the_toolchain(staged):
     check = subprocess.run([str(binary), "config", "check", "--config", str(example)],
                            capture_output=True, text=True, env=system_env())
     assert check.returncode == 0 and ": OK:" in check.stdout, (check.stdout, check.stderr)
+    # config init points to the examples of this installation.
+    init = subprocess.run([str(binary), "config", "init", "--config", str(tmp_path / "tidings.toml")],
+                          capture_output=True, text=True, env=system_env())
+    assert init.returncode == 0 and f"the examples in {staged}/usr/share/doc/tidings/examples/" in init.stdout, init
 
 
 def test_installed_binary_runs_with_the_toolchain_hidden(staged, tmp_path):

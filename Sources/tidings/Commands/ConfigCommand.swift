@@ -74,19 +74,19 @@ struct ConfigCommand: AsyncParsableCommand {
         func run() async throws {
             let starter = StarterConfig(scope: scope)
             let file = common.config.map(App.absolute) ?? starter.defaultFile
-            let written: StarterConfig.Written
+            let pluginsDir: String
             do {
-                written = try starter.create(at: file)
+                pluginsDir = try starter.create(at: file)
             } catch {
                 complain(error.description)
                 throw ExitCode(Exit.failure)
             }
-            emit("wrote \(file) (mode \(String(format: "%04o", starter.fileMode))), and \(written.pluginsDir)/ for the sources")
+            emit("wrote \(file) (mode \(String(format: "%04o", starter.fileMode))), and \(pluginsDir)/ for the sources")
             let examples = StarterConfig.installedExamples.map { " and the examples in \($0)/" } ?? ""
             let config = common.config == nil ? "" : " --config \(file)"
             emit("""
                 next:
-                  1. add a source: \(written.pluginsDir)/NAME.toml (see `man tidings.toml`\(examples))
+                  1. add a source: \(pluginsDir)/NAME.toml (see `man tidings.toml`\(examples))
                   2. check it:     tidings\(config) config check
                   3. start it:     \(scope == .user ? "systemctl --user enable --now tidings" : "systemctl enable --now tidings")
                 """)
@@ -153,17 +153,13 @@ struct StarterConfig {
             """
     }
 
-    struct Written {
-        let pluginsDir: String
-    }
-
     struct Refusal: Error, CustomStringConvertible {
         let description: String
     }
 
     /// Creates `file` (never replacing one) with the starter text and `fileMode`, its missing
-    /// directories and an empty plugins.d beside it with `directoryMode`.
-    func create(at file: String) throws(Refusal) -> Written {
+    /// directories and an empty plugins.d beside it with `directoryMode`; returns plugins.d.
+    func create(at file: String) throws(Refusal) -> String {
         let dir = (file as NSString).deletingLastPathComponent
         let plugins = dir + "/plugins.d"
         if FileManager.default.fileExists(atPath: file) {
@@ -173,14 +169,16 @@ struct StarterConfig {
         let fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, fileMode)
         guard fd >= 0 else { throw Refusal(description: "cannot create \(file): \(String(cString: strerror(errno)))") }
         let bytes = Array(text.utf8)
-        let ok = fchmod(fd, fileMode) == 0 && bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count
-        let why = String(cString: strerror(errno))
-        if close(fd) != 0 || !ok {
+        // fchmod: the mode exactly, whatever the umask.
+        let written = fchmod(fd, fileMode) == 0 && bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count
+        let writeError = errno
+        if close(fd) != 0 || !written {
+            let why = String(cString: strerror(written ? errno : writeError))
             unlink(file)
             throw Refusal(description: "cannot write \(file): \(why)")
         }
         try makeDirectory(plugins)
-        return Written(pluginsDir: plugins)
+        return plugins
     }
 
     private func makeDirectory(_ path: String) throws(Refusal) {
