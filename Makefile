@@ -83,7 +83,7 @@ e2e:
 # (BIND_NOW, so they can be made read-only).
 release: $(INSTALL_BIN)
 
-$(INSTALL_BIN): $(SWIFT_INPUTS) Makefile
+$(INSTALL_BIN): $(SWIFT_INPUTS) Makefile | deps
 	$(SWIFT) build -c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --product tidings
 	mkdir -p $(@D)
 	cp .build/release/tidings $@
@@ -136,9 +136,10 @@ uninstall:
 
 # tidings_VERSION_ARCH.deb: the `make install` layout under /usr, /etc/tidings/tidings.toml as
 # a conffile, Depends computed from the libraries the binary links. See packaging/deb.sh.
+DEB_COMPRESSION ?= xz
 deb: $(INSTALL_BIN) $(MAN_BUILD)/.stamp
 	$(call apt_install,$(DEB_PACKAGES))
-	VERSION=$(VERSION) MAKE="$(MAKE)" packaging/deb.sh
+	VERSION=$(VERSION) MAKE="$(MAKE)" DEB_COMPRESSION="$(DEB_COMPRESSION)" packaging/deb.sh
 
 # Benchmarks (issue 5): loopback only, release build, prints a short table. Not part of `make test`.
 # Knobs: BENCH_N="200 1000" BENCH_RUNS=7 BENCH_DAEMON_SECONDS=135 BENCH_ONLY="1 2 3 4" (see bench/bench.py).

@@ -240,7 +240,7 @@ def test_make_uninstall_removes_everything(tmp_path):
 
 @pytest.fixture(scope="module")
 def deb() -> Path:
-    out = make("deb").stdout.strip().splitlines()[-1]
+    out = make("deb", "DEB_COMPRESSION=gzip").stdout.strip().splitlines()[-1]
     path = ROOT / out
     assert path.name == f"tidings_{VERSION}_{subprocess.check_output(['dpkg', '--print-architecture'], text=True).strip()}.deb"
     return path
