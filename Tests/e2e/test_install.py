@@ -219,6 +219,8 @@ def test_bash_completion_loads_and_completes_names_from_the_config(staged, tmp_p
     assert complete_in_bash(staged, ["tidings", "--config", str(config), "check", ""]) == ["alpha", "beta", "gamma"]
     assert complete_in_bash(staged, ["tidings", "history", "--config", str(config), "--source", "g"]) == ["gamma"]
     assert complete_in_bash(staged, ["tidings", "sinks", "test", "--config", str(config), ""]) == ["desk", "ops"]
+    # --config completes .toml files (and directories on the way).
+    assert complete_in_bash(staged, ["tidings", "--config", f"{tmp_path}/ti"]) == [str(config)]
     # An unreadable or broken config completes nothing, and prints nothing into the command line.
     assert complete_in_bash(staged, ["tidings", "--config", str(tmp_path / "missing.toml"), "check", ""]) == []
 

@@ -10,10 +10,10 @@ import TidingsCore
 /// the whole command line and hands the same decoded value to a subcommand's
 /// `@OptionGroup var common: CommonOptions` (an option group of one type is decoded once).
 struct CommonOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("Main config file. Default: $TIDINGS_CONFIG, else ~/.config/tidings/tidings.toml, else /etc/tidings/tidings.toml.", valueName: "path"))
+    @Option(name: .long, help: ArgumentHelp("Main config file. Default: $TIDINGS_CONFIG, else ~/.config/tidings/tidings.toml, else /etc/tidings/tidings.toml.", valueName: "path"), completion: .file(extensions: ["toml"]))
     var config: String?
 
-    @Option(name: .long, help: ArgumentHelp("Where the state database lives. Default: $TIDINGS_STATE_DIR, else state_dir from the config, else ~/.local/state/tidings.", valueName: "dir"))
+    @Option(name: .long, help: ArgumentHelp("Where the state database lives. Default: $TIDINGS_STATE_DIR, else state_dir from the config, else ~/.local/state/tidings.", valueName: "dir"), completion: .directory)
     var stateDir: String?
 
     @Flag(name: .shortAndLong, help: "Log more (debug detail) on stderr.")
