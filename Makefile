@@ -7,13 +7,40 @@ STATE_DIR    ?= .state
 
 # Needed to build (GRDB links SQLite; the desktop sink links libnotify; HTTP is libcurl).
 BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev pkg-config
-# Needed by the test suite: real session bus + notification server, real Alertmanager.
+# Needed by the test suite: real session bus + notification server, real Alertmanager; for
+# the install tests: systemd-analyze, man, bash completion, the Debian package tools, lintian.
 TEST_PACKAGES  := python3 python3-pytest python3-dbusmock dbus dbus-x11 libnotify-bin \
-                  prometheus-alertmanager dunst xvfb
+                  prometheus-alertmanager dunst xvfb \
+                  systemd man-db bash-completion dpkg-dev lintian
+# Needed by `make deb` (dpkg-shlibdeps, dpkg-gencontrol, dpkg-deb, strip).
+DEB_PACKAGES   := dpkg-dev binutils
+
+# Where `make install` puts things (DESIGN §8): make install PREFIX=/usr DESTDIR=/tmp/root
+PREFIX      ?= /usr/local
+DESTDIR     ?=
+bindir      := $(PREFIX)/bin
+mandir      := $(PREFIX)/share/man
+docdir      := $(PREFIX)/share/doc/tidings
+unitdir     := $(PREFIX)/lib/systemd
+bashcompdir := $(PREFIX)/share/bash-completion/completions
+# zsh searches vendor-completions under /usr only; under another prefix, site-functions.
+zshcompdir  := $(PREFIX)/share/zsh/$(if $(filter /usr,$(PREFIX)),vendor-completions,site-functions)
+fishcompdir := $(PREFIX)/share/fish/vendor_completions.d
+
+VERSION     := $(shell sed -n 's/.*string = "\(.*\)"/\1/p' Sources/TidingsCore/Support/TidingsVersion.swift)
+# What the installed binary and the man pages are made from.
+SWIFT_INPUTS := Package.swift $(wildcard Package.resolved) $(shell find Sources -type f)
+# The installed binary: a copy of the static release build, so that a later dynamic release
+# build (make bench, make soak) cannot replace what `make install` installs.
+INSTALL_BIN := .build/install/tidings
+# Man pages generated from the argument parser, one per subcommand.
+MAN_BUILD   := .build/install/man
+# Date printed in the man pages: the last commit's, for reproducible pages.
+MAN_DATE    := $(shell git log -1 --format=%cs 2>/dev/null || date +%F)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build run test unit e2e deps test-deps clean bench fuzz soak
+.PHONY: all build run test unit e2e deps test-deps clean bench fuzz soak release man install uninstall deb
 
 all: build
 
@@ -40,14 +67,79 @@ build: deps
 run: build
 	$(BIN) run --config etc/tidings.toml --state-dir $(STATE_DIR)
 
-# The whole suite: Swift unit tests, then the end-to-end tests against the built binary.
-test: test-deps build unit e2e
+# The whole suite: Swift unit tests, then the end-to-end tests against the built binary. The
+# install tests (Tests/e2e/test_install.py) install the release binary and man pages built here.
+test: test-deps build release man unit e2e
 
 unit:
 	$(SWIFT) test
 
 e2e:
 	cd Tests/e2e && TIDINGS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q
+
+# The binary `make install` installs: release, with the Swift runtime linked statically, so it
+# runs on a machine without the Swift toolchain (its shared libraries are Debian's); no
+# RUNPATH ($ORIGIN would let a library beside the binary be loaded); relocations bound at start
+# (BIND_NOW, so they can be made read-only).
+release: $(INSTALL_BIN)
+
+$(INSTALL_BIN): $(SWIFT_INPUTS) Makefile | deps
+	$(SWIFT) build -c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --product tidings
+	mkdir -p $(@D)
+	cp .build/release/tidings $@
+
+# tidings(1) and one page per subcommand, generated from the argument parser of the binary
+# being installed by swift-argument-parser's generate-manual (the tool behind its
+# `swift package plugin generate-manual`, which would first rebuild the whole package in release
+# mode without the static runtime: minutes, and the static build then recompiles everything).
+# etc/man/generated-pages.sed makes the pages indexable by whatis and quiet under groff.
+man: $(MAN_BUILD)/.stamp
+
+$(MAN_BUILD)/.stamp: $(INSTALL_BIN) etc/man/generated-pages.sed
+	$(SWIFT) build --product generate-manual
+	rm -rf $(MAN_BUILD) && mkdir -p $(MAN_BUILD)
+	.build/debug/generate-manual $(INSTALL_BIN) --multi-page --date $(MAN_DATE) --output-directory $(MAN_BUILD)
+	sed -i -f etc/man/generated-pages.sed $(MAN_BUILD)/*.1
+	touch $@
+
+# Copies only: build first (`make release man`), then `sudo make install` needs no toolchain.
+install: $(INSTALL_BIN) $(MAN_BUILD)/.stamp
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 \
+	  $(DESTDIR)$(bashcompdir) $(DESTDIR)$(zshcompdir) $(DESTDIR)$(fishcompdir) \
+	  $(DESTDIR)$(docdir)/examples/plugins.d/secrets \
+	  $(DESTDIR)$(unitdir)/user $(DESTDIR)$(unitdir)/system
+	install -m 0755 $(INSTALL_BIN) $(DESTDIR)$(bindir)/tidings
+	install -m 0644 $(MAN_BUILD)/*.1 $(DESTDIR)$(mandir)/man1/
+	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DOCDIR@|$(docdir)|g' etc/man/tidings.toml.5 > $(DESTDIR)$(mandir)/man5/tidings.toml.5
+	$(INSTALL_BIN) --generate-completion-script bash | sed '1{/^#!/d}' > $(DESTDIR)$(bashcompdir)/tidings
+	$(INSTALL_BIN) --generate-completion-script zsh > $(DESTDIR)$(zshcompdir)/_tidings
+	$(INSTALL_BIN) --generate-completion-script fish > $(DESTDIR)$(fishcompdir)/tidings.fish
+	sed -e 's|^plugins_dir = "../plugins.d"|plugins_dir = "plugins.d"|' \
+	    -e 's|In this repository plugins.d/ sits beside etc/.|Here plugins.d/ sits beside this file.|' \
+	    etc/tidings.toml > $(DESTDIR)$(docdir)/examples/tidings.toml
+	for f in plugins.d/* plugins.d/secrets/*; do \
+	  [ -f "$$f" ] || continue; \
+	  if [ -x "$$f" ]; then mode=0755; else mode=0644; fi; \
+	  install -m $$mode "$$f" $(DESTDIR)$(docdir)/examples/$$f; \
+	done
+	for scope in user system; do \
+	  sed -e 's|@BINDIR@|$(bindir)|g' -e 's|@UNITDIR@|$(unitdir)|g' etc/systemd/$$scope/tidings.service.in \
+	    > $(DESTDIR)$(unitdir)/$$scope/tidings.service; \
+	done
+
+uninstall:
+	rm -f $(DESTDIR)$(bindir)/tidings
+	rm -f $(DESTDIR)$(mandir)/man1/tidings.1 $(DESTDIR)$(mandir)/man1/tidings.*.1 $(DESTDIR)$(mandir)/man5/tidings.toml.5
+	rm -f $(DESTDIR)$(bashcompdir)/tidings $(DESTDIR)$(zshcompdir)/_tidings $(DESTDIR)$(fishcompdir)/tidings.fish
+	rm -f $(DESTDIR)$(unitdir)/user/tidings.service $(DESTDIR)$(unitdir)/system/tidings.service
+	rm -rf $(DESTDIR)$(docdir)
+
+# tidings_VERSION_ARCH.deb: the `make install` layout under /usr, /etc/tidings/tidings.toml as
+# a conffile, Depends computed from the libraries the binary links. See packaging/deb.sh.
+DEB_COMPRESSION ?= xz
+deb: $(INSTALL_BIN) $(MAN_BUILD)/.stamp
+	$(call apt_install,$(DEB_PACKAGES))
+	VERSION=$(VERSION) MAKE="$(MAKE)" DEB_COMPRESSION="$(DEB_COMPRESSION)" packaging/deb.sh
 
 # Benchmarks (issue 5): loopback only, release build, prints a short table. Not part of `make test`.
 # Knobs: BENCH_N="200 1000" BENCH_RUNS=7 BENCH_DAEMON_SECONDS=135 BENCH_ONLY="1 2 3 4" (see bench/bench.py).
@@ -69,4 +161,4 @@ soak: test-deps
 	SWIFT=$(SWIFT) PYTHON=$(PYTHON) soak/run.sh
 
 clean:
-	rm -rf .build $(STATE_DIR)
+	rm -rf .build $(STATE_DIR) tidings_*.deb

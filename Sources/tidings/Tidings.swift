@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TidingsCore
 
 @main
 struct Tidings: AsyncParsableCommand {
@@ -11,12 +12,13 @@ struct Tidings: AsyncParsableCommand {
             remembers what it has seen, and sends what is new, changed or removed to sinks \
             (desktop notifications, stdout, webhooks, commands).
 
-            --config, --state-dir, -v and -q may be given before or after the subcommand.
+            --config, --state-dir, -v and -q may be given before or after the subcommand. The \
+            configuration file is described in tidings.toml(5).
 
             Exit status: 0 success and nothing new, 1 success with new events, 2 a source or \
             sink failed, 64 usage error, 78 configuration error.
             """,
-        version: "0.1.0",
+        version: TidingsVersion.string,
         subcommands: [
             RunCommand.self, CheckCommand.self, SourcesCommand.self, HistoryCommand.self,
             ConfigCommand.self, StateCommand.self, SinksCommand.self, OutboxCommand.self, NoticesCommand.self,

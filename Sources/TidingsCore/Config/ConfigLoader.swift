@@ -29,12 +29,20 @@ public struct ConfigLoader: Sendable {
     public static func locate(explicit: String?, environment env: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let explicit { return absolute(explicit) }
         if let p = env["TIDINGS_CONFIG"], !p.isEmpty { return absolute(p) }
+        let user = userFile(environment: env)
+        if FileManager.default.fileExists(atPath: user) { return user }
+        return systemFile
+    }
+
+    /// The user's config: `$XDG_CONFIG_HOME/tidings/tidings.toml` (`~/.config/tidings/tidings.toml`).
+    package static func userFile(environment env: [String: String] = ProcessInfo.processInfo.environment) -> String {
         let home = env["HOME"] ?? NSHomeDirectory()
         let xdg = env["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "\(home)/.config"
-        let user = "\(xdg)/tidings/tidings.toml"
-        if FileManager.default.fileExists(atPath: user) { return user }
-        return "/etc/tidings/tidings.toml"
+        return "\(xdg)/tidings/tidings.toml"
     }
+
+    /// The system-wide config, found when the user has none.
+    package static let systemFile = "/etc/tidings/tidings.toml"
 
     static func absolute(_ p: String) -> String {
         let e = PathResolver.expandTilde(p)

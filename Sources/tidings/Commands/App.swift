@@ -30,7 +30,7 @@ struct App {
             for err in e.errors { complain(err.description) }
             throw ExitCode(Exit.config)
         }
-        for w in config.warnings { complain("warning: \(w)") }
+        for w in config.warnings { complain("warning: \(w)", level: .warning) }
         return App(config: config, configFile: file, stateDir: resolveStateDir(options.stateDir, config: config))
     }
 

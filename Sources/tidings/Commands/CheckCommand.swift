@@ -23,7 +23,7 @@ struct CheckCommand: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
-    @Argument(help: "Sources to poll (default: every enabled source).")
+    @Argument(help: "Sources to poll (default: every enabled source).", completion: ConfigCompletion.sources)
     var sources: [String] = []
 
     @Flag(help: "Print events as JSON lines (the event format of webhooks and exec sinks).")

@@ -10,10 +10,10 @@ import TidingsCore
 /// the whole command line and hands the same decoded value to a subcommand's
 /// `@OptionGroup var common: CommonOptions` (an option group of one type is decoded once).
 struct CommonOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("Main config file. Default: $TIDINGS_CONFIG, else ~/.config/tidings/tidings.toml, else /etc/tidings/tidings.toml.", valueName: "path"))
+    @Option(name: .long, help: ArgumentHelp("Main config file. Default: $TIDINGS_CONFIG, else ~/.config/tidings/tidings.toml, else /etc/tidings/tidings.toml.", valueName: "path"), completion: .file(extensions: ["toml"]))
     var config: String?
 
-    @Option(name: .long, help: ArgumentHelp("Where the state database lives. Default: $TIDINGS_STATE_DIR, else state_dir from the config, else ~/.local/state/tidings.", valueName: "dir"))
+    @Option(name: .long, help: ArgumentHelp("Where the state database lives. Default: $TIDINGS_STATE_DIR, else state_dir from the config, else ~/.local/state/tidings.", valueName: "dir"), completion: .directory)
     var stateDir: String?
 
     @Flag(name: .shortAndLong, help: "Log more (debug detail) on stderr.")
@@ -37,9 +37,11 @@ enum Exit {
 }
 
 /// Prints a diagnostic on stderr (never stdout: stdout carries only results), one line:
-/// secrets scrubbed, and remote text it may quote (an error body, a title) escaped.
-func complain(_ message: String) {
-    FileHandle.standardError.write(Data(("tidings: " + TerminalText.line(Redactor.shared.scrub(message)) + "\n").utf8))
+/// secrets scrubbed, and remote text it may quote (an error body, a title) escaped. Under
+/// journald it carries `level`'s priority, as log lines do.
+func complain(_ message: String, level: Logger.Level = .error) {
+    let priority = Log.stderrDestination == .journal ? LogDestination.priority(level) : ""
+    FileHandle.standardError.write(Data((priority + "tidings: " + TerminalText.line(Redactor.shared.scrub(message)) + "\n").utf8))
 }
 
 /// Writes results on stdout.

@@ -9,7 +9,7 @@ struct HistoryCommand: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
-    @Option(help: "Only events of this source.")
+    @Option(help: "Only events of this source.", completion: ConfigCompletion.sources)
     var source: String?
 
     @Option(help: "How many events to show.")

@@ -17,7 +17,7 @@ struct ItemsCommand: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
-    @Argument(help: "Sources to list (default: every enabled source).")
+    @Argument(help: "Sources to list (default: every enabled source).", completion: ConfigCompletion.sources)
     var sources: [String] = []
 
     @Flag(help: "Print items as JSON lines.")

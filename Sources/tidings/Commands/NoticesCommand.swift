@@ -24,7 +24,7 @@ struct NoticesCommand: AsyncParsableCommand {
 
         @OptionGroup var common: CommonOptions
 
-        @Option(help: "Only notices of this source.")
+        @Option(help: "Only notices of this source.", completion: ConfigCompletion.sources)
         var source: String?
 
         @Flag(help: "Print notices as JSON lines (does not mark them seen).")

@@ -15,7 +15,7 @@ struct SinksCommand: AsyncParsableCommand {
 
         @OptionGroup var common: CommonOptions
 
-        @Argument(help: "The sink's name ([sinks.NAME]).")
+        @Argument(help: "The sink's name ([sinks.NAME]).", completion: ConfigCompletion.sinks)
         var name: String
 
         func run() async throws {

@@ -1,0 +1,20 @@
+# Applied to the pages swift-argument-parser's generate-manual (1.8.2) writes, so that
+# whatis(1)/apropos(1) index them and groff has nothing to warn about:
+# - NAME gives the page's own one-word name (tidings.config.check), as lexgrog(1) requires,
+#   instead of the quoted command line; SYNOPSIS still shows the command as typed;
+# - the one-line description loses its literal quotes;
+# - an empty line (a paragraph break in the parser's discussion) becomes .Pp.
+/^\.Sh NAME$/{
+n
+h
+/^\.Nm "/{
+s/ /./g
+s/^\.Nm\."\(.*\)"$/.Nm \1/
+}
+}
+/^\.Sh SYNOPSIS$/{
+n
+/^\.Nm$/g
+}
+s/^\.Nd "\(.*\)"$/.Nd \1/
+s/^$/.Pp/

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# make deb: tidings_VERSION_ARCH.deb in the repository root, built with dpkg's own tools
+# (no debhelper): the `make install` layout under /usr, stripped; /etc/tidings/tidings.toml
+# (a conffile) and /etc/tidings/plugins.d/; Depends from dpkg-shlibdeps on the libraries the
+# binary links. Needs VERSION (from the Makefile) and a built `make release man`;
+# DEB_COMPRESSION (xz, gzip or none) picks the compression.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+: "${VERSION:?VERSION must be set (make deb sets it)}"
+MAKE=${MAKE:-make}
+work=.build/deb
+root=$work/root
+
+# The changelog says which version is packaged; it must be the one the binary reports.
+changelog_version=$(dpkg-parsechangelog -l packaging/debian/changelog -S Version)
+if [ "$changelog_version" != "$VERSION" ]; then
+  echo "packaging/debian/changelog is at $changelog_version but tidings is $VERSION: add a changelog entry" >&2
+  exit 1
+fi
+
+rm -rf "$work"
+mkdir -p "$work/debian"
+"$MAKE" --no-print-directory -s install DESTDIR="$PWD/$root" PREFIX=/usr
+
+# Debian policy: stripped binaries, compressed man pages and changelog, a copyright file.
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/tidings"
+gzip -9n "$root"/usr/share/man/man1/*.1 "$root"/usr/share/man/man5/*.5
+doc=$root/usr/share/doc/tidings
+install -m 0644 packaging/debian/copyright "$doc/copyright"
+gzip -9n <packaging/debian/changelog >"$doc/changelog.gz"
+chmod 0644 "$doc/changelog.gz"
+
+# The system-wide configuration: the starter `tidings config init --system` writes, with
+# an empty plugins.d/ beside it.
+"$root/usr/bin/tidings" config init --system --config "$root/etc/tidings/tidings.toml" >/dev/null
+
+# DEBIAN/control: fields from packaging/debian/control and the changelog, Depends from the
+# ELF's DT_NEEDED libraries, Installed-Size from the tree.
+cp packaging/debian/control packaging/debian/changelog "$work/debian/"
+mkdir -p "$root/DEBIAN"
+echo /etc/tidings/tidings.toml >"$root/DEBIAN/conffiles"
+(
+  cd "$work"
+  dpkg-shlibdeps -Tdebian/substvars root/usr/bin/tidings
+  dpkg-gencontrol -ptidings -Proot -Tdebian/substvars
+)
+
+# Owners root:root and sane modes whatever the umask of the build was; checksums of the
+# files dpkg does not treat as conffiles (for debsums / dpkg --verify).
+find "$root" -type d -exec chmod 0755 {} +
+(cd "$root" && find usr -type f -print0 | LC_ALL=C sort -z | xargs -0 md5sum >DEBIAN/md5sums)
+chmod 0644 "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
+deb=tidings_${VERSION}_$(dpkg --print-architecture).deb
+# xz by default (the smallest package); the install tests ask for gzip (40 s less of xz -6).
+dpkg-deb --root-owner-group "-Z${DEB_COMPRESSION:-xz}" --build "$root" "$deb" >/dev/null
+echo "$deb"
