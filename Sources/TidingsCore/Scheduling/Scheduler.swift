@@ -15,6 +15,9 @@ public actor Scheduler {
     private let env: any Environment
     private let logger: Logger
     private let onEvents: @Sendable () -> Void
+    /// Called on every pass of the loop (at least once a second): the service watchdog's ping,
+    /// so a hung scheduler stops the pings.
+    private let heartbeat: @Sendable () -> Void
     private var queue = DueQueue()
     /// Sources being polled, on schedule or on request: never two polls of one source at once.
     private var inFlight = Set<String>()
@@ -37,7 +40,7 @@ public actor Scheduler {
     public static let reportInterval: TimeInterval = 60
 
     public init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
-                logger: Logger, onEvents: @escaping @Sendable () -> Void) {
+                logger: Logger, onEvents: @escaping @Sendable () -> Void, heartbeat: @escaping @Sendable () -> Void = {}) {
         self.config = config
         self.byName = Dictionary(config.sources.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         self.runner = runner
@@ -48,6 +51,7 @@ public actor Scheduler {
         self.env = env
         self.logger = logger
         self.onEvents = onEvents
+        self.heartbeat = heartbeat
         self.global = AsyncSemaphore(config.maxConcurrent)
     }
 
@@ -62,6 +66,7 @@ public actor Scheduler {
             var lastReport = lastWake
             var expectedSleep: Double = 0
             while !stopping && !Task.isCancelled {
+                heartbeat()
                 let now = env.now()
                 if now.timeIntervalSince(lastReport) >= Self.reportInterval {
                     report(seconds: now.timeIntervalSince(lastReport))

@@ -25,6 +25,8 @@ final class DaemonService: Service, Sendable {
     private let store: StateStore
     private let hangups: UnixSignalsSequence
     private let logger: Logger
+    /// READY/RELOADING/STOPPING/STATUS/WATCHDOG for systemd (`Type=notify`).
+    private let notifications: ServiceNotifications
     private let current = Mutex<Generation?>(nil)
     /// Set on SIGTERM/SIGINT: requests are refused at once instead of waiting for a generation.
     private let stopping = Mutex(false)
@@ -42,6 +44,7 @@ final class DaemonService: Service, Sendable {
         self.store = store
         self.hangups = hangups
         self.logger = logger
+        self.notifications = ServiceNotifications(logger: logger)
     }
 
     func run() async throws {
@@ -63,6 +66,7 @@ final class DaemonService: Service, Sendable {
             }
         } onGracefulShutdown: {
             self.stopping.withLock { $0 = true }
+            self.notifications.stopping()
             feed.yield(.shutdown)
         }
     }
@@ -121,8 +125,11 @@ final class DaemonService: Service, Sendable {
         let outbox = OutboxWorker(store: store, sinks: sinks, policy: RetryPolicy(maxAge: config.deliveryMaxAge), logger: Log.logger("outbox"))
         let runner = PollRunner(store: store, http: CurlHTTPClient(maxConnectionsPerHost: config.maxPerHost))
         let router = Router(routes: config.routes, allSinks: config.sinks.map(\.name))
-        let scheduler = Scheduler(config: config, runner: runner, router: router, logger: Log.logger("scheduler"), onEvents: { outbox.nudge() })
+        let notifications = self.notifications
+        let scheduler = Scheduler(config: config, runner: runner, router: router, logger: Log.logger("scheduler"),
+                                  onEvents: { outbox.nudge() }, heartbeat: { notifications.heartbeat() })
         current.withLock { $0 = Generation(config: config, scheduler: scheduler) }
+        notifications.ready(config)
 
         let fresh: TidingsConfig? = await withTaskGroup(of: Bool.self) { group in
             group.addTask { await scheduler.run(); return true }
@@ -130,7 +137,10 @@ final class DaemonService: Service, Sendable {
             var fresh: TidingsConfig? = nil
             // Load before tearing anything down: a bad config must not stop the running one.
             while fresh == nil, await next() == .reload {
+                notifications.reloading()
                 fresh = loadFresh()
+                // Refused: the running configuration goes on, and is ready again.
+                if fresh == nil { notifications.ready(config) }
             }
             current.withLock { $0 = nil }
             await scheduler.stop()
