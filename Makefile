@@ -2,6 +2,10 @@
 
 SWIFT        ?= swift
 PYTHON       ?= /usr/bin/python3
+# The e2e tests' python: Debian's (pytest, dbusmock) plus the PyPI test helpers pinned in
+# Tests/e2e/requirements.txt (Synapse, aiosmtpd, apprise), in a venv made by `make test-venv`.
+TEST_VENV    := .venv
+TEST_PYTHON  := $(TEST_VENV)/bin/python
 BIN          := .build/debug/tidings
 STATE_DIR    ?= .state
 
@@ -9,7 +13,7 @@ STATE_DIR    ?= .state
 BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev pkg-config
 # Needed by the test suite: real session bus + notification server, real Alertmanager; for
 # the install tests: systemd-analyze, man, bash completion, the Debian package tools, lintian.
-TEST_PACKAGES  := python3 python3-pytest python3-dbusmock dbus dbus-x11 libnotify-bin \
+TEST_PACKAGES  := python3 python3-pytest python3-venv python3-dbusmock dbus dbus-x11 libnotify-bin \
                   prometheus-alertmanager dunst xvfb \
                   systemd man-db bash-completion dpkg-dev lintian
 # Needed by `make deb` (dpkg-shlibdeps, dpkg-gencontrol, dpkg-deb, strip).
@@ -40,7 +44,7 @@ MAN_DATE    := $(shell git log -1 --format=%cs 2>/dev/null || date +%F)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build run test test-install unit e2e deps test-deps clean bench fuzz soak release man install uninstall deb
+.PHONY: all build run test test-install unit e2e deps test-deps test-venv clean bench fuzz soak release man install uninstall deb
 
 all: build
 
@@ -59,6 +63,15 @@ deps:
 
 test-deps: deps
 	$(call apt_install,$(TEST_PACKAGES))
+	@$(MAKE) --no-print-directory test-venv
+
+# Remade when the pins change; --system-site-packages keeps Debian's pytest and dbusmock.
+test-venv: $(TEST_VENV)/.stamp
+
+$(TEST_VENV)/.stamp: Tests/e2e/requirements.txt
+	$(PYTHON) -m venv --system-site-packages $(TEST_VENV)
+	$(TEST_VENV)/bin/pip install -q --disable-pip-version-check -r Tests/e2e/requirements.txt
+	touch $@
 
 build: deps
 	$(SWIFT) build
@@ -75,13 +88,13 @@ test: test-deps build unit e2e
 
 # make install/uninstall/deb, the units, man pages and completions (Tests/e2e/test_install.py).
 test-install: test-deps build release man
-	cd Tests/e2e && TIDINGS_TEST_INSTALL=1 TIDINGS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q test_install.py
+	cd Tests/e2e && TIDINGS_TEST_INSTALL=1 TIDINGS_BIN=$(CURDIR)/$(BIN) $(CURDIR)/$(TEST_PYTHON) -m pytest -q test_install.py
 
 unit:
 	$(SWIFT) test
 
-e2e:
-	cd Tests/e2e && TIDINGS_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q
+e2e: test-venv
+	cd Tests/e2e && TIDINGS_BIN=$(CURDIR)/$(BIN) $(CURDIR)/$(TEST_PYTHON) -m pytest -q
 
 # The binary `make install` installs: release, with the Swift runtime linked statically, so it
 # runs on a machine without the Swift toolchain (its shared libraries are Debian's); no
@@ -167,4 +180,4 @@ soak: test-deps
 	SWIFT=$(SWIFT) PYTHON=$(PYTHON) soak/run.sh
 
 clean:
-	rm -rf .build $(STATE_DIR) tidings_*.deb
+	rm -rf .build $(STATE_DIR) $(TEST_VENV) tidings_*.deb
