@@ -10,6 +10,7 @@ let package = Package(
         // For the fuzz package (Fuzz/Package.swift), which links the providers and sinks from outside.
         .library(name: "TidingsProviders", targets: ["TidingsProviders"]),
         .library(name: "TidingsSinks", targets: ["TidingsSinks"]),
+        .library(name: "TidingsCurl", targets: ["TidingsCurl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -18,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.0.0"),
     ],
     targets: [
         /// The pipeline: model, config, state, scheduler, dedupe, routing, outbox,
@@ -29,9 +31,14 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                "CCurl",
                 "CSpawn",
             ]
+        ),
+        /// The one ``HTTPClient`` implementation: a libcurl multi handle on its own thread. A
+        /// process makes one and hands it to every provider and sink (the core has no sockets).
+        .target(
+            name: "TidingsCurl",
+            dependencies: ["TidingsCore", "CCurl"]
         ),
         /// posix_spawn's GNU extensions and pidfd_open, which Swift's Glibc module does not show.
         .target(name: "CSpawn"),
@@ -60,12 +67,13 @@ let package = Package(
                 "CLibnotify",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Mustache", package: "swift-mustache"),
             ]
         ),
         .executableTarget(
             name: "tidings",
             dependencies: [
-                "TidingsCore", "TidingsProviders", "TidingsSinks",
+                "TidingsCore", "TidingsProviders", "TidingsSinks", "TidingsCurl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -80,7 +88,7 @@ let package = Package(
         .testTarget(
             name: "TidingsCoreTests",
             dependencies: [
-                "TidingsCore", "TidingsProviders", "TidingsSinks",
+                "TidingsCore", "TidingsProviders", "TidingsSinks", "TidingsCurl",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             // Raw inputs that crashed `make fuzz`, read by FuzzRegressionTests through #filePath.

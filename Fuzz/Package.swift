@@ -22,6 +22,7 @@ let package = Package(
                 .product(name: "TidingsCore", package: rootPackage),
                 .product(name: "TidingsProviders", package: rootPackage),
                 .product(name: "TidingsSinks", package: rootPackage),
+                .product(name: "TidingsCurl", package: rootPackage),
             ]
         ),
     ]

@@ -11,11 +11,10 @@ import TidingsCore
 /// array per poll), `secret` / `secret_file` / `secret_env` / `secret_credential` (`whsec_…`),
 /// `timeout` (default "15s").
 ///
-/// Delivery outcome, for the outbox: 2xx delivered; network error, timeout, 408, 429 and 5xx
-/// retryable (honouring `Retry-After`); 410 gone (the sink is disabled until reload); any
-/// other status permanent (dead letter). Redirects are never followed (a re-sent POST may lose
-/// its body): a permanent one (301, 308) disables the sink until reload, as 410 does, and any
-/// other 3xx is retried; both keep the deliveries and name the `Location`.
+/// Delivery outcome, for the outbox: as ``HTTPDelivery`` says (2xx delivered; network error,
+/// timeout, 408, 425, 429 and 5xx retried honouring `Retry-After`; 410, 301 and 308 disable the
+/// sink until reload; other 3xx retried; redirects never followed), except that a 401 or 403 is
+/// a dead letter for that one message rather than a dead sink.
 public struct WebhookSink: Sink {
     /// Where to POST.
     public var url: URL
@@ -32,7 +31,7 @@ public struct WebhookSink: Sink {
     /// The clock for `webhook-timestamp` (tests pin it).
     public var now: @Sendable () -> Date
 
-    /// A webhook sink; `client` is normally a ``CurlHTTPClient``.
+    /// A webhook sink; `client` is the process's shared one (``SinkSetup/http``).
     public init(
         url: URL, headers: [(String, String)] = [], batch: Bool = false, signature: WebhookSignature? = nil,
         timeout: TimeInterval = 15, client: any HTTPClient, now: @escaping @Sendable () -> Date = Date.init
@@ -50,7 +49,7 @@ public struct WebhookSink: Sink {
     public var acceptsBatches: Bool { batch }
 
     /// The factory the config loader uses.
-    public static let factory = SinkFactory(type: "webhook", summary: "POST events as JSON, signed per Standard Webhooks") { o, _ in
+    public static let factory = SinkFactory(type: "webhook", summary: "POST events as JSON, signed per Standard Webhooks") { o, setup in
         let raw = try o.requiredString("url")
         guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil else {
             throw o.error("url", "\(o.what): 'url' must be an http:// or https:// URL, not \"\(raw)\"")
@@ -63,7 +62,7 @@ public struct WebhookSink: Sink {
         }
         return WebhookSink(
             url: url, headers: try o.headers().pairs, batch: try o.bool("batch") ?? false,
-            signature: signature, timeout: try o.duration("timeout", minimum: 1) ?? 15, client: CurlHTTPClient())
+            signature: signature, timeout: try o.duration("timeout", minimum: 1) ?? 15, client: setup.http)
     }
 
     /// POSTs the events (or the batch); the first failure throws, classified for the outbox.
@@ -100,52 +99,19 @@ public struct WebhookSink: Sink {
         return HTTPRequest(method: "POST", url: url, headers: h, body: body, timeout: timeout, maxBody: 1 << 20, redirects: .never)
     }
 
+    /// How this sink's requests are sent and judged: a 401/403 is one refused message (a
+    /// receiver checking each signature), not a dead sink.
+    var delivery: HTTPDelivery {
+        HTTPDelivery(endpoint: "POST \(HTTPDelivery.display(url))", client: client, onAuthFailure: .deadLetter)
+    }
+
     func post(id: String, body: Data) async throws {
-        let response: HTTPResponse
-        do {
-            response = try await client.send(request(id: id, body: body))
-        } catch let e as HTTPClientError {
-            throw DeliveryError(.retryable, "POST \(Self.display(url)): \(e)")
-        } catch is CancellationError {
-            throw DeliveryError(.retryable, "POST \(Self.display(url)): cancelled")
-        } catch {
-            throw DeliveryError(.retryable, "POST \(Self.display(url)): \(error)")
-        }
-        if let failure = Self.classify(response, url: url) { throw failure }
+        try await delivery.send(request(id: id, body: body))
     }
 
     /// Maps a response to the outbox's terms; nil means delivered.
-    public static func classify(_ r: HTTPResponse, url: URL) -> DeliveryError? {
-        let what = "POST \(display(url)): HTTP \(r.status)" + snippet(r.body)
-        switch r.status {
-        case 200..<300: return nil
-        case 408, 429, 500...599: return DeliveryError(.retryable, what, retryAfter: r.retryAfter)
-        case 410: return DeliveryError(.gone, what + " (the receiver says this endpoint is gone)")
-        case 301, 308:
-            return DeliveryError(.gone, "POST \(display(url)): HTTP \(r.status), moved permanently to \(location(r, from: url)); webhooks do not follow redirects: update the sink's url")
-        case 300..<400:
-            return DeliveryError(.retryable, "POST \(display(url)): HTTP \(r.status) redirect to \(location(r, from: url)); webhooks do not follow redirects", retryAfter: r.retryAfter)
-        default: return DeliveryError(.permanent, what)
-        }
-    }
-
-    /// A redirect's target, for messages (as ``display(_:)`` shows URLs).
-    static func location(_ r: HTTPResponse, from url: URL) -> String {
-        guard let raw = r.header("location"), !raw.isEmpty else { return "(no Location)" }
-        return URL(string: raw, relativeTo: url).map { display($0.absoluteURL) } ?? Redirect.display(raw)
-    }
-
-    /// The URL without user info or query (either may carry a token).
-    static func display(_ url: URL) -> String {
-        var c = URLComponents(url: url, resolvingAgainstBaseURL: false)
-        c?.user = nil
-        c?.password = nil
-        c?.query = nil
-        return c?.string ?? "webhook"
-    }
-
-    static func snippet(_ body: Data) -> String {
-        let text = Redactor.shared.excerpt(body)
-        return text.isEmpty ? "" : ": \(text)"
+    package func classify(_ r: HTTPResponse) -> DeliveryError? {
+        if case .failed(let error) = delivery.outcome(of: r, url: url) { return error }
+        return nil
     }
 }

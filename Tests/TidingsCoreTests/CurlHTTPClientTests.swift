@@ -1,5 +1,6 @@
 import Foundation
 import TidingsCore
+import TidingsCurl
 import XCTest
 
 #if canImport(Glibc)

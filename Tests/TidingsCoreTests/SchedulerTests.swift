@@ -1,5 +1,6 @@
 import Foundation
 @testable import TidingsCore
+import TidingsCurl
 import XCTest
 
 /// Counts polls per source.

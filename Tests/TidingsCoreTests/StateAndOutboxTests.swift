@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 @testable import TidingsCore
+import TidingsCurl
 import XCTest
 
 /// A provider whose items the test sets.

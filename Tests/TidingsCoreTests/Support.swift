@@ -3,6 +3,7 @@ import Logging
 import TidingsCore
 import TidingsProviders
 import TidingsSinks
+import TidingsCurl
 import XCTest
 
 /// A scratch directory removed after the test.
@@ -18,7 +19,9 @@ func write(_ text: String, to path: String, mode: Int = 0o600) throws {
     chmod(path, mode_t(mode))
 }
 
-let testLoader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry)
+let testLoader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: testHTTP)
+/// The one HTTP client of the test process, as a daemon has one.
+let testHTTP = CurlHTTPClient()
 
 /// Loads a main config from text; returns the errors (empty on success).
 func configErrors(_ text: String, plugins: [String: (String, Int)] = [:], mode: Int = 0o600) throws -> [ConfigError] {

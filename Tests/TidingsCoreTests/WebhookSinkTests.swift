@@ -51,7 +51,7 @@ final class WebhookSinkTests: XCTestCase {
     func testStatusClassification() {
         let url = URL(string: "https://u:pw@hooks.example/x?token=t")!
         func cat(_ status: Int, _ headers: [String: String] = [:]) -> DeliveryError? {
-            WebhookSink.classify(HTTPResponse(status: status, headers: headers, body: Data()), url: url)
+            WebhookSink(url: url, client: Failing()).classify(HTTPResponse(status: status, headers: headers, body: Data()))
         }
         XCTAssertNil(cat(200))
         XCTAssertNil(cat(204))
@@ -70,7 +70,7 @@ final class WebhookSinkTests: XCTestCase {
         let url = URL(string: "https://hooks.example/x?token=t")!
         XCTAssertEqual(WebhookSink(url: url, client: Failing()).request(id: "1", body: Data()).redirects, .never)
         func cat(_ status: Int, _ location: String) -> DeliveryError? {
-            WebhookSink.classify(HTTPResponse(status: status, headers: ["location": location], body: Data()), url: url)
+            WebhookSink(url: url, client: Failing()).classify(HTTPResponse(status: status, headers: ["location": location], body: Data()))
         }
         for s in [301, 308] {
             XCTAssertEqual(cat(s, "https://new.example/hook")?.category, .gone, "\(s)")

@@ -1,6 +1,7 @@
 import Foundation
 import TidingsCore
 import TidingsProviders
+import TidingsCurl
 import TidingsSinks
 
 /// What each fuzz target does with one input. Every function feeds the bytes to the same public
@@ -16,8 +17,11 @@ enum Targets {
 
     /// The TOML text of a main config → ``ConfigLoader/load(text:file:)`` with every built-in
     /// provider and sink. The file name does not exist, so the default plugins.d is absent.
+    /// Sinks are built with it, never sent through: config loading does no I/O.
+    static let http = CurlHTTPClient()
+
     static func config(_ data: Data) {
-        let loader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry)
+        let loader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: http)
         _ = try? loader.load(text: String(decoding: data, as: UTF8.self), file: "/nonexistent/tidings-fuzz/tidings.toml")
     }
 

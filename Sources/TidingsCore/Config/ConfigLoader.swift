@@ -17,10 +17,13 @@ public struct ConfigLoader: Sendable {
     public var providers: ProviderRegistry
     public var sinks: SinkRegistry
     public var secrets: SecretPolicy
+    /// The process's one HTTP client, handed to every sink built here (providers get it per poll).
+    public var http: any HTTPClient
 
-    public init(providers: ProviderRegistry, sinks: SinkRegistry, secrets: SecretPolicy = .required) {
+    public init(providers: ProviderRegistry, sinks: SinkRegistry, http: any HTTPClient, secrets: SecretPolicy = .required) {
         self.providers = providers
         self.sinks = sinks
+        self.http = http
         self.secrets = secrets
     }
 
@@ -133,7 +136,7 @@ public struct ConfigLoader: Sendable {
                     guard let f = sinks.factory(type: type) else {
                         throw reader.error("type", "\(what): unknown sink type '\(type)' (known: \(sinks.types.joined(separator: ", ")))")
                     }
-                    let instance = try f.make(reader, SinkSetup(name: name, logger: Log.logger("sink.\(name)")))
+                    let instance = try f.make(reader, SinkSetup(name: name, logger: Log.logger("sink.\(name)"), http: http))
                     try reader.finish()
                     sinkConfigs.append(SinkConfig(name: name, type: type, instance: instance, file: file, line: r.table.line))
                 }

@@ -45,9 +45,13 @@ extension Sink {
 public struct SinkSetup: Sendable {
     public var name: String
     public var logger: Logger
-    public init(name: String, logger: Logger) {
+    /// The process's shared HTTP client (one libcurl thread for every provider and sink).
+    /// Sinks send through it, normally via the sinks module's `HTTPDelivery`; none builds its own.
+    public var http: any HTTPClient
+    public init(name: String, logger: Logger, http: any HTTPClient) {
         self.name = name
         self.logger = logger
+        self.http = http
     }
 }
 

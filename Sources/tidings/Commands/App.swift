@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import TidingsCore
 import TidingsProviders
+import TidingsCurl
 import TidingsSinks
 
 /// What a command needs: the loaded config and the state database.
@@ -11,8 +12,12 @@ struct App {
     var configFile: String
     var stateDir: String
 
+    /// The process's one HTTP client (one libcurl thread): every provider poll and every sink
+    /// sends through it. Its thread starts with the first request.
+    static let http = CurlHTTPClient()
+
     static var loader: ConfigLoader {
-        ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry)
+        ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: http)
     }
 
     /// Loads the configuration, or reports every error as `FILE:LINE: message` and exits 78.
@@ -31,6 +36,7 @@ struct App {
             throw ExitCode(Exit.config)
         }
         for w in config.warnings { complain("warning: \(w)", level: .warning) }
+        http.limitConnectionsPerHost(config.maxPerHost)
         return App(config: config, configFile: file, stateDir: resolveStateDir(options.stateDir, config: config))
     }
 

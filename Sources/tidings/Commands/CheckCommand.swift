@@ -58,7 +58,7 @@ struct CheckCommand: AsyncParsableCommand {
         }
         defer { withExtendedLifetime(lock) {} }
         let store = try app.openStore()
-        let runner = PollRunner(store: store, http: CurlHTTPClient(maxConnectionsPerHost: app.config.maxPerHost))
+        let runner = PollRunner(store: store, http: App.http)
         let options = RecordOptions(router: deliver ? app.router : nil, dryRun: dryRun)
 
         let outcomes = await Self.pollAll(selected, runner: runner, options: options, limit: app.config.maxConcurrent,

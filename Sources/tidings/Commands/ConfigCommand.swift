@@ -39,7 +39,7 @@ struct ConfigCommand: AsyncParsableCommand {
             emit("\(app.configFile): OK: \(c.sources.count) source\(c.sources.count == 1 ? "" : "s") (\(enabled) enabled), \(c.sinks.count) sink\(c.sinks.count == 1 ? "" : "s"), \(c.routes.count) route\(c.routes.count == 1 ? "" : "s"); plugins from \(c.pluginsDir)")
             guard poll else { return }
             let selected = try app.selectSources(sources)
-            let http = CurlHTTPClient(maxConnectionsPerHost: c.maxPerHost)
+            let http = App.http
             var failed = false
             for (source, outcome) in zip(selected, await SamplePoll.run(selected, http: http, limit: c.maxConcurrent)) {
                 switch outcome {

@@ -108,6 +108,7 @@ final class DaemonService: Service, Sendable {
         do {
             let fresh = try App.loader.load(file: configFile)
             for w in fresh.warnings { logger.warning("\(w)") }
+            App.http.limitConnectionsPerHost(fresh.maxPerHost)
             logger.notice("reloaded configuration: \(fresh.sources.count) sources, \(fresh.sinks.count) sinks")
             return fresh
         } catch let e as ConfigErrors {
@@ -123,7 +124,7 @@ final class DaemonService: Service, Sendable {
     private func runGeneration(_ config: TidingsConfig, next: () async -> Control) async -> TidingsConfig? {
         let sinks = Dictionary(uniqueKeysWithValues: config.sinks.map { ($0.name, $0.instance) })
         let outbox = OutboxWorker(store: store, sinks: sinks, policy: RetryPolicy(maxAge: config.deliveryMaxAge), logger: Log.logger("outbox"))
-        let runner = PollRunner(store: store, http: CurlHTTPClient(maxConnectionsPerHost: config.maxPerHost))
+        let runner = PollRunner(store: store, http: App.http)
         let router = Router(routes: config.routes, allSinks: config.sinks.map(\.name))
         let notifications = self.notifications
         let scheduler = Scheduler(config: config, runner: runner, router: router, logger: Log.logger("scheduler"),

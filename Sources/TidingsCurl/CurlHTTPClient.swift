@@ -1,7 +1,9 @@
 import Foundation
+import TidingsCore
 
 /// ``HTTPClient`` on a libcurl multi handle: one thread drives every transfer of this client,
-/// reusing connections (at most `maxConnectionsPerHost` per host).
+/// reusing connections (at most `maxConnectionsPerHost` per host). A process makes one and
+/// shares it: every provider and sink of a daemon sends through the same instance.
 ///
 /// - Sends `User-Agent: tidings/<version>` unless the request sets one; accepts gzip/deflate.
 /// - Follows redirects itself, hop by hop, as the request's ``RedirectPolicy`` allows (libcurl
@@ -22,6 +24,9 @@ public final class CurlHTTPClient: HTTPClient {
     }
 
     deinit { loop.stop() }
+
+    /// Applies `max_per_host` (at start and on reload) to the transfers that start from now on.
+    public func limitConnectionsPerHost(_ n: Int) { loop.limitPerHost(n) }
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let deadline = ContinuousClock.now + .milliseconds(Int64(min(max(request.timeout, 0), 1e9) * 1000))

@@ -1,4 +1,5 @@
 import CCurl
+import TidingsCore
 import Foundation
 import Synchronization
 

@@ -1,6 +1,7 @@
 import CCurl
 import Foundation
 import Synchronization
+import TidingsCore
 
 /// `curl_global_init`, once per process (libcurl's global setup is not thread-safe on its own).
 private let curlGlobalInit: Void = {
@@ -18,6 +19,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     private enum Command {
         case add(CurlTransfer)
         case cancel(CurlTransfer)
+        case limitPerHost(Int)
     }
 
     private struct Inbox {
@@ -67,6 +69,20 @@ final class CurlMultiLoop: @unchecked Sendable {
         let queued = inbox.withLock { inbox -> Bool in
             guard !inbox.stopping else { return false }
             inbox.commands.append(.cancel(transfer))
+            return true
+        }
+        if queued { curl_multi_wakeup(multi) }
+    }
+
+    /// Changes the per-host connection limit (a reload's `max_per_host`) for transfers from now on.
+    func limitPerHost(_ n: Int) {
+        let queued = inbox.withLock { inbox -> Bool in
+            guard inbox.started else {
+                // No thread yet, and none can start while the lock is held: the handle is ours.
+                tidings_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, n))
+                return false
+            }
+            inbox.commands.append(.limitPerHost(n))
             return true
         }
         if queued { curl_multi_wakeup(multi) }
@@ -122,6 +138,8 @@ final class CurlMultiLoop: @unchecked Sendable {
                     guard let handle = transfer.handle, active[handle] === transfer else { continue }
                     retire(handle)
                     transfer.complete(.failure(CancellationError()))
+                case .limitPerHost(let n):
+                    tidings_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, n))
                 }
             }
             batch.removeAll(keepingCapacity: true)
