@@ -89,13 +89,10 @@ public struct StderrLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(
-        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
-        file: String, function: String, line: UInt
-    ) {
+    public func log(event: LogEvent) {
         var all = metadata
-        explicit?.forEach { all[$0] = $1 }
-        FileHandle.standardError.write(Data(Self.line(at: Date(), level: level, metadata: all, message: "\(message)", destination: destination).utf8))
+        event.metadata?.forEach { all[$0] = $1 }
+        FileHandle.standardError.write(Data(Self.line(at: Date(), level: event.level, metadata: all, message: "\(event.message)", destination: destination).utf8))
     }
 
     /// One log line, newline-terminated: secrets scrubbed, then the whole text (metadata values

@@ -294,7 +294,7 @@ public enum ProcessRunner {
             // Every bit, not sigfillset: glibc's leaves out its two internal signals (32, 33), and
             // posix_spawn then sets those to SIG_IGN in the child, which exec keeps.
             var all = sigset_t()
-            withUnsafeMutableBytes(of: &all) { $0.initializeMemory(as: UInt8.self, repeating: 0xff) }
+            withUnsafeMutableBytes(of: &all) { _ = $0.initializeMemory(as: UInt8.self, repeating: 0xff) }
             posix_spawnattr_setsigdefault(&attributes, &all)
             posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF) | tidings_spawn_setsid_flag())
 
