@@ -21,12 +21,6 @@ enum ProviderSupport {
         return url
     }
 
-    /// True for `localhost`, 127.0.0.0/8 and ::1: traffic that never leaves the machine.
-    static func isLoopback(_ url: URL) -> Bool {
-        guard let host = url.host?.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]")) else { return false }
-        return host == "localhost" || host.hasSuffix(".localhost") || host == "::1" || host.hasPrefix("127.")
-    }
-
     /// `base` + `path` (path starts with `/`), keeping any path prefix of the base.
     static func join(_ base: URL, _ path: String, query: [URLQueryItem] = []) -> URL {
         var c = URLComponents(url: base, resolvingAgainstBaseURL: false)!

@@ -30,7 +30,7 @@ public final class SportdateProvider: Provider, Sendable {
             throw options.error("message_method", "\(options.what): 'message_method' must be \"GET\" (the spec) or \"POST\", not \"\(method)\"")
         }
         let insecureOK = try options.bool("allow_insecure_http") ?? false
-        if base.scheme?.lowercased() == "http" && !insecureOK && !ProviderSupport.isLoopback(base) {
+        if base.scheme?.lowercased() == "http" && !insecureOK && !Loopback.contains(base) {
             throw options.error("base_url", "\(options.what): refusing to send the Sportdate password over plain http (\(base.absoluteString)); use https://, or set allow_insecure_http = true if you accept the risk")
         }
         return SportdateProvider(base: base, email: email, password: password, messageMethod: method)

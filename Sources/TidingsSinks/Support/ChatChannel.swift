@@ -46,16 +46,10 @@ package enum ChatChannel {
         guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
               let host = url.host, !host.isEmpty
         else { throw o.error(key, "\(o.what): '\(key)' must be an https:// URL\(shown ? ", not" : "")\(value)") }
-        if scheme == "http" && !isLoopback(host) {
+        if scheme == "http" && !Loopback.contains(host: host) {
             throw o.error(key, "\(o.what): '\(key)' must use https:// (plain http is only allowed to loopback: the request carries a secret)\(shown ? "; got\(value)" : "")")
         }
         return url
-    }
-
-    /// `localhost`, 127.0.0.0/8 and ::1: traffic that never leaves the machine.
-    static func isLoopback(_ host: String) -> Bool {
-        let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        return h == "localhost" || h.hasSuffix(".localhost") || h == "::1" || h.hasPrefix("127.")
     }
 
     /// How messages name a webhook endpoint: the service and host, never the path (the secret).
