@@ -10,13 +10,15 @@ import TidingsCore
 /// `expire_timeouts` (per kind, e.g. `{ alert = "30s" }`; `notice` defaults to "never";
 /// critical events never expire), `info_urgency` ("normal" or "low"), `max_per_poll`
 /// (default 5: more events from one poll of one source become one summary), `icon`,
-/// `desktop_entry` (default "tidings").
+/// `desktop_entry` (default "tidings"), `title_template` (the summary, plain text; default
+/// `{{title}}`), `body_template` (default `{{body}}`; `{{x}}` escaped as body markup when the
+/// server renders it, see ``MessageTemplate``).
 ///
 /// The bus is found from `DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus` (which is
 /// where a systemd *user* unit finds it). Without a bus or a notification server, deliveries
 /// fail as retryable ("desktop notifications unavailable: …", logged once per outage) and stay
 /// in the outbox.
-public final class DesktopSink: Sink {
+public final class DesktopSink: Sink, TemplatedSink {
     /// How events map to notifications (urgency, expiry, summaries).
     public let style: DesktopStyle
     /// How long one delivery waits for the notification server.
@@ -37,6 +39,10 @@ public final class DesktopSink: Sink {
         self.style = style
         self.timeout = timeout
         self.logger = logger
+    }
+
+    package var templates: KeyValuePairs<String, MessageTemplate> {
+        ["title_template": style.titleTemplate, "body_template": style.bodyTemplate]
     }
 
     /// One poll's events together, so a burst can become one summary.
@@ -64,6 +70,10 @@ public final class DesktopSink: Sink {
         if let m = try o.int("max_per_poll", range: 1...1000) { style.maxPerPoll = m }
         style.icon = try o.string("icon")
         if let d = try o.string("desktop_entry") { style.desktopEntry = d }
+        let templates = try MessageTemplate.options(o, [
+            ("title_template", DesktopStyle.defaultTitle, .plain), ("body_template", DesktopStyle.defaultBody, .notification),
+        ])
+        (style.titleTemplate, style.bodyTemplate) = (templates[0], templates[1])
         return DesktopSink(style: style, timeout: try o.duration("timeout", minimum: 0.1) ?? 10, logger: setup.logger)
     }
 

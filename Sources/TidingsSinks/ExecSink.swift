@@ -65,18 +65,7 @@ public struct ExecSink: Sink {
     public static let maxVariableBytes = 32 << 10
 
     /// `text` cut to at most `bytes` UTF-8 bytes, on a character boundary.
-    static func limited(_ text: String, bytes: Int) -> String {
-        guard text.utf8.count > bytes else { return text }
-        var out = ""
-        var used = 0
-        for ch in text {
-            let n = ch.utf8.count
-            if used + n > bytes { break }
-            out.append(ch)
-            used += n
-        }
-        return out
-    }
+    static func limited(_ text: String, bytes: Int) -> String { text.prefix(utf8Bytes: bytes) }
 
     /// Runs the command once per event, in order; the first failure stops and is retryable.
     public func deliver(_ events: [Event]) async throws {

@@ -3,10 +3,20 @@ import Synchronization
 import TidingsCore
 
 /// `type = "stdout"`: one line per event on standard output, `format = "text"` or `"json"`.
-public struct StdoutSink: Sink {
+///
+/// In text format the title and body parts of the line come from `title_template` (default
+/// `{{title}}`) and `body_template` (default `{{body}}`), plain text made safe for the terminal
+/// as every line is (``EventFormatter``). JSON lines are the event itself (DESIGN §4): no templates.
+public struct StdoutSink: Sink, TemplatedSink {
     public enum Format: String, Sendable { case text, json }
     public var format: Format
     public var formatter: EventFormatter
+    /// The line's title part.
+    package var titleTemplate = MessageTemplate.builtin(Self.defaultTitle, markup: .plain)
+    /// The line's body part.
+    package var bodyTemplate = MessageTemplate.builtin(Self.defaultBody, markup: .plain)
+    package static let defaultTitle = "{{title}}"
+    package static let defaultBody = "{{body}}"
     private static let lock = Mutex(())
 
     public init(format: Format, color: Bool) {
@@ -19,11 +29,21 @@ public struct StdoutSink: Sink {
         guard let format = Format(rawValue: name) else {
             throw o.error("format", "\(o.what): 'format' must be \"text\" or \"json\", not \"\(name)\"")
         }
-        return StdoutSink(format: format, color: EventFormatter.wantsColor(fileDescriptor: STDOUT_FILENO))
+        var sink = StdoutSink(format: format, color: EventFormatter.wantsColor(fileDescriptor: STDOUT_FILENO))
+        if format == .json, let key = ["title_template", "body_template"].first(where: o.has) {
+            throw o.error(key, "\(o.what): '\(key)' applies to format = \"text\"; JSON lines are the event itself")
+        }
+        let templates = try MessageTemplate.options(o, [("title_template", defaultTitle, .plain), ("body_template", defaultBody, .plain)])
+        (sink.titleTemplate, sink.bodyTemplate) = (templates[0], templates[1])
+        return sink
+    }
+
+    package var templates: KeyValuePairs<String, MessageTemplate> {
+        ["title_template": titleTemplate, "body_template": bodyTemplate]
     }
 
     public func deliver(_ events: [Event]) async throws {
-        let text = events.map { format == .json ? $0.jsonLine() : formatter.line($0) }.joined(separator: "\n") + "\n"
+        let text = events.map { format == .json ? $0.jsonLine() : formatter.line(shown($0)) }.joined(separator: "\n") + "\n"
         try Self.lock.withLock { _ in
             do {
                 try FileHandle.standardOutput.write(contentsOf: Data(text.utf8))
@@ -31,5 +51,13 @@ public struct StdoutSink: Sink {
                 throw DeliveryError(.retryable, "cannot write to stdout: \(error.localizedDescription)")
             }
         }
+    }
+
+    /// `e` with the title and body the templates make of it.
+    func shown(_ e: Event) -> Event {
+        var shown = e
+        shown.title = titleTemplate.render(e)
+        shown.body = bodyTemplate.render(e)
+        return shown
     }
 }

@@ -9,13 +9,17 @@ import TidingsCore
 /// Options: `url` (required, http or https), `headers` (table of extra headers; values may be
 /// secrets, ``OptionReader/headers(_:)``), `batch` (false: one POST per event; true: one JSON
 /// array per poll), `secret` / `secret_file` / `secret_env` / `secret_credential` (`whsec_…`),
-/// `timeout` (default "15s").
+/// `timeout` (default "15s"), `body_template` (a Mustache template whose text is sent instead of
+/// the event JSON: Microsoft Teams, Google Chat, any JSON API) with `content_type` (default
+/// `application/json`; with a JSON type `{{name}}` is escaped for inside a JSON string). The
+/// signature covers exactly the bytes sent. `body_template` is for one event per request, so it
+/// does not go with `batch = true`.
 ///
 /// Delivery outcome, for the outbox: as ``HTTPDelivery`` says (2xx delivered; network error,
 /// timeout, 408, 425, 429 and 5xx retried honouring `Retry-After`; 410, 301 and 308 disable the
 /// sink until reload; other 3xx retried; redirects never followed), except that a 401 or 403 is
 /// a dead letter for that one message rather than a dead sink.
-public struct WebhookSink: Sink {
+public struct WebhookSink: Sink, TemplatedSink {
     /// Where to POST.
     public var url: URL
     /// Extra headers (`Content-Type` and the `webhook-*` headers are always the sink's own).
@@ -30,6 +34,24 @@ public struct WebhookSink: Sink {
     public var client: any HTTPClient
     /// The clock for `webhook-timestamp` (tests pin it).
     public var now: @Sendable () -> Date
+    /// What a request carries: the event JSON, or a `body_template`'s text.
+    package var payload = Payload.event
+
+    /// The body of a request.
+    package enum Payload: Sendable, Equatable {
+        /// The event JSON (DESIGN §4), or for a batch a JSON array of events.
+        case event
+        /// `body_template` rendered for the one event, sent as `contentType`.
+        case template(MessageTemplate, contentType: String)
+
+        /// The default `content_type` of a `body_template`.
+        package static let defaultContentType = "application/json"
+
+        var contentType: String {
+            if case .template(_, let type) = self { return type }
+            return "application/json"
+        }
+    }
 
     /// A webhook sink; `client` is the process's shared one (``SinkSetup/http``).
     public init(
@@ -60,9 +82,38 @@ public struct WebhookSink: Sink {
                 throw o.error(o.has("secret") ? "secret" : o.has("secret_file") ? "secret_file" : "secret_env", "\(o.what): \(error)")
             }
         }
-        return WebhookSink(
+        var sink = WebhookSink(
             url: url, headers: try o.headers().pairs, batch: try o.bool("batch") ?? false,
             signature: signature, timeout: try o.duration("timeout", minimum: 1) ?? 15, client: setup.http)
+        sink.payload = try payload(o, batch: sink.batch)
+        return sink
+    }
+
+    /// `body_template` and `content_type`, or the event JSON without them.
+    static func payload(_ o: OptionReader, batch: Bool) throws -> Payload {
+        let contentType = try o.string("content_type")
+        guard o.has("body_template") else {
+            if contentType != nil { throw o.error("content_type", "\(o.what): 'content_type' goes with 'body_template' (the event JSON is always application/json)") }
+            return .event
+        }
+        if batch {
+            throw o.error("body_template", "\(o.what): 'body_template' renders one event per request: it does not go with 'batch = true'")
+        }
+        let type = contentType ?? Payload.defaultContentType
+        guard !type.isEmpty, HeaderTable.isValidValue(type) else {
+            throw o.error("content_type", "\(o.what): 'content_type' must be a media type like \"application/json\"")
+        }
+        let markup = Markup.forContentType(type)
+        let template = try MessageTemplate.option(o, "body_template", default: "", markup: markup)
+        if markup == .json, let problem = template.jsonProblem() {
+            o.warning("body_template", "\(o.what): 'body_template' is sent as \(type), but for a sample event it renders text that is not JSON (\(problem))")
+        }
+        return .template(template, contentType: type)
+    }
+
+    package var templates: KeyValuePairs<String, MessageTemplate> {
+        if case .template(let t, _) = payload { return ["body_template": t] }
+        return [:]
     }
 
     /// POSTs the events (or the batch); the first failure throws, classified for the outbox.
@@ -71,7 +122,7 @@ public struct WebhookSink: Sink {
         if batch {
             try await post(id: Self.messageID(for: events), body: Self.body(events, asArray: true))
         } else {
-            for e in events { try await post(id: e.id, body: Self.body([e], asArray: false)) }
+            for e in events { try await post(id: e.id, body: body(for: e)) }
         }
     }
 
@@ -83,6 +134,14 @@ public struct WebhookSink: Sink {
         return "batch_" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
     }
 
+    /// What a request for the one event `e` carries.
+    func body(for e: Event) -> Data {
+        switch payload {
+        case .event: return Self.body([e], asArray: false)
+        case .template(let template, _): return Data(template.render(e).utf8)
+        }
+    }
+
     /// The request body: one event object, or a JSON array of them.
     public static func body(_ events: [Event], asArray: Bool) -> Data {
         asArray ? Data(("[" + events.map { $0.jsonLine() }.joined(separator: ",") + "]").utf8) : Data(events[0].jsonLine().utf8)
@@ -92,7 +151,7 @@ public struct WebhookSink: Sink {
     public func request(id: String, body: Data) -> HTTPRequest {
         let timestamp = Int(now().timeIntervalSince1970)
         var h = headers.filter { !["content-type", "webhook-id", "webhook-timestamp", "webhook-signature"].contains($0.0.lowercased()) }
-        h.append(("Content-Type", "application/json"))
+        h.append(("Content-Type", payload.contentType))
         h.append(("webhook-id", id))
         h.append(("webhook-timestamp", String(timestamp)))
         if let signature { h.append(("webhook-signature", signature.sign(id: id, timestamp: timestamp, body: body))) }

@@ -97,6 +97,7 @@ public struct ConfigLoader: Sendable {
         /// A reader for a table that may hold secrets, under this load's ``SecretPolicy``.
         func tableReader(_ table: ConfigTable, what: String, baseDirectory: String? = nil) -> OptionReader {
             let r = OptionReader(table, what: what, baseDirectory: baseDirectory)
+            r.warnings = { warnings.append("\($0)") }
             if secrets == .lenient {
                 r.lenientSecrets = { warnings.append("\($0) (ignored: this command only reads the state)") }
             }

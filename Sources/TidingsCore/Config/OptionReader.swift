@@ -21,6 +21,8 @@ public final class OptionReader {
     /// Set by a ``SecretPolicy/lenient`` load: receives each secret that cannot be read, which
     /// then reads as a placeholder (see ``secret(_:required:)``). Nil: such a secret is an error.
     public var lenientSecrets: ((ConfigError) -> Void)?
+    /// Receives ``warning(_:_:)``s (the loader's: `config check` and the daemon show them).
+    public var warnings: ((ConfigError) -> Void)?
 
     public init(_ table: ConfigTable, what: String, baseDirectory: String? = nil) {
         self.table = table
@@ -35,6 +37,9 @@ public final class OptionReader {
         let line = key.flatMap { table[$0]?.line } ?? table.line
         return ConfigError(file: file, line: line, message)
     }
+
+    /// Something that works but is probably not what was meant, at `key`'s line.
+    public func warning(_ key: String?, _ message: String) { warnings?(error(key, message)) }
 
     private func typeError(_ key: String, expected: String, got node: ConfigNode) -> ConfigError {
         error(key, "\(what): '\(key)' must be \(expected), not \(node.typeName)")
@@ -149,6 +154,7 @@ public final class OptionReader {
         guard case .table(let t) = n.value else { throw typeError(key, expected: "a table", got: n) }
         let sub = OptionReader(t, what: "\(what) '\(key)'", baseDirectory: baseDirectory)
         sub.lenientSecrets = lenientSecrets
+        sub.warnings = warnings
         return sub
     }
 

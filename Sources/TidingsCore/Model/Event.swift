@@ -48,6 +48,9 @@ public struct Event: Sendable, Equatable {
     /// `data` can be written (see ``CompactJSONWriter``).
     public func jsonLine() -> String { jsonText(capacity: 512) }
 
+    /// The same members as a ``JSONValue`` (`data` shared, not copied): message templates' context.
+    package var jsonObject: JSONValue { jsonValue }
+
     /// Reads an event back from ``jsonLine()`` text (the stored form): required fields,
     /// known event type and severity, a valid timestamp.
     public static func decode(jsonLine: String) throws(JSONParseError) -> Event {

@@ -68,24 +68,22 @@ public struct DesktopStyle: Sendable, Equatable {
     public var desktopEntry = "tidings"
     /// Whether the server renders body markup (then the body must be escaped).
     public var bodyMarkup = true
+    /// The notification's summary (`title_template`): plain text, as the specification has it.
+    package var titleTemplate = MessageTemplate.builtin(Self.defaultTitle, markup: .plain)
+    /// The notification's body (`body_template`), escaped as body markup (``Markup/notification``);
+    /// ``body(for:)`` renders it as plain text for a server without `body-markup`.
+    package var bodyTemplate = MessageTemplate.builtin(Self.defaultBody, markup: .notification) {
+        didSet { plainBodyTemplate = bodyTemplate.with(markup: .plain) }
+    }
+    private var plainBodyTemplate = MessageTemplate.builtin(Self.defaultBody, markup: .plain)
+    package static let defaultTitle = "{{title}}"
+    package static let defaultBody = "{{body}}"
 
     /// The defaults: normal info urgency, server-default expiry, notices never expire, 5 per poll.
     public init() {}
 
     /// Escapes `&`, `<` and `>` so remote text cannot inject notification markup.
-    public static func escape(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.count)
-        for ch in text {
-            switch ch {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            default: out.append(ch)
-            }
-        }
-        return out
-    }
+    public static func escape(_ text: String) -> String { Markup.notification.escape(text) }
 
     /// info → ``infoUrgency``, warning → normal, critical → critical.
     public func urgency(_ s: Severity) -> DesktopUrgency {
@@ -114,6 +112,9 @@ public struct DesktopStyle: Sendable, Equatable {
 
     func body(_ text: String) -> String { bodyMarkup ? Self.escape(text) : text }
 
+    /// The body for `e`: `body_template` rendered, escaped for the server's markup (once).
+    func body(for e: Event) -> String { (bodyMarkup ? bodyTemplate : plainBodyTemplate).render(e) }
+
     static func openable(_ url: String?) -> String? {
         guard let url, let scheme = URL(string: url)?.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return nil }
         return url
@@ -137,7 +138,7 @@ public struct DesktopStyle: Sendable, Equatable {
     /// The notification for one event.
     public func single(_ e: Event) -> DesktopNotification {
         DesktopNotification(
-            summary: e.title, body: body(e.body), icon: icon(e.severity), urgency: urgency(e.severity),
+            summary: titleTemplate.render(e), body: body(for: e), icon: icon(e.severity), urgency: urgency(e.severity),
             expiry: expiry(kind: e.kind, severity: e.severity), category: "x-tidings.\(e.kind)",
             desktopEntry: desktopEntry, openURL: Self.openable(e.url))
     }
@@ -151,7 +152,7 @@ public struct DesktopStyle: Sendable, Equatable {
         title += kind.map { $0.hasSuffix("s") ? $0 : $0 + "s" } ?? "events"
         title += " from \(source)"
         let shown = 5
-        var lines = events.prefix(shown).map { "• " + $0.title }
+        var lines = events.prefix(shown).map { "• " + titleTemplate.render($0) }
         if events.count > shown { lines.append("…and \(events.count - shown) more") }
         let urls = Set(events.map(\.url))
         return DesktopNotification(

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TidingsCore
+import TidingsSinks
 
 struct SinksCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -11,7 +12,8 @@ struct SinksCommand: AsyncParsableCommand {
     struct Test: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "test",
-            abstract: "Send a clearly marked test event through one sink now, and report the result (exit 0 or 2).")
+            abstract: "Send a clearly marked test event through one sink now, and report the result (exit 0 or 2).",
+            discussion: "The event goes through the sink's templates; what each renders is shown first.")
 
         @OptionGroup var common: CommonOptions
 
@@ -28,6 +30,11 @@ struct SinksCommand: AsyncParsableCommand {
                 source: "tidings", provider: "tidings", kind: "test", event: .new, key: "test",
                 title: "tidings test event (sink \(name))", body: "If you can read this, the sink '\(name)' works.",
                 url: nil, severity: .info, observedAt: Date(), data: ["test": true])
+            if let templated = sink.instance as? any TemplatedSink {
+                for (option, template) in templated.templates {
+                    complain("sink \(name) (\(sink.type)): \(option) renders \(Self.shown(template.render(event)))", level: .info)
+                }
+            }
             do {
                 try await sink.instance.deliver([event])
                 await sink.instance.shutdown()
@@ -45,6 +52,11 @@ struct SinksCommand: AsyncParsableCommand {
                 complain("sink \(name) (\(sink.type)) failed: \(error)\(what)")
                 throw ExitCode(Exit.failure)
             }
+        }
+
+        /// A rendering as one quoted line (``complain`` escapes it and scrubs secrets), cut for the terminal.
+        static func shown(_ text: String) -> String {
+            "\"" + text.cut(utf8Bytes: 2000).replacingOccurrences(of: "\n", with: "\\n") + "\""
         }
     }
 }
