@@ -4,7 +4,10 @@ import TidingsCore
 public enum BuiltinSinks {
     /// The factories, for ``SinkRegistry``.
     public static var all: [SinkFactory] {
-        [StdoutSink.factory, DesktopSink.factory, WebhookSink.factory, ExecSink.factory]
+        [
+            StdoutSink.factory, DesktopSink.factory, WebhookSink.factory, ExecSink.factory,
+            NtfySink.factory, GotifySink.factory, PushoverSink.factory,
+        ]
     }
 
     /// A registry with every built-in sink type.
