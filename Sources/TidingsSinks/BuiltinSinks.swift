@@ -4,8 +4,11 @@ import TidingsCore
 public enum BuiltinSinks {
     /// The factories, for ``SinkRegistry``.
     public static var all: [SinkFactory] {
-        [StdoutSink.factory, DesktopSink.factory, WebhookSink.factory, ExecSink.factory,
-         TelegramSink.factory, SlackSink.factory, DiscordSink.factory]
+        [
+            StdoutSink.factory, DesktopSink.factory, WebhookSink.factory, ExecSink.factory,
+            NtfySink.factory, GotifySink.factory, PushoverSink.factory,
+            TelegramSink.factory, SlackSink.factory, DiscordSink.factory,
+        ]
     }
 
     /// A registry with every built-in sink type.
