@@ -46,6 +46,9 @@ final class CurlMailTransfer: CurlJob, @unchecked Sendable {
         tidings_curl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         tidings_curl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(min(max(s.timeout, 0.001), 1e9) * 1000))
         tidings_curl_easy_setopt_ptr(handle, CURLOPT_ERRORBUFFER, errorBuffer.pointer)
+        // One session per message, ended with QUIT: mail is rare, and a cached SMTP connection
+        // the server has since timed out would only fail the next message.
+        tidings_curl_easy_setopt_long(handle, CURLOPT_FORBID_REUSE, 1)
         switch s.security {
         case .implicitTLS, .startTLSRequired:
             tidings_curl_easy_setopt_long(handle, CURLOPT_USE_SSL, Int(CURLUSESSL_ALL.rawValue))
@@ -128,7 +131,8 @@ final class CurlMailTransfer: CurlJob, @unchecked Sendable {
 }
 
 /// Collects SMTP reply lines (`250-first`, `250 last`) into the last complete reply's text,
-/// bounded so a hostile server cannot grow it.
+/// bounded so a hostile server cannot grow it. The 221 answering the session's QUIT is skipped:
+/// the reply that matters (and that `CURLINFO_RESPONSE_CODE` reports) came before it.
 struct SMTPReplyReader {
     private(set) var last = ""
     private var current = ""
@@ -145,7 +149,9 @@ struct SMTPReplyReader {
             current += current.isEmpty ? words : " " + words
         }
         if !more {
-            last = current.count > Self.limit ? String(current.prefix(Self.limit)) + "…" : current
+            if !bytes.starts(with: "221".utf8) {
+                last = current.count > Self.limit ? String(current.prefix(Self.limit)) + "…" : current
+            }
             current = ""
         }
     }

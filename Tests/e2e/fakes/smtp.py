@@ -58,7 +58,8 @@ class Recorder:
             record = {"mail_from": envelope.mail_from, "rcpt_tos": list(envelope.rcpt_tos),
                       "content": bytes(envelope.original_content or envelope.content),
                       "login": session.auth_data if session.authenticated else None,
-                      "tls": server.transport.get_extra_info("ssl_object") is not None}
+                      "tls": server.transport.get_extra_info("ssl_object") is not None,
+                      "helo": session.host_name}
             self.state["attempts"].append(record)
             if self.state["script"]:
                 return self.state["script"].pop(0)
