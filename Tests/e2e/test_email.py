@@ -162,6 +162,17 @@ def test_5xx_is_a_dead_letter_and_later_events_flow(tidings, server):
     assert "554" in dead[0]["last_error"]
 
 
+def test_hostile_reply_text_is_bounded_and_escapes_nothing(tidings, server):
+    server.state["script"] = ["451 4.7.1 \x1b]0;owned\x07\x1b[2J echo " + PASSWORD + " " + "A" * 3000]
+    mail_config(tidings, server.url, to='"ops@example.org"')
+    r = tidings.run("sinks", "test", "mail")
+    assert r.code == 2, r
+    assert "451 4.7.1" in r.stderr and "would retry" in r.stderr
+    assert "\x1b" not in r.stderr and "\x07" not in r.stderr
+    assert len(r.stderr) < 1500, len(r.stderr)
+    assert PASSWORD not in r.stderr
+
+
 def test_wrong_password_stops_the_sink_once_and_keeps_the_events(tidings, server):
     wrong = "wrong-" + PASSWORD
     feed = Feed(tidings)
