@@ -17,7 +17,8 @@ import TidingsCore
 ///   `all_proxy`, `no_proxy`; for plain http only the lower-case `http_proxy`).
 /// - Transport error messages pass through ``Redactor``.
 public final class CurlHTTPClient: HTTPClient {
-    private let loop: CurlMultiLoop
+    /// Drives HTTP requests and SMTP submissions (``CurlMailTransfer``) alike.
+    let loop: CurlMultiLoop
 
     public init(maxConnectionsPerHost: Int = 4) {
         loop = CurlMultiLoop(maxConnectionsPerHost: maxConnectionsPerHost)
@@ -54,16 +55,6 @@ public final class CurlHTTPClient: HTTPClient {
 
     /// One request on the wire, no redirect followed.
     private func transfer(_ request: HTTPRequest) async throws -> HTTPResponse {
-        try Task.checkCancellation()
-        let transfer = CurlTransfer(request)
-        let loop = self.loop
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<HTTPResponse, Error>) in
-                transfer.continuation = c
-                loop.submit(transfer)
-            }
-        } onCancel: {
-            loop.cancel(transfer)
-        }
+        try await loop.run(CurlTransfer(request))
     }
 }

@@ -8,8 +8,8 @@ private let curlGlobalInit: Void = {
     curl_global_init(Int(CURL_GLOBAL_DEFAULT))
 }()
 
-/// One thread driving every transfer of a ``CurlHTTPClient`` through one libcurl multi handle
-/// (connection cache, DNS cache, per-host limit).
+/// One thread driving every transfer of a ``CurlHTTPClient`` (HTTP requests and SMTP submissions,
+/// each a ``CurlJob``) through one libcurl multi handle (connection cache, DNS cache, per-host limit).
 ///
 /// Other threads only append commands to a mutex-protected inbox and call `curl_multi_wakeup`,
 /// the one multi-handle call libcurl allows from another thread. Adding and removing easy
@@ -17,8 +17,8 @@ private let curlGlobalInit: Void = {
 /// happen on the loop thread. The thread starts with the first request and ends after ``stop()``.
 final class CurlMultiLoop: @unchecked Sendable {
     private enum Command {
-        case add(CurlTransfer)
-        case cancel(CurlTransfer)
+        case add(any CurlJob)
+        case cancel(any CurlJob)
         case limitPerHost(Int)
     }
 
@@ -43,8 +43,21 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     deinit { curl_multi_cleanup(multi) }
 
-    /// Hands a transfer to the loop; it completes the transfer's continuation.
-    func submit(_ transfer: CurlTransfer) {
+    /// Runs `job` on the loop and waits for its outcome; task cancellation aborts it.
+    func run<Job: CurlJob>(_ job: Job) async throws -> Job.Output {
+        try Task.checkCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Job.Output, Error>) in
+                job.continuation = c
+                submit(job)
+            }
+        } onCancel: {
+            cancel(job)
+        }
+    }
+
+    /// Hands a job to the loop; it completes the job's continuation.
+    private func submit(_ transfer: any CurlJob) {
         let accepted = inbox.withLock { inbox -> Bool in
             guard !inbox.stopping else { return false }
             inbox.commands.append(.add(transfer))
@@ -59,13 +72,13 @@ final class CurlMultiLoop: @unchecked Sendable {
         if accepted {
             curl_multi_wakeup(multi)
         } else {
-            transfer.complete(.failure(CancellationError()))
+            transfer.fail(CancellationError())
         }
     }
 
-    /// Cancels a transfer (from any thread): the loop drops it and it fails with `CancellationError`.
-    func cancel(_ transfer: CurlTransfer) {
-        transfer.cancelled.store(true, ordering: .sequentiallyConsistent)
+    /// Cancels a job (from any thread): the loop drops it and it fails with `CancellationError`.
+    private func cancel(_ transfer: any CurlJob) {
+        transfer.markCancelled()
         let queued = inbox.withLock { inbox -> Bool in
             guard !inbox.stopping else { return false }
             inbox.commands.append(.cancel(transfer))
@@ -99,7 +112,7 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     /// The loop thread.
     private func run() {
-        var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+        var active: [UnsafeMutableRawPointer: any CurlJob] = [:]
         var idle: [UnsafeMutableRawPointer] = []
         var batch: [Command] = []
 
@@ -118,12 +131,12 @@ final class CurlMultiLoop: @unchecked Sendable {
             for command in batch {
                 switch command {
                 case .add(let transfer):
-                    if transfer.cancelled.load(ordering: .sequentiallyConsistent) {
-                        transfer.complete(.failure(CancellationError()))
+                    if transfer.isCancelled {
+                        transfer.fail(CancellationError())
                         continue
                     }
                     guard let handle = idle.popLast() ?? curl_easy_init() else {
-                        transfer.complete(.failure(HTTPClientError.transport("libcurl: cannot create a transfer")))
+                        transfer.fail(HTTPClientError.transport("libcurl: cannot create a transfer"))
                         continue
                     }
                     transfer.configure(handle)
@@ -131,13 +144,13 @@ final class CurlMultiLoop: @unchecked Sendable {
                     let code = curl_multi_add_handle(multi, handle)
                     if code != CURLM_OK {
                         retire(handle)
-                        transfer.complete(.failure(HTTPClientError.transport("libcurl: \(String(cString: curl_multi_strerror(code)))")))
+                        transfer.fail(HTTPClientError.transport("libcurl: \(String(cString: curl_multi_strerror(code)))"))
                     }
                 case .cancel(let transfer):
                     // The handle may already serve another transfer: only the one it belongs to is cancelled.
                     guard let handle = transfer.handle, active[handle] === transfer else { continue }
                     retire(handle)
-                    transfer.complete(.failure(CancellationError()))
+                    transfer.fail(CancellationError())
                 case .limitPerHost(let n):
                     tidings_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, n))
                 }
@@ -147,7 +160,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             if stopping {
                 for (handle, transfer) in active {
                     retire(handle)
-                    transfer.complete(.failure(CancellationError()))
+                    transfer.fail(CancellationError())
                 }
                 for handle in idle { curl_easy_cleanup(handle) }
                 return
@@ -159,9 +172,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             while let message = curl_multi_info_read(multi, &left) {
                 guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
                       let transfer = active[handle] else { continue }
-                let outcome = transfer.outcome(message.pointee.data.result)
-                retire(handle)
-                transfer.complete(outcome)
+                transfer.finish(message.pointee.data.result) { retire(handle) }
             }
             // Sleeps until a socket is ready, libcurl's next timeout, or a wakeup from submit/cancel/stop.
             curl_multi_poll(multi, nil, 0, active.isEmpty ? 10_000 : 1_000, nil)

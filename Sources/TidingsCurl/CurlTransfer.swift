@@ -3,39 +3,38 @@ import TidingsCore
 import Foundation
 import Synchronization
 
-/// One request on a ``CurlMultiLoop``: what to send, what has arrived so far, and who waits for it.
+/// One HTTP request on a ``CurlMultiLoop``: what to send, what has arrived so far, and who waits for it.
 ///
 /// Created by ``CurlHTTPClient/send(_:)``. Once submitted, everything except `cancelled` is touched
 /// only on the loop thread (libcurl calls the write and header callbacks there, inside
 /// `curl_multi_perform`), so the class is `@unchecked Sendable` by that discipline.
-final class CurlTransfer: @unchecked Sendable {
+final class CurlTransfer: CurlJob, @unchecked Sendable {
     let request: HTTPRequest
     /// Set by task cancellation, from any thread; the loop checks it when it picks the transfer up.
-    let cancelled = Atomic<Bool>(false)
-    /// Resumed exactly once, by ``complete(_:)``.
+    private let cancelled = Atomic<Bool>(false)
     var continuation: CheckedContinuation<HTTPResponse, Error>?
 
     // Loop-thread state.
     private(set) var handle: UnsafeMutableRawPointer?
     private var headerList: UnsafeMutablePointer<curl_slist>?
-    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+    private let errorBuffer = CurlErrorBuffer()
     private var headers: [String: String] = [:]
     private var body = Data()
     private var failure: HTTPClientError?
 
     init(_ request: HTTPRequest) {
         self.request = request
-        errorBuffer[0] = 0
     }
 
     deinit {
         curl_slist_free_all(headerList)
-        errorBuffer.deallocate()
     }
+
+    var isCancelled: Bool { cancelled.load(ordering: .sequentiallyConsistent) }
+    func markCancelled() { cancelled.store(true, ordering: .sequentiallyConsistent) }
 
     static let userAgent = "User-Agent: tidings/\(TidingsVersion.string)"
 
-    /// Sets every option of `handle` (fresh or `curl_easy_reset`) for this request.
     func configure(_ handle: UnsafeMutableRawPointer) {
         self.handle = handle
         let me = Unmanaged.passUnretained(self).toOpaque()
@@ -46,7 +45,7 @@ final class CurlTransfer: @unchecked Sendable {
         tidings_curl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         tidings_curl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(min(max(request.timeout, 0.001), 1e9) * 1000))
         tidings_curl_easy_setopt_str(handle, CURLOPT_ACCEPT_ENCODING, "")  // every encoding libcurl decodes
-        tidings_curl_easy_setopt_ptr(handle, CURLOPT_ERRORBUFFER, errorBuffer)
+        tidings_curl_easy_setopt_ptr(handle, CURLOPT_ERRORBUFFER, errorBuffer.pointer)
         tidings_curl_easy_setopt_callback(handle, CURLOPT_WRITEFUNCTION, curlWriteCallback)
         tidings_curl_easy_setopt_ptr(handle, CURLOPT_WRITEDATA, me)
         tidings_curl_easy_setopt_callback(handle, CURLOPT_HEADERFUNCTION, curlHeaderCallback)
@@ -131,7 +130,6 @@ final class CurlTransfer: @unchecked Sendable {
         }
     }
 
-    /// What the waiting task gets, once libcurl is done with the transfer.
     func outcome(_ code: CURLcode) -> Result<HTTPResponse, Error> {
         if let failure { return .failure(failure) }
         var status = 0
@@ -144,16 +142,8 @@ final class CurlTransfer: @unchecked Sendable {
         case CURLE_FILESIZE_EXCEEDED:
             return .failure(HTTPClientError.bodyTooLarge(limit: request.maxBody))
         default:
-            let detail = errorBuffer[0] != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
-            return .failure(HTTPClientError.transport(Redactor.shared.scrub(detail)))
+            return .failure(HTTPClientError.transport(Redactor.shared.scrub(errorBuffer.message(code))))
         }
-    }
-
-    /// Resumes the waiting task (once; later calls do nothing).
-    func complete(_ result: Result<HTTPResponse, Error>) {
-        guard let c = continuation else { return }
-        continuation = nil
-        c.resume(with: result)
     }
 }
 

@@ -46,7 +46,7 @@ final class FuzzRegressionTests: XCTestCase {
     ]
 
     static func loadConfig(_ data: Data) throws -> TidingsConfig {
-        let loader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: testHTTP)
+        let loader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: testHTTP, mail: testHTTP)
         return try loader.load(text: String(decoding: data, as: UTF8.self), file: "/nonexistent/tidings-fuzz/tidings.toml")
     }
 

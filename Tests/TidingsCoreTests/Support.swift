@@ -19,7 +19,7 @@ func write(_ text: String, to path: String, mode: Int = 0o600) throws {
     chmod(path, mode_t(mode))
 }
 
-let testLoader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: testHTTP)
+let testLoader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: testHTTP, mail: testHTTP)
 /// The one HTTP client of the test process, as a daemon has one.
 let testHTTP = CurlHTTPClient()
 

@@ -21,7 +21,7 @@ enum Targets {
     static let http = CurlHTTPClient()
 
     static func config(_ data: Data) {
-        let loader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: http)
+        let loader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: http, mail: http)
         _ = try? loader.load(text: String(decoding: data, as: UTF8.self), file: "/nonexistent/tidings-fuzz/tidings.toml")
     }
 

@@ -19,11 +19,17 @@ public struct ConfigLoader: Sendable {
     public var secrets: SecretPolicy
     /// The process's one HTTP client, handed to every sink built here (providers get it per poll).
     public var http: any HTTPClient
+    /// The process's one SMTP transport, handed to every sink built here (the `email` sink uses it).
+    public var mail: any MailTransport
 
-    public init(providers: ProviderRegistry, sinks: SinkRegistry, http: any HTTPClient, secrets: SecretPolicy = .required) {
+    public init(
+        providers: ProviderRegistry, sinks: SinkRegistry, http: any HTTPClient, mail: any MailTransport,
+        secrets: SecretPolicy = .required
+    ) {
         self.providers = providers
         self.sinks = sinks
         self.http = http
+        self.mail = mail
         self.secrets = secrets
     }
 
@@ -137,7 +143,7 @@ public struct ConfigLoader: Sendable {
                     guard let f = sinks.factory(type: type) else {
                         throw reader.error("type", "\(what): unknown sink type '\(type)' (known: \(sinks.types.joined(separator: ", ")))")
                     }
-                    let instance = try f.make(reader, SinkSetup(name: name, logger: Log.logger("sink.\(name)"), http: http))
+                    let instance = try f.make(reader, SinkSetup(name: name, logger: Log.logger("sink.\(name)"), http: http, mail: mail))
                     try reader.finish()
                     sinkConfigs.append(SinkConfig(name: name, type: type, instance: instance, file: file, line: r.table.line))
                 }

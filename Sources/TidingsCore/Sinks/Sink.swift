@@ -48,10 +48,13 @@ public struct SinkSetup: Sendable {
     /// The process's shared HTTP client (one libcurl thread for every provider and sink).
     /// Sinks send through it, normally via the sinks module's `HTTPDelivery`; none builds its own.
     public var http: any HTTPClient
-    public init(name: String, logger: Logger, http: any HTTPClient) {
+    /// The process's shared SMTP transport (libcurl, on the same thread as ``http``).
+    public var mail: any MailTransport
+    public init(name: String, logger: Logger, http: any HTTPClient, mail: any MailTransport) {
         self.name = name
         self.logger = logger
         self.http = http
+        self.mail = mail
     }
 }
 

@@ -15,9 +15,11 @@ struct App {
     /// The process's one HTTP client (one libcurl thread): every provider poll and every sink
     /// sends through it. Its thread starts with the first request.
     static let http = CurlHTTPClient()
+    /// The process's SMTP transport: the same client, so mail runs on the same libcurl thread.
+    static var mail: any MailTransport { http }
 
     static var loader: ConfigLoader {
-        ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: http)
+        ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: http, mail: mail)
     }
 
     /// Loads the configuration, or reports every error as `FILE:LINE: message` and exits 78.
