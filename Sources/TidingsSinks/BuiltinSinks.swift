@@ -4,7 +4,7 @@ import TidingsCore
 public enum BuiltinSinks {
     /// The factories, for ``SinkRegistry``.
     public static var all: [SinkFactory] {
-        [StdoutSink.factory, DesktopSink.factory, WebhookSink.factory, ExecSink.factory]
+        [StdoutSink.factory, DesktopSink.factory, WebhookSink.factory, ExecSink.factory, MatrixSink.factory, AppriseSink.factory]
     }
 
     /// A registry with every built-in sink type.
