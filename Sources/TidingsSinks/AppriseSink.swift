@@ -11,7 +11,8 @@ import TidingsCore
 ///
 /// The URLs never reach the command line (`ps` shows every argument to every local user): they
 /// go in the `APPRISE_URLS` environment variable, which only the daemon's user can read and
-/// which Apprise prefers to its default configuration files. The body goes on stdin; the title
+/// which Apprise prefers to its default configuration files. The body goes on stdin (an event
+/// without a body has its title as the body: Apprise needs one); the title
 /// and the notification type (`-n`: info, success for a recovery, warning, failure for
 /// critical) are arguments. Runs through the core's `ProcessRunner`, as the exec sink does.
 ///
@@ -75,14 +76,19 @@ public struct AppriseSink: Sink {
 
     /// The run for `event` (pure: tests inspect it).
     package func invocation(for event: Event, program: String) -> Invocation {
-        let title = TextCut.cut(self.title.render(event).replacingOccurrences(of: "\0", with: ""), toBytes: Self.maxTitleBytes)
+        var title = self.title.render(event)
+        var body = self.body.render(event)
+        // Apprise refuses a notification without a body ("No message body or attachment was
+        // specified", exit 1, which would be retried for ever): the title becomes the body.
+        if body.allSatisfy(\.isWhitespace) { (title, body) = ("", title) }
+        title = TextCut.cut(title.replacingOccurrences(of: "\0", with: ""), toBytes: Self.maxTitleBytes)
         var arguments = [program, "-v", "-i", "text", "-n", Self.notificationType(event)]
         // `--title=…` in one word: a title starting with "-" stays a title.
         if !title.isEmpty { arguments.append("--title=" + title) }
         return Invocation(
             arguments: arguments,
             environment: ["APPRISE_URLS": urls.map(\.value).joined(separator: "\n")],
-            stdin: Data(body.render(event).utf8))
+            stdin: Data(body.utf8))
     }
 
     /// Apprise's notification type (`-n`) for an event.

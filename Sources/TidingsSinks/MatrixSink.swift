@@ -329,7 +329,8 @@ struct MatrixMessage: Sendable {
             plain.body = TextCut.cut(content.body, toBytes: budget)
             let size = plain.json.count
             if size <= maxContentBytes { return plain }
-            budget -= size - maxContentBytes + 64  // JSON escapes made it longer than its bytes
+            // JSON escapes made it longer than its bytes: shrink in proportion, a little more.
+            budget = max(0, budget * maxContentBytes / size - 16)
         }
     }
 }

@@ -30,8 +30,11 @@ final class AppriseSinkTests: XCTestCase {
     }
 
     func testEmptyTitleIsLeftOutAndLongOnesAreCut() throws {
-        XCTAssertEqual(try sink(title: "").invocation(for: event("1"), program: "a").arguments.last, "info")
-        let long = try sink().invocation(for: event("1", title: String(repeating: "å", count: 40_000)), program: "a").arguments.last!
+        XCTAssertEqual(try sink(title: "").invocation(for: event("1", body: "b"), program: "a").arguments.last, "info")
+        let titleOnly = try sink().invocation(for: event("1", title: "Only a title"), program: "a")
+        XCTAssertEqual(titleOnly.arguments.last, "info", "Apprise needs a body: the title becomes it")
+        XCTAssertEqual(String(decoding: titleOnly.stdin, as: UTF8.self), "Only a title")
+        let long = try sink().invocation(for: event("1", title: String(repeating: "å", count: 40_000), body: "b"), program: "a").arguments.last!
         XCTAssertLessThanOrEqual(long.utf8.count, "--title=".utf8.count + AppriseSink.maxTitleBytes)
         XCTAssertTrue(long.hasSuffix("…"))
     }
