@@ -8,7 +8,7 @@ public enum BuiltinSinks {
             StdoutSink.factory, DesktopSink.factory, WebhookSink.factory, ExecSink.factory,
             NtfySink.factory, GotifySink.factory, PushoverSink.factory,
             TelegramSink.factory, SlackSink.factory, DiscordSink.factory,
-            EmailSink.factory,
+            EmailSink.factory, MatrixSink.factory, AppriseSink.factory,
         ]
     }
 

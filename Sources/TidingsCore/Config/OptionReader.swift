@@ -216,9 +216,29 @@ public final class OptionReader {
     /// Under ``lenientSecrets`` a secret that cannot be read is reported there and reads as
     /// nil, or if required as an empty placeholder that authenticates nowhere.
     public func secret(_ key: String, required: Bool, shape: SecretShape = .opaque) throws -> Secret? {
+        try secret(key, required: required, shape: shape, inline: .string)
+    }
+
+    /// A secret option that holds several values (e.g. a list of URLs with tokens): inline as a
+    /// string or a list of strings, or from `X_file` / `X_env` / `X_credential` one per line.
+    /// Blank lines and lines starting with `#` are skipped; each value is a ``Secret`` of its own.
+    public func secretLines(_ key: String, required: Bool) throws -> [Secret]? {
+        guard let whole = try secret(key, required: required, shape: .opaque, inline: .stringOrList) else { return nil }
+        let lines = whole.value.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+        let values = lines.filter { !$0.isEmpty && !$0.hasPrefix("#") }.map { Secret($0) }
+        if values.isEmpty && required && lenientSecrets == nil {
+            throw error(has(key) ? key : nil, "\(what): '\(key)' holds no value")
+        }
+        return values
+    }
+
+    /// How an inline secret may be written.
+    private enum InlineSecret { case string, stringOrList }
+
+    private func secret(_ key: String, required: Bool, shape: SecretShape, inline: InlineSecret) throws -> Secret? {
         let text: String?
         do {
-            text = try readSecret(key, required: required)
+            text = try readSecret(key, required: required, inline: inline)
         } catch let e as ConfigError {
             guard let lenientSecrets else { throw e }
             lenientSecrets(e)
@@ -229,7 +249,7 @@ public final class OptionReader {
         return Secret(text, shape: shape)
     }
 
-    private func readSecret(_ key: String, required: Bool) throws -> String? {
+    private func readSecret(_ key: String, required: Bool, inline: InlineSecret) throws -> String? {
         let given = SecretSource.allCases.filter { table[$0.key(key)] != nil }
         SecretSource.allCases.forEach { markConsumed($0.key(key)) }
         if given.count > 1 {
@@ -242,8 +262,17 @@ public final class OptionReader {
             return nil
         }
         let variant = source.key(key)
-        guard let n = table[variant], case .string(let raw) = n.value else {
-            throw error(variant, "\(what): '\(variant)' must be a string")
+        let raw: String
+        switch table[variant]?.value {
+        case .string(let s)?:
+            raw = s
+        case .array(let items)? where source == .inline && inline == .stringOrList:
+            raw = try items.map { item in
+                guard case .string(let s) = item.value else { throw typeError(key, expected: "a list of strings", got: item) }
+                return s
+            }.joined(separator: "\n")
+        default:
+            throw error(variant, "\(what): '\(variant)' must be a string" + (source == .inline && inline == .stringOrList ? " or a list of strings" : ""))
         }
         switch source {
         case .inline:

@@ -1,0 +1,206 @@
+"""Matrix sink against a real Synapse homeserver (from the test venv, SQLite, loopback).
+
+One homeserver for the module. A relay (fakes/relay.py) sits between tidings and Synapse where
+a test needs a fault Synapse will not make by itself: an answer lost after the message was
+posted, or the homeserver unreachable. Rate limits are Synapse's own (synapse.py)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import time
+import uuid
+
+import pytest
+
+from conftest import read_log, wait_for
+from fakes.relay import Relay, relay_state
+from fakes.server import FakeServer
+from feed import Feed, item
+
+from synapse_server import Synapse
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("synapse") is None,
+                                reason="Synapse is not installed: run the suite in the venv `make test-venv` makes")
+
+
+@pytest.fixture(scope="module")
+def hs(tmp_path_factory):
+    with Synapse(tmp_path_factory.mktemp("synapse")) as server:
+        server.bot = server.register("bot")
+        yield server
+
+
+@pytest.fixture
+def relay(hs):
+    with FakeServer(Relay, state=relay_state(hs.url)) as r:
+        yield r
+
+
+def sink(t, name, homeserver, token, room, extra=""):
+    secret = t.write_secret(f"{name}.token", token)
+    return f"""
+        [sinks.{name}]
+        type = "matrix"
+        homeserver = "{homeserver}"
+        access_token_file = "{secret}"
+        room = "{room}"
+        timeout = "10s"
+        {extra}
+        """
+
+
+def alias():
+    return "alerts-" + uuid.uuid4().hex[:8]
+
+
+def outbox(t):
+    r = t.run("outbox", "--json")
+    assert r.code == 0, r
+    return r.events
+
+
+def puts(relay):
+    return [x for x in relay.state["exchanges"] if x.method == "PUT"]
+
+
+def assert_no_token(token, *texts):
+    for text in texts:
+        assert token not in text
+
+
+def test_events_arrive_once_formatted_through_a_resolved_alias(tidings, hs, relay):
+    bot = hs.bot
+    room = bot.create_room(alias=alias())
+    feed = Feed(tidings)
+    feed.set([item("disk", "Disk <full> & hot", body="sda1 at 99%\nsdb1 at 98%", severity="critical",
+                   url="https://example.org/disk?a=1&b=2"),
+              item("note", "Plain news")])
+    tidings.write_config(sink(tidings, "mx", relay.url, bot.token, room.alias))
+    r = tidings.run("check", "--deliver")
+    assert r.code == 1, r
+
+    messages = {m["content"]["body"].split("\n")[0]: m for m in bot.messages(room.id)}
+    assert set(messages) == {"Critical: Disk <full> & hot", "Plain news"}, messages
+    disk = messages["Critical: Disk <full> & hot"]
+    assert disk["sender"] == bot.user_id
+    assert disk["content"] == {
+        "msgtype": "m.text",
+        "body": "Critical: Disk <full> & hot\nsda1 at 99%\nsdb1 at 98%\nhttps://example.org/disk?a=1&b=2",
+        "format": "org.matrix.custom.html",
+        "formatted_body": '<strong><font color="#d00000" data-mx-color="#d00000">Critical:</font> Disk &lt;full&gt; &amp; hot</strong>'
+                          '<br>sda1 at 99%<br>\nsdb1 at 98%<br><a href="https://example.org/disk?a=1&amp;b=2">'
+                          'https://example.org/disk?a=1&amp;b=2</a>',
+    }
+    assert messages["Plain news"]["content"]["formatted_body"] == "<strong>Plain news</strong>"
+
+    lookups = [x for x in relay.state["exchanges"] if x.method == "GET"]
+    assert [x.path for x in lookups] == [f"/_matrix/client/v3/directory/room/%23{room.alias[1:].replace(':', '%3A')}"], \
+        "the alias is resolved once, for both events"
+    sends = puts(relay)
+    assert len(sends) == 2 and len({x.path for x in sends}) == 2, "one transaction id per event"
+    assert all(x.path.startswith(f"/_matrix/client/v3/rooms/{room.id.replace('!', '%21').replace(':', '%3A')}/send/m.room.message/tidings-")
+               for x in sends)
+    assert_no_token(bot.token, r.stdout, r.stderr, json.dumps([x.path for x in relay.state["exchanges"]]))
+
+
+def test_a_lost_answer_is_retried_and_the_room_shows_the_message_once(tidings, hs, relay):
+    bot = hs.bot
+    room = bot.create_room()
+    relay.state["lose_answers"] = 1
+    Feed(tidings).set([item("a", "Once only")])
+    tidings.write_config(sink(tidings, "mx", relay.url, bot.token, room.id))
+    d = tidings.start_daemon()
+    wait_for(lambda: len(puts(relay)) >= 2 and outbox(tidings) == [], timeout=60, what="the retried send")
+    first, second = puts(relay)[:2]
+    assert first.lost and first.status == 200, "Synapse posted the first send; its answer was lost"
+    assert second.path == first.path, "the retry reuses the transaction id"
+    assert json.loads(second.body)["event_id"] == json.loads(first.body)["event_id"], "Synapse recognised the retry"
+    assert [m["content"]["body"] for m in bot.messages(room.id)] == ["Once only"]
+    assert "retrying in" in read_log(d)
+
+
+def test_refused_token_forbidden_room_and_unknown_alias_stop_their_sinks_and_keep_events(tidings, hs):
+    outsider = hs.register("outsider-" + uuid.uuid4().hex[:6])
+    room = hs.bot.create_room()
+    bogus = "syt_" + uuid.uuid4().hex
+    Feed(tidings).set([item("a", "Kept")])
+    tidings.write_config(sink(tidings, "badtoken", hs.url, bogus, room.id)
+                         + sink(tidings, "notinroom", hs.url, outsider.token, room.id)
+                         + sink(tidings, "noalias", hs.url, hs.bot.token, "#does-not-exist:localhost"))
+    d = tidings.start_daemon()
+    wait_for(lambda: read_log(d).count("DISABLED") == 3, timeout=60, what="three disabled sinks")
+    time.sleep(3)  # reported once: no retries, no repeated reports
+    log = read_log(d)
+    lines = {name: [l for l in log.splitlines() if "DISABLED" in l and f"SINK {name} " in l]
+             for name in ("badtoken", "notinroom", "noalias")}
+    assert all(len(v) == 1 for v in lines.values()), lines
+    assert "M_UNKNOWN_TOKEN" in lines["badtoken"][0] and "access token was refused" in lines["badtoken"][0]
+    assert "M_FORBIDDEN" in lines["notinroom"][0] and f"not allowed to post in {room.id}" in lines["notinroom"][0]
+    assert "no room has the alias #does-not-exist:localhost" in lines["noalias"][0]
+    rows = outbox(tidings)
+    assert sorted((r["sink"], r["status"]) for r in rows) == [("badtoken", "retrying"), ("noalias", "retrying"),
+                                                             ("notinroom", "retrying")]
+    assert hs.bot.messages(room.id) == []
+    text = tidings.run("outbox").stdout
+    assert_no_token(bogus, log, text, json.dumps(rows))
+    assert_no_token(outsider.token, log, text, json.dumps(rows))
+    assert_no_token(hs.bot.token, log, text, json.dumps(rows))
+
+
+def test_synapse_rate_limit_is_honoured(tidings, hs, relay):
+    slow = hs.register("slow-" + uuid.uuid4().hex[:6], limited=True)
+    room = slow.create_room()
+    Feed(tidings).set([item("a", "First"), item("b", "Second")])
+    tidings.write_config(sink(tidings, "mx", relay.url, slow.token, room.id))
+    tidings.start_daemon()
+    wait_for(lambda: len(slow.messages(room.id)) == 2, timeout=60, what="both messages")
+    sends = puts(relay)
+    limited = [i for i, x in enumerate(sends) if x.status == 429]
+    assert limited, [x.status for x in sends]
+    i = limited[0]
+    answer = json.loads(sends[i].body)
+    assert answer["errcode"] == "M_LIMIT_EXCEEDED"
+    gap = sends[i + 1].at - sends[i].at
+    assert gap >= answer["retry_after_ms"] / 1000 - 0.3, f"retried after {gap:.1f}s, Synapse asked for {answer['retry_after_ms']} ms"
+    assert sends[i + 1].path == sends[i].path
+    assert [m["content"]["body"] for m in slow.messages(room.id)] == ["First", "Second"]
+
+
+def test_homeserver_down_daemon_killed_each_event_shown_once(tidings, hs):
+    bot = hs.bot
+    room = bot.create_room(alias=alias())
+    Feed(tidings).set([item("a", "Alpha"), item("b", "Beta")])
+    hold = socket.socket()  # the relay's port, refusing connections: the homeserver is down
+    hold.bind(("127.0.0.1", 0))
+    port = hold.getsockname()[1]
+    tidings.write_config(sink(tidings, "mx", f"http://127.0.0.1:{port}", bot.token, room.alias))
+    d = tidings.start_daemon()
+    wait_for(lambda: [r["status"] for r in outbox(tidings)] == ["retrying", "pending"], timeout=60,
+             what="both events queued, the first failing")
+    os.killpg(d.pid, signal.SIGKILL)
+    d.wait(timeout=10)
+    hold.close()
+    with FakeServer(Relay, state=relay_state(hs.url), port=port) as relay:
+        tidings.start_daemon()
+        wait_for(lambda: outbox(tidings) == [], timeout=60, what="the queued events after restart")
+        assert sorted(m["content"]["body"] for m in bot.messages(room.id)) == ["Alpha", "Beta"]
+        assert len(puts(relay)) == 2
+
+
+def test_sinks_test_posts_a_test_message_and_never_prints_the_token(tidings, hs):
+    bot = hs.bot
+    room = bot.create_room()
+    tidings.write_config(sink(tidings, "mx", hs.url, bot.token, room.id, extra='msgtype = "m.notice"')
+                         + sink(tidings, "bad", hs.url, "syt_" + uuid.uuid4().hex, room.id))
+    r = tidings.run("sinks", "test", "mx")
+    assert r.code == 0, r
+    [m] = bot.messages(room.id)
+    assert m["content"]["msgtype"] == "m.notice" and "test" in m["content"]["body"].lower()
+    bad = tidings.run("sinks", "test", "bad")
+    assert bad.code == 2 and "M_UNKNOWN_TOKEN" in bad.stderr, bad
+    check = tidings.run("config", "check")
+    for out in (r, bad, check):
+        assert_no_token(bot.token, out.stdout, out.stderr)
