@@ -107,7 +107,7 @@ final class ChatSinkTests: XCTestCase {
     func testSlackPayloadIsMrkdwnTextAndOneSectionWithAnEscapedLink() throws {
         let e = event("1", severity: .warning, title: "<!channel> & co", body: "<@U1>", url: "https://example.org/a?b=1&c=2|x>y")
         let p = try slack().payload(for: e)
-        XCTAssertEqual(p.text, "⚠️ *<https://example.org/a?b=1&amp;c=2%7Cx%3Ey|&lt;!channel&gt; &amp; co>*\n&lt;@U1&gt;")
+        XCTAssertEqual(p.text, "⚠️ *<https://example.org/a?b=1&amp;c=2%7Cx%3Ey|&lt;!channel&gt; &amp; co>*\n&lt;@\u{2060}U1&gt;")
         let json = try JSONSerialization.jsonObject(with: try XCTUnwrap(try slack().request(for: e).body)) as? [String: Any]
         let blocks = json?["blocks"] as? [[String: Any]]
         XCTAssertEqual(blocks?.first?["type"] as? String, "section")

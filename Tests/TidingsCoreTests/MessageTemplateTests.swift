@@ -27,6 +27,7 @@ final class MessageTemplateTests: XCTestCase {
         XCTAssertEqual(try render(t, .html), "Disk &lt;full&gt; &amp; &quot;hot&quot;")
         XCTAssertEqual(try render(t, .notification), #"Disk &lt;full&gt; &amp; "hot""#)
         XCTAssertEqual(try render(t, .slack), #"Disk &lt;full&gt; &amp; "hot""#)
+        XCTAssertEqual(Markup.slack.escape("@channel <!here>"), "@\u{2060}channel &lt;!here&gt;")
         XCTAssertEqual(try render(t, .json), #"Disk <full> & \"hot\""#)
         XCTAssertEqual(try render("{{title}}", .markdown, sample(title: "*a* [l](u) @here")), #"\*a\* \[l\]\(u\) \@here"#)
         // Triple braces insert the text as it is, whatever the markup.

@@ -27,8 +27,9 @@ def test_events_arrive_with_severity_link_and_escaped_text(tidings):
         # The URL cannot end the link or become its label: `|` and `>` are percent-encoded.
         assert a["text"] == "ℹ️ *<https://example.org/a?x=1&amp;y=2%7Cz%3Ew|Disk &amp; &lt;ok&gt;>*"
         b = next(m for t, m in msgs.items() if t.startswith("🚨"))
-        assert b["text"] == ("🚨 *<https://example.org/b|&lt;b&gt;x&lt;/b&gt; @everyone &lt;!channel&gt; ](http://evil)>*"
-                             "\nfirst line\n&lt;@U123&gt; &amp; *more*"), "no <!channel> or <@user> mention survives"
+        # A word joiner after "@" keeps Mattermost and Rocket.Chat (which take this shape) from pinging.
+        assert b["text"] == ("🚨 *<https://example.org/b|&lt;b&gt;x&lt;/b&gt; @\u2060everyone &lt;!channel&gt; ](http://evil)>*"
+                             "\nfirst line\n&lt;@\u2060U123&gt; &amp; *more*"), "no <!channel>, <@user> or @everyone mention survives"
         assert "<!channel>" not in b["text"]
         assert next(m for t, m in msgs.items() if t.startswith("⚠️"))["text"] == "⚠️ *Warm*"
         assert_no_secret(ch, r.stdout + r.stderr)

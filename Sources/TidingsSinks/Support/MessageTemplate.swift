@@ -12,7 +12,8 @@ package enum Markup: String, Sendable, CaseIterable {
     /// Markdown (Discord, ntfy `Markdown: yes`): the characters that start formatting are
     /// backslash-escaped, so remote text cannot make links, mentions or headings.
     case markdown = "TIDINGS_MARKDOWN"
-    /// Slack `mrkdwn`: `& < >` as entities, as Slack documents (so `<!channel>` cannot ping).
+    /// Slack `mrkdwn`: `& < >` as entities, as Slack documents (so `<!channel>` cannot ping),
+    /// and a word joiner after `@` (so `@channel` cannot ping on Mattermost or Rocket.Chat).
     case slack = "TIDINGS_SLACK"
     /// Inside a JSON string (a webhook `body_template` sent as JSON): `"`, `\` and control
     /// characters escaped, so `"{{title}}"` is always exactly one valid JSON string.
@@ -38,7 +39,19 @@ package enum Markup: String, Sendable, CaseIterable {
             }
         case .markdown:
             return Self.mapped(text) { c in "\\`*_{}[]()<>#+-.!|~@".contains(c) ? "\\" + String(c) : nil }
-        case .slack, .notification:
+        case .slack:
+            // Mattermost and Rocket.Chat take the Slack shape but ping on a plain `@channel`,
+            // `@here`, `@all` or `@user`: a word joiner after `@` keeps the text and drops the ping.
+            return Self.mapped(text) { c in
+                switch c {
+                case "&": return "&amp;"
+                case "<": return "&lt;"
+                case ">": return "&gt;"
+                case "@": return "@\u{2060}"
+                default: return nil
+                }
+            }
+        case .notification:
             return Self.mapped(text) { c in
                 switch c {
                 case "&": return "&amp;"
