@@ -93,8 +93,10 @@ test-install: test-deps build release man
 unit:
 	$(SWIFT) test
 
+# Four test files at a time, each file on one worker (its module fixtures, Synapse say, start once).
+E2E_JOBS ?= 4
 e2e: test-venv
-	cd Tests/e2e && TIDINGS_BIN=$(CURDIR)/$(BIN) $(CURDIR)/$(TEST_PYTHON) -m pytest -q
+	cd Tests/e2e && TIDINGS_BIN=$(CURDIR)/$(BIN) $(CURDIR)/$(TEST_PYTHON) -m pytest -q -n $(E2E_JOBS) --dist loadfile
 
 # The binary `make install` installs: release, with the Swift runtime linked statically, so it
 # runs on a machine without the Swift toolchain (its shared libraries are Debian's); no
