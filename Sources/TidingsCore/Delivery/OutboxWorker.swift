@@ -224,12 +224,13 @@ public final class OutboxWorker: Sendable {
     private func deadLetter(_ name: String, _ row: UnreadableDelivery) -> Failure {
         var log = logger
         log[metadataKey: "sink"] = "\(name)"
-        TidingsMetrics.delivered(sink: name, .dead)
-        return recordOutcome(name, log: log, failing: state(name) == .failing, what: "a delivery whose event cannot be read") {
+        let failure = recordOutcome(name, log: log, failing: state(name) == .failing, what: "a delivery whose event cannot be read") {
             try outbox.markDead([row.id], attempts: nil, error: row.reason)
             log.error("sink \(name): delivery #\(row.id) (event \(row.eventID ?? "missing")) is a dead letter: \(row.reason) (see `tidings outbox`)")
             return Failure(outcome: .dead, message: "delivery #\(row.id): \(row.reason)")
         }
+        TidingsMetrics.delivered(sink: name, failure.outcome.metric)
+        return failure
     }
 
     /// Records a failed attempt: dead letter, disabled sink, or a retry with backoff.

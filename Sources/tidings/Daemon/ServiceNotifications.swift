@@ -7,7 +7,8 @@ import TidingsMonitoring
 /// What the daemon tells its service manager (DESIGN §8), through ``SystemdNotifier``:
 /// `READY=1` once a configuration polls, `RELOADING=1` + `MONOTONIC_USEC` while a SIGHUP
 /// reload is loaded (then `READY=1` again, also when the new config was refused and the old
-/// one keeps running), `STOPPING=1` on SIGTERM/SIGINT, a `STATUS=` line, and `WATCHDOG=1`
+/// one keeps running), `STOPPING=1` on SIGTERM/SIGINT, a `STATUS=` line (``DaemonStatus``:
+/// sources, failing, outbox backlog, sent again when it changes), and `WATCHDOG=1`
 /// from the scheduler's own loop at half of `WATCHDOG_USEC`, so a hung scheduler stops the
 /// pings and systemd restarts the daemon. Outside systemd (no `NOTIFY_SOCKET`) it sends nothing.
 ///
