@@ -27,6 +27,9 @@ package final class MonitoringServer: Sendable {
     /// port is taken, the address is not this machine's).
     package static func start(_ address: ListenAddress, routes: MonitoringRoutes, logger: Logger) async throws -> MonitoringServer {
         let (started, starting) = AsyncStream<Result<Void, any Error>>.makeStream()
+        // Hummingbird says "Server started" at info; the caller says where it serves, once.
+        var quiet = logger
+        quiet.logLevel = max(logger.logLevel, .notice)
         let app = Application(
             responder: CallbackResponder<BasicRequestContext> { request, _ in
                 let hasBody = request.headers[.transferEncoding] != nil || (request.headers[.contentLength].map { $0 != "0" } ?? false)
@@ -38,9 +41,9 @@ package final class MonitoringServer: Sendable {
                 httpDecoderConfiguration: .init(maxHeaderFieldSize: maxHeaderBytes, maxHeaderListSize: maxHeaderBytes, maxHeaderFieldCount: 100))),
             configuration: .init(
                 address: .hostname(address.host, port: Int(address.port)), serverName: nil,
-                availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)),
+                availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: quiet)),
             onServerRunning: { _ in starting.yield(.success(())) },
-            logger: logger)
+            logger: quiet)
         let task = Task {
             do { try await app.run() } catch { starting.yield(.failure(error)) }
             starting.finish()
