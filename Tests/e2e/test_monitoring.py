@@ -94,7 +94,11 @@ scrape_configs:
             ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={root / 'tsdb'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(lambda: self.ready(), timeout=60, what="Prometheus ready")
+        try:
+            wait_for(lambda: self.ready(), timeout=60, what="Prometheus ready")
+        except BaseException:
+            self.stop()
+            raise
 
     def ready(self) -> bool:
         assert self.proc.poll() is None, Path(self.log.name).read_text()
@@ -113,8 +117,9 @@ scrape_configs:
         return float(result[0]["value"][1]) if result else None
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=30)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
         self.log.close()
 
 
@@ -134,10 +139,10 @@ def observed(tmp_path_factory):
             """ + http_json("api", api.url) + http_json("api2", api.url + "/two") + http_json("broken", broken.url)
                        + webhook("hook", hook.url) + webhook("stuck", stuck.url) + webhook("refusing", refusing.url))
         prometheus = Prometheus(root, f"127.0.0.1:{port}")
-        d = t.start_daemon()
-        base = f"http://127.0.0.1:{port}"
-        wait_for(lambda: ready(base), timeout=20, what="/-/ready 200")
         try:
+            d = t.start_daemon()
+            base = f"http://127.0.0.1:{port}"
+            wait_for(lambda: ready(base), timeout=20, what="/-/ready 200")
             yield {"t": t, "d": d, "base": base, "api": api, "hook": hook, "prometheus": prometheus}
         finally:
             prometheus.stop()
