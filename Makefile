@@ -11,10 +11,11 @@ STATE_DIR    ?= .state
 
 # Needed to build (GRDB links SQLite; the desktop sink links libnotify; HTTP is libcurl).
 BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev pkg-config
-# Needed by the test suite: real session bus + notification server, real Alertmanager; for
-# the install tests: systemd-analyze, man, bash completion, the Debian package tools, lintian.
+# Needed by the test suite: real session bus + notification server, real Alertmanager, real
+# Prometheus and promtool; for the install tests: systemd-analyze, man, bash completion, the
+# Debian package tools, lintian.
 TEST_PACKAGES  := python3 python3-pytest python3-venv python3-dbusmock dbus dbus-x11 libnotify-bin \
-                  prometheus-alertmanager dunst xvfb \
+                  prometheus-alertmanager prometheus dunst xvfb \
                   systemd man-db bash-completion dpkg-dev lintian
 # Needed by `make deb` (dpkg-shlibdeps, dpkg-gencontrol, dpkg-deb, strip).
 DEB_PACKAGES   := dpkg-dev binutils
@@ -138,6 +139,7 @@ install: $(INSTALL_BIN) $(MAN_BUILD)/.stamp
 	sed -e 's|^plugins_dir = "../plugins.d"|plugins_dir = "plugins.d"|' \
 	    -e 's|In this repository plugins.d/ sits beside etc/.|Here plugins.d/ sits beside this file.|' \
 	    etc/tidings.toml > $(DESTDIR)$(docdir)/examples/tidings.toml
+	install -m 0644 etc/prometheus/tidings-alerts.yml $(DESTDIR)$(docdir)/examples/tidings-alerts.yml
 	for f in plugins.d/* plugins.d/secrets/*; do \
 	  [ -f "$$f" ] || continue; \
 	  if [ -x "$$f" ]; then mode=0755; else mode=0644; fi; \

@@ -20,6 +20,11 @@ let package = Package(
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.0.0"),
+        // Monitoring (DESIGN §8): metrics API in the core, Prometheus exposition and the [http] server in TidingsMonitoring.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
     ],
     targets: [
         /// The pipeline: model, config, state, scheduler, dedupe, routing, outbox,
@@ -31,6 +36,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 "CSpawn",
             ]
         ),
@@ -70,10 +76,24 @@ let package = Package(
                 .product(name: "Mustache", package: "swift-mustache"),
             ]
         ),
+        /// `[http]`: /metrics (Prometheus exposition of the core's swift-metrics), /-/healthy,
+        /// /-/ready. Its own target so the server and exporter stay out of the core and its tests.
+        .target(
+            name: "TidingsMonitoring",
+            dependencies: [
+                "TidingsCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         .executableTarget(
             name: "tidings",
             dependencies: [
                 "TidingsCore", "TidingsProviders", "TidingsSinks", "TidingsCurl",
+                "TidingsMonitoring",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -89,6 +109,7 @@ let package = Package(
             name: "TidingsCoreTests",
             dependencies: [
                 "TidingsCore", "TidingsProviders", "TidingsSinks", "TidingsCurl",
+                "TidingsMonitoring",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             // Raw inputs that crashed `make fuzz`, read by FuzzRegressionTests through #filePath.

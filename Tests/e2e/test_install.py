@@ -93,6 +93,7 @@ def test_install_lays_out_what_design_8_lists(staged):
         "share/zsh/vendor-completions/_tidings",
         "share/fish/vendor_completions.d/tidings.fish",
         "share/doc/tidings/examples/tidings.toml",
+        "share/doc/tidings/examples/tidings-alerts.yml",
         "lib/systemd/user/tidings.service",
         "lib/systemd/system/tidings.service",
         *(f"share/man/man1/{p}" for p in pages),

@@ -5,6 +5,7 @@ WATCHDOG_USEC, and a STATUS= line. A path and an abstract-namespace address both
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import threading
@@ -13,6 +14,8 @@ import time
 import pytest
 
 from conftest import read_log, wait_for
+from fakes.server import FakeServer
+from fakes.webhook_receiver import WebhookReceiver, receiver_state
 
 
 class NotifySocket:
@@ -74,7 +77,7 @@ def test_ready_reloading_stopping_and_watchdog(tidings, kind):
         d = tidings.start_daemon(env={"NOTIFY_SOCKET": address, "WATCHDOG_USEC": "400000"})
         (t_ready, m_ready), = wait_for(lambda: ns.seen("READY"), timeout=10, what="READY=1")
         assert t_ready - start < 2.0, f"READY=1 after {t_ready - start:.2f}s with 100 sources"
-        assert m_ready["STATUS"] == "polling 100 sources, 1 sink"
+        assert m_ready["STATUS"] == "polling 100 sources (0 failing), 1 sink, 0 queued"
 
         # The watchdog: pinged at about half of WATCHDOG_USEC (200 ms) from the scheduler loop.
         time.sleep(2.0)
@@ -108,11 +111,36 @@ def test_a_refused_reload_is_ready_again_on_the_old_config(tidings):
         d.send_signal(signal.SIGHUP)
         wait_for(lambda: len(ns.seen("READY")) >= 2, timeout=10, what="READY=1 on the old config")
         assert ns.keys() == ["READY", "RELOADING", "READY"], ns.keys()
-        assert ns.seen("READY")[-1][1]["STATUS"] == "polling 2 sources, 1 sink"
+        assert ns.seen("READY")[-1][1]["STATUS"] == "polling 2 sources (0 failing), 1 sink, 0 queued"
         d.send_signal(signal.SIGTERM)
         assert d.wait(timeout=20) == 0
     finally:
         ns.close()
+
+
+def test_status_carries_failing_sources_and_the_outbox_backlog(tidings):
+    """DESIGN §8: STATUS= says sources, failing, outbox backlog; it follows the state while the
+    daemon runs (a failing source, its error event queued for a webhook answering 503)."""
+    with FakeServer(WebhookReceiver, state=receiver_state(default=503)) as hook:
+        tidings.write_plugin("fine.toml", 'provider = "exec"\ncommand = ["/bin/true"]\ninterval = "1h"\n')
+        tidings.write_plugin("broken.toml", 'provider = "exec"\ncommand = ["/bin/false"]\ninterval = "1s"\n'
+                                            'error_threshold = 1\nmax_backoff = "2s"\n')
+        tidings.write_config(f'[sinks.console]\ntype = "stdout"\n[sinks.hook]\ntype = "webhook"\nurl = "{hook.url}/hook"\n')
+        address = str(tidings.root / "notify.sock")
+        ns = NotifySocket(address)
+        try:
+            d = tidings.start_daemon(env={"NOTIFY_SOCKET": address})
+            wait_for(lambda: ns.seen("READY"), timeout=10, what="READY=1")
+            wait_for(lambda: hook.requests, timeout=20, what="the error event offered to the hook")
+
+            def backlog_status():
+                lines = [m["STATUS"] for _, m in ns.seen("STATUS")]
+                return [l for l in lines if re.fullmatch(r"polling 2 sources \(1 failing\), 2 sinks, [1-9]\d* queued", l)]
+            assert wait_for(backlog_status, timeout=20, what="STATUS with the failing source and the backlog")
+            d.send_signal(signal.SIGTERM)
+            assert d.wait(timeout=20) == 0, read_log(d)
+        finally:
+            ns.close()
 
 
 def test_no_notify_socket_no_notifications_and_a_config_error_exits_78(tidings):

@@ -116,6 +116,7 @@ public struct ConfigLoader: Sendable {
         var defaults = SourceSettings()
         var maxConcurrent = 32, maxPerHost = 4, historyDays = 30
         var shutdownTimeout: TimeInterval = 10, deliveryMaxAge: TimeInterval = 86_400
+        var monitoring: HTTPSettings? = nil
         collect { if let p = try main.path("plugins_dir") { pluginsDir = p } }
         collect { stateDir = try main.path("state_dir") }
         collect { if let v = try main.int("max_concurrent", range: 1...10_000) { maxConcurrent = v } }
@@ -123,6 +124,11 @@ public struct ConfigLoader: Sendable {
         collect { if let v = try main.int("history_days", range: 1...36_500) { historyDays = v } }
         collect { if let v = try main.duration("shutdown_timeout") { shutdownTimeout = v } }
         collect { if let v = try main.duration("delivery_max_age", minimum: 60) { deliveryMaxAge = v } }
+        collect {
+            guard let h = try main.subtable("http") else { return }
+            collect { monitoring = try HTTPSettings(h, warn: { warnings.append($0) }) }
+            try h.finish()
+        }
         collect {
             if let d = try main.subtable("defaults") {
                 defaults = try defaults.overlaid(with: d)
@@ -247,7 +253,7 @@ public struct ConfigLoader: Sendable {
         return TidingsConfig(
             file: file, pluginsDir: pluginsDir, stateDir: stateDir, defaults: defaults, sources: sources,
             sinks: sinkConfigs, routes: routes, maxConcurrent: maxConcurrent, maxPerHost: maxPerHost,
-            historyDays: historyDays, shutdownTimeout: shutdownTimeout, deliveryMaxAge: deliveryMaxAge, warnings: warnings)
+            historyDays: historyDays, shutdownTimeout: shutdownTimeout, deliveryMaxAge: deliveryMaxAge, http: monitoring, warnings: warnings)
     }
 
     /// A route's `match` table, kept to check the source names it matches once all sources are loaded.

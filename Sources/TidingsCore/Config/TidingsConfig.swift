@@ -18,6 +18,8 @@ public struct TidingsConfig: Sendable {
     public var shutdownTimeout: TimeInterval
     /// How long the outbox keeps retrying a delivery before it is dead.
     public var deliveryMaxAge: TimeInterval
+    /// `[http]`: where `/metrics`, `/-/healthy` and `/-/ready` are served; nil when off.
+    public var http: HTTPSettings?
     /// Non-fatal findings (e.g. an API budget warning), printed at load.
     public var warnings: [String]
 

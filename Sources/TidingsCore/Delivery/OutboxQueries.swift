@@ -66,7 +66,28 @@ extension OutboxEntry {
     }
 }
 
+/// How many deliveries one sink has queued and dead.
+package struct OutboxBacklog: Sendable, Equatable {
+    package var pending = 0
+    package var dead = 0
+    package init(pending: Int = 0, dead: Int = 0) {
+        self.pending = pending
+        self.dead = dead
+    }
+}
+
 extension OutboxStore {
+    /// Queued and dead deliveries per sink; a sink with neither is absent.
+    package func backlog() throws -> [String: OutboxBacklog] {
+        try store.db.read { db in
+            var out: [String: OutboxBacklog] = [:]
+            for r in try Row.fetchAll(db, sql: "SELECT sink, status, count(*) FROM delivery GROUP BY sink, status") {
+                if (r[1] as String) == "dead" { out[r[0], default: OutboxBacklog()].dead += r[2] } else { out[r[0], default: OutboxBacklog()].pending += r[2] }
+            }
+            return out
+        }
+    }
+
     /// Every queued and dead delivery (also those whose event cannot be read), by sink, oldest first.
     public func entries() throws -> [OutboxEntry] {
         try store.db.read { db in

@@ -188,8 +188,11 @@ public final class OutboxWorker: Sendable {
                 try await sink.deliver(rows.map(\.event))
             }
         } catch {
-            return failed(name, rows, (error as? DeliveryError) ?? DeliveryError(.retryable, "\(error)"), log: log)
+            let failure = failed(name, rows, (error as? DeliveryError) ?? DeliveryError(.retryable, "\(error)"), log: log)
+            TidingsMetrics.delivered(sink: name, failure.outcome.metric, count: rows.count)
+            return failure
         }
+        TidingsMetrics.delivered(sink: name, .delivered, count: rows.count)
         for e in rows.map(\.event) { log.info("delivered \(e.event.rawValue) \(e.kind) \(e.id) (\(e.source))") }
         if setState(name, .ready) == .failing { log.notice("sink \(name) recovered") }
         return recordDelivered(name, rows.map(\.id))
@@ -221,11 +224,13 @@ public final class OutboxWorker: Sendable {
     private func deadLetter(_ name: String, _ row: UnreadableDelivery) -> Failure {
         var log = logger
         log[metadataKey: "sink"] = "\(name)"
-        return recordOutcome(name, log: log, failing: state(name) == .failing, what: "a delivery whose event cannot be read") {
+        let failure = recordOutcome(name, log: log, failing: state(name) == .failing, what: "a delivery whose event cannot be read") {
             try outbox.markDead([row.id], attempts: nil, error: row.reason)
             log.error("sink \(name): delivery #\(row.id) (event \(row.eventID ?? "missing")) is a dead letter: \(row.reason) (see `tidings outbox`)")
             return Failure(outcome: .dead, message: "delivery #\(row.id): \(row.reason)")
         }
+        TidingsMetrics.delivered(sink: name, failure.outcome.metric)
+        return failure
     }
 
     /// Records a failed attempt: dead letter, disabled sink, or a retry with backoff.
@@ -274,6 +279,18 @@ public final class OutboxWorker: Sendable {
             let message = "outbox: cannot record the result of \(what) to sink \(name) in \(outbox.store.path): \(error)"
             stateLog.failed(name, message, logger: log)
             return Failure(outcome: .queued, message: message)
+        }
+    }
+}
+
+extension OutboxWorker.Failure.Outcome {
+    /// The `outcome` label of `tidings_deliveries_total`.
+    var metric: TidingsMetrics.DeliveryOutcome {
+        switch self {
+        case .queued: return .retry
+        case .dead: return .dead
+        case .sinkDisabled: return .disabled
+        case .deliveredUnrecorded: return .delivered
         }
     }
 }

@@ -209,6 +209,7 @@ public actor Scheduler {
             let late = self.env.now().timeIntervalSince(due)
             self.lateness.record(late)
             self.recentLateness.record(late)
+            TidingsMetrics.late(seconds: late)
         }
         if !outcome.record.events.isEmpty { onEvents() }
         if !outcome.nextDueStored {
@@ -227,7 +228,9 @@ public actor Scheduler {
         await global.wait()
         await hostLimiter?.wait()
         started()
+        let began = ContinuousClock.now
         let outcome = await runner.poll(source, options: options, logger: logger)
+        TidingsMetrics.polled(source.name, outcome, accounting: options.accounting, seconds: (ContinuousClock.now - began) / .seconds(1), now: env.now())
         hostLimiter?.signal()
         global.signal()
         return outcome

@@ -14,6 +14,13 @@ public struct SourceStatus: Sendable {
     public var items: Int
 }
 
+/// A source's health as stored: see ``StateStore/sourceHealth()``.
+package struct SourceHealth: Sendable, Equatable {
+    /// Failed polls in a row (0: the last counted poll succeeded).
+    package var failures: Int
+    package var lastSuccess: Date?
+}
+
 extension StateStore {
     public func statuses() throws -> [String: SourceStatus] {
         try db.read { db in
@@ -26,6 +33,18 @@ extension StateStore {
                     lastErrorAt: (r[3] as Double?).map(Date.init(timeIntervalSince1970:)), failures: r[4],
                     nextDue: (r[5] as Double?).map(Date.init(timeIntervalSince1970:)), authFailedHash: r[6],
                     baselineDone: (r[7] as Double?) != nil, items: counts[name] ?? 0)
+            }
+            return out
+        }
+    }
+
+    /// Each stored source's failures in a row and last success: what the daemon's status line
+    /// and health metrics start from (cheaper than ``statuses()``, which counts items too).
+    package func sourceHealth() throws -> [String: SourceHealth] {
+        try db.read { db in
+            var out: [String: SourceHealth] = [:]
+            for r in try Row.fetchAll(db, sql: "SELECT source, failures, last_success FROM source_state") {
+                out[r[0]] = SourceHealth(failures: r[1], lastSuccess: (r[2] as Double?).map(Date.init(timeIntervalSince1970:)))
             }
             return out
         }

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import TidingsCore
+import TidingsMonitoring
 import UnixSignals
 
 struct RunCommand: AsyncParsableCommand {
@@ -38,7 +39,18 @@ struct RunCommand: AsyncParsableCommand {
             complain("\(error)")
             throw ExitCode(Exit.failure)
         }
-        let lock = try await Self.claimState(app.stateDir, logger: logger)
+        // [http] comes up as soon as the daemon has to wait for the state (so /-/ready says 503
+        // meanwhile), else once it owns it; not at all when another daemon owns it.
+        let notifications = ServiceNotifications(logger: logger)
+        let endpoint = MonitoringEndpoint(readiness: { notifications.readiness }, logger: Log.logger("http"))
+        let serve = {
+            do { try await endpoint.apply(app.config.http) } catch {
+                complain("\(error)")
+                throw ExitCode(Exit.failure)
+            }
+        }
+        let lock = try await Self.claimState(app.stateDir, logger: logger, whileWaiting: serve)
+        try await serve()
         // Held until after the socket is gone: a daemon that takes over must find its own.
         defer { withExtendedLifetime(lock) {} }
         let store = try app.openStore(writable: true)
@@ -50,7 +62,8 @@ struct RunCommand: AsyncParsableCommand {
             logger.error("could not queue pending notices again (state database \(store.path)): \(error)")
         }
         let daemon = DaemonService(
-            initial: app.config, configFile: app.configFile, store: store, hangups: hangups, logger: logger)
+            initial: app.config, configFile: app.configFile, store: store, hangups: hangups,
+            notifications: notifications, endpoint: endpoint, logger: logger)
         let control: ControlServer
         do {
             control = try ControlServer(path: ControlProtocol.socketPath(in: app.stateDir), logger: Log.logger("control")) { request in
@@ -67,12 +80,13 @@ struct RunCommand: AsyncParsableCommand {
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: Logger(label: "lifecycle", factory: { _ in SwiftLogNoOpLogHandler() })))
         try await group.run()
+        await endpoint.stop()
         logger.info("stopped")
     }
 
-    /// Takes the state lock for the daemon's life: waits for checks that work on the state;
-    /// exits 2 at once if another daemon holds it.
-    static func claimState(_ stateDir: String, logger: Logger) async throws -> StateLock {
+    /// Takes the state lock for the daemon's life: waits for checks that work on the state
+    /// (running `whileWaiting` once, when it starts to wait); exits 2 at once if another daemon holds it.
+    static func claimState(_ stateDir: String, logger: Logger, whileWaiting: () async throws -> Void = {}) async throws -> StateLock {
         let deadline = ContinuousClock.now.advanced(by: checkPatience)
         var told = false
         while true {
@@ -96,7 +110,10 @@ struct RunCommand: AsyncParsableCommand {
                     complain("the state in \(stateDir) stayed in use by `tidings check` for \(checkPatience); try again")
                     throw ExitCode(Exit.failure)
                 }
-                if !told { logger.notice("waiting for `tidings check` to finish with the state in \(stateDir)") }
+                if !told {
+                    logger.notice("waiting for `tidings check` to finish with the state in \(stateDir)")
+                    try await whileWaiting()
+                }
                 told = true
                 try await Task.sleep(for: .milliseconds(100))
             }

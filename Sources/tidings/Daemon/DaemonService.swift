@@ -3,6 +3,7 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import TidingsCore
+import TidingsMonitoring
 import UnixSignals
 
 /// The daemon: one generation (scheduler + outbox worker) per loaded configuration.
@@ -10,7 +11,8 @@ import UnixSignals
 /// SIGHUP loads the config anew; if it is valid the current generation drains and a new one
 /// starts on the same state, otherwise the error is logged and the old one keeps running.
 /// Graceful shutdown stops polling and waits (bounded) for in-flight work. Requests on the
-/// control socket (``answer(_:)``) are polled by the current generation's scheduler.
+/// control socket (``answer(_:)``) are polled by the current generation's scheduler. Every
+/// ``statusInterval`` the state is looked at for the `STATUS=` line and the outbox gauges.
 final class DaemonService: Service, Sendable {
     enum Control: Sendable { case reload, shutdown }
 
@@ -25,8 +27,12 @@ final class DaemonService: Service, Sendable {
     private let store: StateStore
     private let hangups: UnixSignalsSequence
     private let logger: Logger
-    /// READY/RELOADING/STOPPING/STATUS/WATCHDOG for systemd (`Type=notify`).
+    /// READY/RELOADING/STOPPING/STATUS/WATCHDOG for systemd (`Type=notify`), and `/-/ready`.
     private let notifications: ServiceNotifications
+    /// `[http]`, moved or stopped by a reload.
+    private let endpoint: MonitoringEndpoint
+    /// State failures while looking for the status line: one error per outage.
+    private let statusLog = OnceLog()
     private let current = Mutex<Generation?>(nil)
     /// Set on SIGTERM/SIGINT: requests are refused at once instead of waiting for a generation.
     private let stopping = Mutex(false)
@@ -36,15 +42,19 @@ final class DaemonService: Service, Sendable {
     private let housekeeping = Wakeup()
     /// How long a request on the control socket waits for a generation (start-up, reload).
     static let generationWait: Duration = .seconds(30)
+    /// How often the status line and the outbox gauges are brought up to date.
+    static let statusInterval: Double = 5
 
-    init(initial: TidingsConfig, configFile: String, store: StateStore, hangups: UnixSignalsSequence, logger: Logger) {
+    init(initial: TidingsConfig, configFile: String, store: StateStore, hangups: UnixSignalsSequence,
+         notifications: ServiceNotifications, endpoint: MonitoringEndpoint, logger: Logger) {
         self.initial = initial
         self.historyDays = Mutex(initial.historyDays)
         self.configFile = configFile
         self.store = store
         self.hangups = hangups
         self.logger = logger
-        self.notifications = ServiceNotifications(logger: logger)
+        self.notifications = notifications
+        self.endpoint = endpoint
     }
 
     func run() async throws {
@@ -55,9 +65,11 @@ final class DaemonService: Service, Sendable {
                     for await _ in self.hangups { feed.yield(.reload) }
                 }
                 outer.addTask { await self.maintenance() }
+                outer.addTask { await self.observe() }
                 var config = initial
                 var iterator = controls.makeAsyncIterator()
                 while let fresh = await runGeneration(config, next: { await iterator.next() ?? .shutdown }) {
+                    await reconfigureMonitoring(from: config, to: fresh)
                     config = fresh
                     historyDays.withLock { $0 = fresh.historyDays }
                     housekeeping.signal()
@@ -129,8 +141,11 @@ final class DaemonService: Service, Sendable {
         let notifications = self.notifications
         let scheduler = Scheduler(config: config, runner: runner, router: router, logger: Log.logger("scheduler"),
                                   onEvents: { outbox.nudge() }, heartbeat: { notifications.heartbeat() })
+        let state = snapshot()
+        state?.exportHealth(of: config)
+        state?.exportBacklog(sinks: config.sinks)
         current.withLock { $0 = Generation(config: config, scheduler: scheduler) }
-        notifications.ready(config)
+        notifications.ready(DaemonStatus(config, state))
 
         let fresh: TidingsConfig? = await withTaskGroup(of: Bool.self) { group in
             group.addTask { await scheduler.run(); return true }
@@ -141,7 +156,7 @@ final class DaemonService: Service, Sendable {
                 notifications.reloading()
                 fresh = loadFresh()
                 // Refused: the running configuration goes on, and is ready again.
-                if fresh == nil { notifications.ready(config) }
+                if fresh == nil { notifications.ready(DaemonStatus(config, snapshot())) }
             }
             current.withLock { $0 = nil }
             await scheduler.stop()
@@ -166,6 +181,42 @@ final class DaemonService: Service, Sendable {
         }
         for s in config.sinks { await s.instance.shutdown() }
         return fresh
+    }
+
+    /// After a reload: `[http]` follows the new configuration (a failure is reported and the old
+    /// endpoint kept), and the series of sources and sinks it no longer has stop being exported.
+    private func reconfigureMonitoring(from old: TidingsConfig, to fresh: TidingsConfig) async {
+        do {
+            try await endpoint.apply(fresh.http)
+        } catch {
+            logger.error("reload: \(error); [http] stays as it was")
+        }
+        func polled(_ c: TidingsConfig) -> Set<String> { Set(c.sources.filter { $0.settings.enabled }.map(\.name)) }
+        TidingsMetrics.forget(sources: polled(old).subtracting(polled(fresh)))
+        TidingsMetrics.forget(sinks: Set(old.sinks.map(\.name)).subtracting(fresh.sinks.map(\.name)))
+    }
+
+    /// The state as the status line and gauges show it; nil (after logging why) when it cannot be read.
+    private func snapshot() -> StateSnapshot? {
+        do {
+            let s = try StateSnapshot(store: store)
+            statusLog.succeeded("status", "reading source health and outbox backlog from \(store.path) works again", logger: logger)
+            return s
+        } catch {
+            statusLog.failed("status", "cannot read source health and outbox backlog from \(store.path): \(error)", logger: logger)
+            return nil
+        }
+    }
+
+    /// Every ``statusInterval``: the status line (when it changed) and the outbox gauges.
+    private func observe() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(Self.statusInterval))
+            guard let config = current.withLock({ $0?.config }) else { continue }
+            let now = snapshot()
+            now?.exportBacklog(sinks: config.sinks)
+            notifications.update(DaemonStatus(config, now))
+        }
     }
 
     /// Housekeeping, hourly and after each reload: prune history older than the

@@ -1,0 +1,62 @@
+/// Where the daemon stands, as `/-/ready` reports it (and sd_notify tells systemd).
+package enum Readiness: Sendable, Equatable {
+    /// Configuration loaded; the state is not open yet (e.g. waiting for `tidings check`).
+    case starting
+    /// Configuration and state loaded: polling.
+    case ready
+    /// SIGHUP: a new configuration is being loaded and the generation swapped.
+    case reloading
+    /// SIGTERM/SIGINT: finishing in-flight work.
+    case stopping
+
+    var reason: String {
+        switch self {
+        case .starting: return "starting: the state is not open yet"
+        case .ready: return "ready"
+        case .reloading: return "reloading the configuration"
+        case .stopping: return "stopping"
+        }
+    }
+}
+
+/// One answer of the monitoring endpoint.
+package struct MonitoringResponse: Sendable, Equatable {
+    package var status: Int
+    package var contentType: String
+    package var body: [UInt8]
+    /// The `Allow` header of a 405.
+    package var allow: String?
+
+    static func text(_ status: Int, _ text: String, allow: String? = nil) -> MonitoringResponse {
+        MonitoringResponse(status: status, contentType: "text/plain; charset=utf-8", body: Array((text + "\n").utf8), allow: allow)
+    }
+}
+
+/// The routes of `[http]` (DESIGN §8), without any socket: `GET /metrics`, `GET /-/healthy`,
+/// `GET /-/ready`; another method on them 405; any other path 404; a request with a body 413.
+package struct MonitoringRoutes: Sendable {
+    package var readiness: @Sendable () -> Readiness
+    package var metrics: @Sendable () -> [UInt8]
+
+    package init(readiness: @escaping @Sendable () -> Readiness, metrics: @escaping @Sendable () -> [UInt8] = PrometheusExporter.exposition) {
+        self.readiness = readiness
+        self.metrics = metrics
+    }
+
+    package static let paths: Set<String> = ["/metrics", "/-/healthy", "/-/ready"]
+
+    package func respond(method: String, path: String, hasBody: Bool) -> MonitoringResponse {
+        guard Self.paths.contains(path) else { return .text(404, "not found: try /metrics, /-/healthy or /-/ready") }
+        guard method == "GET" else { return .text(405, "method not allowed: use GET", allow: "GET") }
+        guard !hasBody else { return .text(413, "a GET has no body") }
+        switch path {
+        case "/metrics":
+            return MonitoringResponse(status: 200, contentType: PrometheusExporter.contentType, body: metrics())
+        case "/-/healthy":
+            return .text(200, "healthy")
+        default:
+            let now = readiness()
+            return .text(now == .ready ? 200 : 503, now.reason)
+        }
+    }
+}

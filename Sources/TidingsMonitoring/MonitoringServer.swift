@@ -1,0 +1,97 @@
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import TidingsCore
+
+/// The `[http] listen` endpoint: ``MonitoringRoutes`` over HTTP/1.1 (Hummingbird), bounded so
+/// that hostile clients, even on loopback, cannot hurt the daemon: at most ``maxConnections``
+/// at once (further ones wait in the kernel's backlog), request heads of at most
+/// ``maxHeaderBytes``, a connection closed after ``idleTimeout`` without a byte and
+/// ``maxConnectionAge`` after it opened whatever it does, and no request bodies.
+package final class MonitoringServer: Sendable {
+    package static let maxConnections = 16
+    package static let maxHeaderBytes = 16 * 1024
+    package static let idleTimeout: TimeAmount = .seconds(10)
+    package static let maxConnectionAge: TimeAmount = .seconds(30)
+
+    package let address: ListenAddress
+    private let task: Task<Void, Never>
+
+    private init(address: ListenAddress, task: Task<Void, Never>) {
+        self.address = address
+        self.task = task
+    }
+
+    /// Serves `routes` on `address` until ``stop()``. Throws when it cannot listen there (the
+    /// port is taken, the address is not this machine's).
+    package static func start(_ address: ListenAddress, routes: MonitoringRoutes, logger: Logger) async throws -> MonitoringServer {
+        let (started, starting) = AsyncStream<Result<Void, any Error>>.makeStream()
+        // Hummingbird says "Server started" at info; the caller says where it serves, once.
+        var quiet = logger
+        quiet.logLevel = max(logger.logLevel, .notice)
+        let app = Application(
+            responder: CallbackResponder<BasicRequestContext> { request, _ in
+                let hasBody = request.headers[.transferEncoding] != nil || (request.headers[.contentLength].map { $0 != "0" } ?? false)
+                return Response(routes.respond(method: request.method.rawValue, path: request.uri.path, hasBody: hasBody))
+            },
+            server: .http1(configuration: .init(
+                additionalChannelHandlers: [ConnectionDeadline(after: maxConnectionAge)],
+                idleTimeout: idleTimeout,
+                httpDecoderConfiguration: .init(maxHeaderFieldSize: maxHeaderBytes, maxHeaderListSize: maxHeaderBytes, maxHeaderFieldCount: 100))),
+            configuration: .init(
+                address: .hostname(address.host, port: Int(address.port)), serverName: nil,
+                availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: quiet)),
+            onServerRunning: { _ in starting.yield(.success(())) },
+            logger: quiet)
+        let task = Task {
+            do { try await app.run() } catch { starting.yield(.failure(error)) }
+            starting.finish()
+        }
+        for await result in started {
+            switch result {
+            case .success: return MonitoringServer(address: address, task: task)
+            case .failure(let error): throw MonitoringServerError(address: address, reason: "\(error)")
+            }
+        }
+        throw MonitoringServerError(address: address, reason: "the server ended before it listened")
+    }
+
+    /// Stops listening and closes the open connections.
+    package func stop() async {
+        task.cancel()
+        await task.value
+    }
+}
+
+package struct MonitoringServerError: Error, CustomStringConvertible {
+    package var address: ListenAddress
+    package var reason: String
+    package var description: String { "cannot serve [http] on \(address): \(reason)" }
+}
+
+extension Response {
+    init(_ r: MonitoringResponse) {
+        var headers: HTTPFields = [.contentType: r.contentType]
+        if let allow = r.allow { headers[.allow] = allow }
+        if r.status == 413 { headers[.connection] = "close" }
+        self.init(status: .init(code: r.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: r.body)))
+    }
+}
+
+/// Closes a connection a fixed time after it opened, whatever it is doing: a client that
+/// trickles bytes just faster than the idle timeout cannot keep a connection.
+private final class ConnectionDeadline: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    private let limit: TimeAmount
+    private var deadline: Scheduled<Void>?
+
+    init(after limit: TimeAmount) { self.limit = limit }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let channel = context.channel
+        deadline = context.eventLoop.scheduleTask(in: limit) { channel.close(promise: nil) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) { deadline?.cancel() }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import TidingsCore
+
+/// The state as the daemon reports it (DESIGN §8): each source's health and each sink's
+/// outbox backlog, read in one go for the `STATUS=` line and the gauges behind `/metrics`.
+struct StateSnapshot {
+    var health: [String: SourceHealth]
+    var backlog: [String: OutboxBacklog]
+
+    init(store: StateStore) throws {
+        health = try store.sourceHealth()
+        backlog = try OutboxStore(store: store).backlog()
+    }
+
+    /// The outbox gauges: every configured sink (0 when it has nothing), and any other sink
+    /// the outbox still holds deliveries for.
+    func exportBacklog(sinks: [SinkConfig]) {
+        var all = backlog
+        for s in sinks where all[s.name] == nil { all[s.name] = OutboxBacklog() }
+        TidingsMetrics.outbox(all)
+    }
+
+    /// The health gauges of the polled sources, as stored (before their next poll says more).
+    func exportHealth(of config: TidingsConfig) {
+        for s in config.sources where s.settings.enabled {
+            guard let h = health[s.name] else { continue }
+            TidingsMetrics.sourceHealth(s.name, up: h.failures == 0, lastSuccess: h.lastSuccess)
+        }
+    }
+}
+
+/// The `STATUS=` line: `polling 100 sources (2 failing), 3 sinks, 5 queued` (and `, 1 dead`
+/// when there are dead letters). Without a snapshot (the state could not be read) only what
+/// the configuration says: `polling 100 sources, 3 sinks`.
+struct DaemonStatus: Equatable, CustomStringConvertible {
+    /// What the state says.
+    struct Counts: Equatable {
+        var failing: Int
+        var queued: Int
+        var dead: Int
+    }
+    var sources: Int
+    var sinks: Int
+    var counts: Counts?
+
+    init(_ config: TidingsConfig, _ snapshot: StateSnapshot?) {
+        let polled = config.sources.filter { $0.settings.enabled }
+        sources = polled.count
+        sinks = config.sinks.count
+        counts = snapshot.map { s in
+            Counts(failing: polled.filter { (s.health[$0.name]?.failures ?? 0) > 0 }.count,
+                   queued: s.backlog.values.reduce(0) { $0 + $1.pending }, dead: s.backlog.values.reduce(0) { $0 + $1.dead })
+        }
+    }
+
+    var description: String {
+        func count(_ n: Int, _ what: String) -> String { "\(n) \(what)\(n == 1 ? "" : "s")" }
+        guard let c = counts else { return "polling \(count(sources, "source")), \(count(sinks, "sink"))" }
+        return "polling \(count(sources, "source")) (\(c.failing) failing), \(count(sinks, "sink")), \(c.queued) queued" + (c.dead > 0 ? ", \(c.dead) dead" : "")
+    }
+}

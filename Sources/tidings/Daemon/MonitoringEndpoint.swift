@@ -1,0 +1,44 @@
+import Logging
+import TidingsCore
+import TidingsMonitoring
+
+/// `[http]` for the daemon's life (DESIGN §8). Started with the configuration, before the state
+/// is open, so `/-/ready` answers 503 while the daemon waits for it; applied again on each
+/// reload: an unchanged `listen` keeps serving untouched, a changed one moves (an address that
+/// cannot be served is reported and the old one kept), a removed `[http]` stops; stopped last.
+actor MonitoringEndpoint {
+    private var server: MonitoringServer?
+    private let routes: MonitoringRoutes
+    private let logger: Logger
+
+    init(readiness: @escaping @Sendable () -> Readiness, logger: Logger) {
+        self.routes = MonitoringRoutes(readiness: readiness)
+        self.logger = logger
+    }
+
+    /// Serves `settings` (nil: nothing). Throws when a new address cannot be served; whatever
+    /// served before goes on.
+    func apply(_ settings: HTTPSettings?) async throws {
+        guard settings?.listen != server?.address else { return }
+        guard let address = settings?.listen else {
+            await server?.stop()
+            if let old = server?.address { logger.notice("[http] removed: no longer serving on \(old)") }
+            server = nil
+            return
+        }
+        // Once per process: metrics are recorded from here on, also if [http] goes and comes back.
+        PrometheusExporter.bootstrap()
+        let started = try await MonitoringServer.start(address, routes: routes, logger: logger)
+        if let old = server {
+            await old.stop()
+            logger.notice("[http] moved from \(old.address) to \(address)")
+        }
+        server = started
+        logger.info("serving /metrics, /-/healthy and /-/ready on http://\(address)")
+    }
+
+    func stop() async {
+        await server?.stop()
+        server = nil
+    }
+}
