@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -111,6 +112,33 @@ def wait_for(predicate, timeout=20.0, interval=0.1, what="condition"):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def outbox(t):
+    """`tidings outbox --json`: the deliveries still queued or dead."""
+    r = t.run("outbox", "--json")
+    assert r.code == 0, r
+    return r.events
+
+
+def kill_while_queued(t, configure, timeout=30.0):
+    """The first half of a sink's crash test: the receiver is down (its port bound but not
+    listening, so connections are refused and nobody else takes it), the daemon queues both
+    events of the feed (the head retrying, the second waiting behind it), then kill -9.
+    `configure(port)` writes the config. Returns the port, free again for the receiver, and the
+    ids of the queued events."""
+    hold = socket.socket()
+    hold.bind(("127.0.0.1", 0))
+    port = hold.getsockname()[1]
+    configure(port)
+    d = t.start_daemon()
+    wait_for(lambda: [r["status"] for r in outbox(t)] == ["retrying", "pending"], timeout=timeout,
+             what="both events queued, the first failing")
+    queued = {r["event"]["id"] for r in outbox(t)}
+    os.killpg(d.pid, signal.SIGKILL)
+    d.wait(timeout=10)
+    hold.close()
+    return port, queued
 
 
 def read_log(p) -> str:

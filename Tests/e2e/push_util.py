@@ -7,17 +7,11 @@ import string
 from dataclasses import dataclass
 from typing import Callable
 
-from conftest import read_log, wait_for
+from conftest import outbox, read_log, wait_for
 from fakes.gotify import GotifyServer, gotify_state
 from fakes.ntfy import NtfyServer, ntfy_state
 from fakes.pushover import PushoverServer, pushover_state
 from feed import item
-
-
-def outbox(t):
-    r = t.run("outbox", "--json")
-    assert r.code == 0, r
-    return r.events
 
 
 def token(n=30, prefix=""):

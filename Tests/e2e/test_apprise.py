@@ -4,8 +4,6 @@ message, attachments, type."""
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import sys
 import threading
 import time
@@ -14,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import read_log, wait_for
+from conftest import kill_while_queued, outbox, read_log, wait_for
 from fakes.server import FakeServer
 from fakes.webhook_receiver import WebhookReceiver, receiver_state
 from feed import Feed, item
@@ -33,12 +31,6 @@ def apprise_config(t, urls, extra=""):
         timeout = "60s"
         {extra}
         """)
-
-
-def outbox(t):
-    r = t.run("outbox", "--json")
-    assert r.code == 0, r
-    return r.events
 
 
 class SlowReceiver(WebhookReceiver):
@@ -136,16 +128,7 @@ def test_sinks_test_and_failures_never_show_the_urls(tidings):
 
 def test_receiver_down_daemon_killed_each_event_shown_once(tidings):
     Feed(tidings).set([item("a", "Alpha"), item("b", "Beta")])
-    hold = socket.socket()
-    hold.bind(("127.0.0.1", 0))
-    port = hold.getsockname()[1]
-    apprise_config(tidings, [f"json://127.0.0.1:{port}/hook"])
-    d = tidings.start_daemon()
-    wait_for(lambda: [r["status"] for r in outbox(tidings)] == ["retrying", "pending"], timeout=120,
-             what="both events queued, the first failing")
-    os.killpg(d.pid, signal.SIGKILL)
-    d.wait(timeout=10)
-    hold.close()
+    port, _ = kill_while_queued(tidings, lambda port: apprise_config(tidings, [f"json://127.0.0.1:{port}/hook"]), timeout=120)
     with FakeServer(WebhookReceiver, state=receiver_state(None), port=port) as srv:
         tidings.start_daemon()
         wait_for(lambda: outbox(tidings) == [], timeout=120, what="the queued events after restart")

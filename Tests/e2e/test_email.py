@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import read_log, wait_for
+from conftest import outbox, read_log, wait_for
 from fakes.smtp import SMTPServer, free_port, parse, self_signed
 from feed import Feed, item
 
@@ -57,12 +57,6 @@ def mail_config(t, url, extra="", password=PASSWORD, to='["Jörg Müller <joerg@
     """The sink with AUTH (the password from a file)."""
     secret = t.write_secret("smtp.password", password)
     sink_config(t, url, f'username = "bot"\npassword_file = "{secret}"\n{extra}', to)
-
-
-def outbox(t):
-    r = t.run("outbox", "--json")
-    assert r.code == 0, r
-    return r.events
 
 
 def header_lines(content: bytes):

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import signal
-import socket
 import time
 import uuid
 
 import pytest
 
-from conftest import read_log, wait_for
+from conftest import kill_while_queued, outbox, read_log, wait_for
 from fakes.relay import Relay, relay_state
 from fakes.server import FakeServer
 from feed import Feed, item
@@ -54,12 +51,6 @@ def sink(t, name, homeserver, token, room, extra=""):
 
 def alias():
     return "alerts-" + uuid.uuid4().hex[:8]
-
-
-def outbox(t):
-    r = t.run("outbox", "--json")
-    assert r.code == 0, r
-    return r.events
 
 
 def puts(relay):
@@ -173,16 +164,9 @@ def test_homeserver_down_daemon_killed_each_event_shown_once(tidings, hs):
     bot = hs.bot
     room = bot.create_room(alias=alias())
     Feed(tidings).set([item("a", "Alpha"), item("b", "Beta")])
-    hold = socket.socket()  # the relay's port, refusing connections: the homeserver is down
-    hold.bind(("127.0.0.1", 0))
-    port = hold.getsockname()[1]
-    tidings.write_config(sink(tidings, "mx", f"http://127.0.0.1:{port}", bot.token, room.alias))
-    d = tidings.start_daemon()
-    wait_for(lambda: [r["status"] for r in outbox(tidings)] == ["retrying", "pending"], timeout=60,
-             what="both events queued, the first failing")
-    os.killpg(d.pid, signal.SIGKILL)
-    d.wait(timeout=10)
-    hold.close()
+    # The relay's port refuses connections: the homeserver is down.
+    port, _ = kill_while_queued(
+        tidings, lambda port: tidings.write_config(sink(tidings, "mx", f"http://127.0.0.1:{port}", bot.token, room.alias)), timeout=60)
     with FakeServer(Relay, state=relay_state(hs.url), port=port) as relay:
         tidings.start_daemon()
         wait_for(lambda: outbox(tidings) == [], timeout=60, what="the queued events after restart")

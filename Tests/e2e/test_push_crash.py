@@ -3,13 +3,10 @@ the daemon is killed with SIGKILL while events wait in the outbox, the service c
 daemon restarts: each event is shown exactly once."""
 from __future__ import annotations
 
-import os
-import signal
-import socket
 
 import pytest
 
-from conftest import wait_for
+from conftest import kill_while_queued, wait_for
 from fakes.server import FakeServer
 from feed import Feed, item
 from push_util import CHANNELS, assert_no_secret, outbox
@@ -20,18 +17,7 @@ def test_service_down_daemon_killed_each_event_shown_once(tidings, name):
     channel = CHANNELS[name]()
     feed = Feed(tidings)
     feed.set([item("a", "First"), item("b", "Second")])
-    # Hold the port without listening: connections are refused, and nobody else can take it.
-    hold = socket.socket()
-    hold.bind(("127.0.0.1", 0))
-    port = hold.getsockname()[1]
-    tidings.write_config(channel.config(tidings, f"http://127.0.0.1:{port}"))
-    d = tidings.start_daemon()
-    wait_for(lambda: [r["status"] for r in outbox(tidings)] == ["retrying", "pending"], timeout=30,
-             what="both events queued, the first failing")
-    os.killpg(d.pid, signal.SIGKILL)
-    d.wait(timeout=10)
-
-    hold.close()
+    port, _ = kill_while_queued(tidings, lambda port: tidings.write_config(channel.config(tidings, f"http://127.0.0.1:{port}")))
     with FakeServer(channel.handler, state=channel.make_state(), port=port) as srv:
         tidings.start_daemon()
         wait_for(lambda: len(srv.state["accepted"]) == 2, timeout=30, what="the queued events after restart")

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from conftest import wait_for
+from conftest import outbox, wait_for
 from fakes.hostile import HostilePair
 from feed import Feed, item
 from providers_util import assert_no_secrets
@@ -184,12 +184,6 @@ def webhook(t, url):
         url = "{url}"
         timeout = "5s"
         """)
-
-
-def outbox(t):
-    r = t.run("outbox", "--json")
-    assert r.code == 0, r
-    return r.events
 
 
 @pytest.mark.parametrize("status", [301, 302, 307, 308])

@@ -5,12 +5,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-import signal
-import socket
 
 import pytest
 
-from conftest import read_log, wait_for
+from conftest import kill_while_queued, outbox, read_log, wait_for
 from fakes.server import FakeServer
 from fakes.webhook_receiver import WebhookReceiver, receiver_state, verify
 from feed import Feed, item
@@ -29,12 +27,6 @@ def webhook_config(t, url, extra=""):
         headers = {{ X-Team = "ops" }}
         {extra}
         """)
-
-
-def outbox(t):
-    r = t.run("outbox", "--json")
-    assert r.code == 0, r
-    return r.events
 
 
 def test_signed_post_retried_through_a_receiver_that_fails_twice(tidings):
@@ -160,20 +152,8 @@ def test_batch_sends_one_signed_array_per_poll(tidings):
 def test_receiver_down_daemon_killed_nothing_lost_delivered_once(tidings):
     feed = Feed(tidings)
     feed.set([item("a"), item("b")])
-    # Hold the port without listening: connections are refused, and nobody else can take it.
-    hold = socket.socket()
-    hold.bind(("127.0.0.1", 0))
-    port = hold.getsockname()[1]
-    webhook_config(tidings, f"http://127.0.0.1:{port}")
-    d = tidings.start_daemon()
     # Per-sink order: the head is retried, the second waits behind it.
-    wait_for(lambda: [r["status"] for r in outbox(tidings)] == ["retrying", "pending"], timeout=30,
-             what="both events queued, the first failing")
-    queued = {r["event"]["id"] for r in outbox(tidings)}
-    os.killpg(d.pid, signal.SIGKILL)
-    d.wait(timeout=10)
-
-    hold.close()
+    port, queued = kill_while_queued(tidings, lambda port: webhook_config(tidings, f"http://127.0.0.1:{port}"))
     with FakeServer(WebhookReceiver, state=receiver_state(SECRET), port=port) as srv:
         tidings.start_daemon()
         wait_for(lambda: len(srv.state["accepted"]) == 2, timeout=30, what="the queued events after restart")
