@@ -95,6 +95,8 @@ def test_ready_reloading_stopping_and_watchdog(tidings, kind):
 
         d.send_signal(signal.SIGTERM)
         assert d.wait(timeout=20) == 0, read_log(d)
+        # Sent before the exit; the receiver thread may not have read it yet (a loaded machine).
+        wait_for(lambda: ns.seen("STOPPING"), timeout=5, what="STOPPING=1 read from the socket")
         assert ns.keys()[-1] == "STOPPING", ns.keys()
     finally:
         ns.close()
