@@ -175,6 +175,15 @@ public struct ConfigLoader: Sendable {
                     var route = Route(sinks: try r.stringList("sinks") ?? [])
                     if route.sinks.isEmpty { throw r.error(nil, "\(what): 'sinks' must name at least one sink") }
                     route.continueMatching = try r.bool("continue") ?? false
+                    collect { route.attention.quietHours = try QuietHours.option(r) }
+                    collect {
+                        guard let s = try r.string("quiet_bypass") else { return }
+                        guard let v = Severity(rawValue: s) else { throw r.error("quiet_bypass", "\(what): unknown severity '\(s)' (info, warning, critical)") }
+                        if !r.has("quiet_hours") { r.warning("quiet_bypass", "\(what): 'quiet_bypass' without 'quiet_hours' has no effect") }
+                        route.attention.quietBypass = v
+                    }
+                    collect { route.attention.groupWait = try r.duration("group_wait", minimum: 1) }
+                    collect { route.attention.repeatInterval = try r.duration("repeat_interval", minimum: 60) }
                     if let m = try r.subtable("match") {
                         route.source = try m.stringList("source")
                         route.provider = try m.stringList("provider")
@@ -185,7 +194,7 @@ public struct ConfigLoader: Sendable {
                             errors.append(m.error("severity", "\(what): unknown severity '\(s)' (info, warning, critical)"))
                         }
                         for s in route.event ?? [] where EventType(rawValue: s) == nil {
-                            errors.append(m.error("event", "\(what): unknown event '\(s)' (new, changed, removed, error, recovered)"))
+                            errors.append(m.error("event", "\(what): unknown event '\(s)' (\(EventType.allCases.map(\.rawValue).joined(separator: ", ")))"))
                         }
                         for p in route.provider ?? [] where providers.factory(named: p) == nil {
                             errors.append(m.error("provider", "\(what): match names no provider '\(p)' (known: \(providers.names.joined(separator: ", ")))"))

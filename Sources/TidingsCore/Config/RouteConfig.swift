@@ -1,3 +1,5 @@
+import Foundation
+
 /// One `[[routes]]` rule: which events go to which sinks.
 public struct Route: Sendable, Equatable {
     /// Each field: nil = any; else the event's value must be one of the list.
@@ -9,6 +11,8 @@ public struct Route: Sendable, Equatable {
     public var sinks: [String]
     /// Keep evaluating later rules after this one matched.
     public var continueMatching: Bool
+    /// When and how this route's deliveries are held or grouped (DESIGN §10).
+    public var attention = RouteAttention()
 
     public init(
         source: [String]? = nil, provider: [String]? = nil, kind: [String]? = nil, severity: [String]? = nil,
@@ -27,6 +31,26 @@ public struct Route: Sendable, Equatable {
         func ok(_ list: [String]?, _ value: String) -> Bool { list.map { $0.contains(value) } ?? true }
         return ok(source, e.source) && ok(provider, e.provider) && ok(kind, e.kind)
             && ok(severity, e.severity.rawValue) && ok(event, e.event.rawValue)
+    }
+}
+
+/// A route's timing options (DESIGN §10): when its deliveries are held, grouped, repeated.
+public struct RouteAttention: Sendable, Equatable {
+    /// `quiet_hours`: deliveries routed inside the window wait in the outbox until it ends.
+    public var quietHours: QuietHours?
+    /// `quiet_bypass`: events at or above this severity go at once, even in quiet hours.
+    /// Nil: none bypass.
+    public var quietBypass: Severity?
+    /// `group_wait`: a sink's deliveries from this route are collected this long after the
+    /// first, then sent as one digest.
+    public var groupWait: TimeInterval?
+    /// `repeat_interval`: reminders for items still present with severity warning or critical.
+    public var repeatInterval: TimeInterval?
+    public init(quietHours: QuietHours? = nil, quietBypass: Severity? = nil, groupWait: TimeInterval? = nil, repeatInterval: TimeInterval? = nil) {
+        self.quietHours = quietHours
+        self.quietBypass = quietBypass
+        self.groupWait = groupWait
+        self.repeatInterval = repeatInterval
     }
 }
 

@@ -32,12 +32,19 @@ public protocol Sink: Sendable {
     func deliver(_ events: [Event]) async throws
     /// Whether this sink wants one call per poll's batch instead of per event.
     var acceptsBatches: Bool { get }
+    /// Whether this sink shows a ``Digest`` as one message (``deliverDigest(_:)``). Sinks that
+    /// don't get a digest's events one by one.
+    var rendersDigests: Bool { get }
+    /// Deliver a digest as one message. Called only when ``rendersDigests`` is true.
+    func deliverDigest(_ digest: Digest) async throws
     /// Called when the daemon stops or reloads.
     func shutdown() async
 }
 
 extension Sink {
     public var acceptsBatches: Bool { false }
+    public var rendersDigests: Bool { false }
+    public func deliverDigest(_ digest: Digest) async throws { try await deliver(digest.events) }
     public func shutdown() async {}
 }
 

@@ -137,6 +137,7 @@ public final class StateStore: Sendable {
             // fingerprints): a poll with new text but the same fingerprint refreshes the row.
             try db.execute(sql: "ALTER TABLE item ADD COLUMN content_hash TEXT")
         }
+        AttentionSchema.register(&m)
         return m
     }
 }

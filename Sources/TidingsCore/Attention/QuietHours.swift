@@ -1,0 +1,112 @@
+import Foundation
+
+/// A route's `quiet_hours`: a daily window (which may wrap past midnight) on some weekdays, in
+/// a time zone. Events routed inside it are held in the outbox until it ends (DESIGN §10).
+public struct QuietHours: Sendable, Equatable {
+    /// A time of day, seconds after midnight (`"22:00"`, `"07:30:15"`).
+    public struct TimeOfDay: Sendable, Equatable, CustomStringConvertible {
+        public var seconds: Int
+        public init(seconds: Int) { self.seconds = seconds }
+
+        /// `HH:MM` or `HH:MM:SS` (24-hour clock). Seconds are for tests that need a window a few
+        /// seconds long.
+        public init?(_ text: String) {
+            let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+            guard (2...3).contains(parts.count), parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isASCII) }),
+                  let h = Int(parts[0]), let m = Int(parts[1]), (0..<24).contains(h), (0..<60).contains(m) else { return nil }
+            let s = parts.count == 3 ? Int(parts[2]) : 0
+            guard let s, (0..<60).contains(s) else { return nil }
+            seconds = h * 3600 + m * 60 + s
+        }
+
+        public var description: String {
+            let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60)
+            return s == 0 ? String(format: "%02d:%02d", h, m) : String(format: "%02d:%02d:%02d", h, m, s)
+        }
+    }
+
+    /// Days as `Calendar` weekdays: 1 = Sunday … 7 = Saturday.
+    public static let dayNames = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
+    static let fullDayNames = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
+
+    public var start: TimeOfDay
+    public var end: TimeOfDay
+    /// The weekdays (1 = Sunday … 7) on which a window *starts*; a window from 22:00 to 07:00
+    /// that starts on Friday ends on Saturday morning. All days when the list is not given.
+    public var days: Set<Int>
+    public var timeZone: TimeZone
+
+    public init(start: TimeOfDay, end: TimeOfDay, days: Set<Int> = Set(1...7), timeZone: TimeZone = .current) {
+        self.start = start
+        self.end = end
+        self.days = days
+        self.timeZone = timeZone
+    }
+
+    private var calendar: Calendar {
+        var c = Calendar(identifier: .gregorian)
+        c.timeZone = timeZone
+        return c
+    }
+
+    /// When the window that contains `date` ends, or nil when `date` is outside every window.
+    /// Wall-clock times are taken in ``timeZone``; on a day whose clocks change, a time that
+    /// does not exist is taken as the next one that does.
+    public func end(ofWindowContaining date: Date) -> Date? {
+        guard start != end else { return nil }
+        let cal = calendar
+        let today = cal.startOfDay(for: date)
+        // The window starting today, or the one that started yesterday and wraps past midnight.
+        for offset in [0, -1] {
+            guard let day = cal.date(byAdding: .day, value: offset, to: today),
+                  days.contains(cal.component(.weekday, from: day)),
+                  let from = at(start, on: day, cal) else { continue }
+            let endDay = end.seconds > start.seconds ? day : cal.date(byAdding: .day, value: 1, to: day)!
+            guard let to = at(end, on: endDay, cal) else { continue }
+            if from <= date && date < to { return to }
+        }
+        return nil
+    }
+
+    private func at(_ t: TimeOfDay, on day: Date, _ cal: Calendar) -> Date? {
+        cal.date(bySettingHour: t.seconds / 3600, minute: t.seconds / 60 % 60, second: t.seconds % 60, of: day,
+                 matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .forward)
+    }
+
+    /// How the window reads in messages: `22:00–07:00 Europe/Stockholm (mon, tue)`.
+    public var description: String {
+        let d = days.count == 7 ? "" : " (" + days.sorted().map { Self.dayNames[$0 - 1] }.joined(separator: ", ") + ")"
+        return "\(start)–\(end) \(timeZone.identifier)\(d)"
+    }
+
+    /// Reads `quiet_hours = { start = "22:00", end = "07:00", days = ["mon", …], timezone = "…" }`.
+    public static func option(_ r: OptionReader, _ key: String = "quiet_hours") throws -> QuietHours? {
+        guard let t = try r.subtable(key) else { return nil }
+        let what = t.what
+        func time(_ k: String) throws -> TimeOfDay {
+            let s = try t.requiredString(k)
+            guard let v = TimeOfDay(s) else { throw t.error(k, "\(what): '\(k)' must be a time of day like \"22:00\" (or \"22:00:30\"), not \"\(s)\"") }
+            return v
+        }
+        var q = QuietHours(start: try time("start"), end: try time("end"))
+        if q.start == q.end { throw t.error("end", "\(what): 'start' and 'end' are the same time: the window would be empty") }
+        if let list = try t.stringList("days") {
+            var days = Set<Int>()
+            for d in list {
+                let word = d.lowercased()
+                guard let i = dayNames.firstIndex(where: { word == $0 || word == Self.fullDayNames[dayNames.firstIndex(of: $0)!] }) else {
+                    throw t.error("days", "\(what): unknown day '\(d)' (mon, tue, wed, thu, fri, sat, sun)")
+                }
+                days.insert(i + 1)
+            }
+            if days.isEmpty { throw t.error("days", "\(what): 'days' is empty: the window would never apply") }
+            q.days = days
+        }
+        if let tz = try t.string("timezone") {
+            guard let zone = TimeZone(identifier: tz) else { throw t.error("timezone", "\(what): unknown time zone '\(tz)' (an IANA name like \"Europe/Stockholm\")") }
+            q.timeZone = zone
+        }
+        try t.finish()
+        return q
+    }
+}
