@@ -80,12 +80,25 @@ public final class DesktopSink: Sink, TemplatedSink {
     /// Shows the poll's notifications; any failure (no bus, no server, a hung server) is retryable.
     public func deliver(_ events: [Event]) async throws {
         guard !events.isEmpty else { return }
+        try await show { $0.notifications(for: events) }
+    }
+
+    /// A digest is one summary notification, as a burst from one poll is (DESIGN §10).
+    public var rendersDigests: Bool { true }
+
+    public func deliverDigest(_ digest: Digest) async throws {
+        try await show { [$0.notification(for: digest)] }
+    }
+
+    /// Shows what `notifications` makes with the style (knowing whether the server renders body
+    /// markup) on the libnotify thread; any failure is retryable, an outage reported once.
+    private func show(_ notifications: @escaping @Sendable (DesktopStyle) -> [DesktopNotification]) async throws {
         let (style, client) = (self.style, self.client)
         do {
             try await thread.perform(timeout: timeout) {
                 var s = style
                 s.bodyMarkup = try client.connect()
-                for n in s.notifications(for: events) { try client.show(n) }
+                for n in notifications(s) { try client.show(n) }
             }
         } catch {
             let message = "desktop notifications unavailable: \(error)"
