@@ -142,7 +142,7 @@ def digest_lines(push):
 
 
 def plain_body(mail):
-    return mail.get_body(("plain",)).get_content()
+    return mail.get_body(("plain",)).get_content().replace("\r\n", "\n")
 
 
 def assert_done(t, r, counts, wait=1.5):
@@ -155,12 +155,10 @@ def assert_done(t, r, counts, wait=1.5):
 def test_quiet_hours_hold_until_the_window_ends_then_one_digest_per_sink(tidings, receivers):
     r = receivers
     window = Window(12)
-    feed = feeding(tidings, r, [
-        item("a", "Disk <full> & more", severity="warning", url="https://example.org/a?x=1&y=2"),
-        item("b", "Backup late", severity="warning"),
-        item("x", "Blip", severity="warning"),
-        item("c", "Site down", severity="critical", url="https://example.org/c"),
-    ], window.route)
+    a, b, x, c = (item("a", "Disk <full> & more", severity="warning", url="https://example.org/a?x=1&y=2"),
+                  item("b", "Backup late", severity="warning"), item("x", "Blip", severity="warning"),
+                  item("c", "Site down", severity="critical", url="https://example.org/c"))
+    feed = feeding(tidings, r, [a, b, x, c], window.route)
     tidings.start_daemon()
 
     # The critical event bypasses the quiet hours: at once, to every sink, as itself.
@@ -174,8 +172,7 @@ def test_quiet_hours_hold_until_the_window_ends_then_one_digest_per_sink(tidings
     assert {row["held_until"] for row in rows} == {time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(window.end))}
     assert {row["event"]["key"] for row in rows} == {"a", "b", "x"}
     # x goes away inside the window: it came and went.
-    feed.set([item("a", "Disk <full> & more", severity="warning", url="https://example.org/a?x=1&y=2"),
-              item("b", "Backup late", severity="warning"), item("c", "Site down", severity="critical")])
+    feed.set([a, b, c])
     held(tidings, 12, "quiet")
     text = outbox_text(tidings)
     assert f"held until {shown_time(window.end)} (quiet hours)" in text, text
