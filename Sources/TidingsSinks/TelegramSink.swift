@@ -129,10 +129,7 @@ public struct TelegramSink: Sink {
     package func message(for digest: Digest) -> SendMessage {
         let text = DigestText(digest, title: title)
         let head = "\(ChatChannel.emoji(text.severity)) <b>\(Markup.html.escape(text.heading))</b>"
-        let lines = DigestText.fit(text.htmlLines) { lines in
-            MarkupCutter.width(([head] + lines).joined(separator: "\n"), syntax: .telegramHTML) <= Self.maxLength
-        }
-        return SendMessage(chatId: chat, text: MarkupCutter.cut(([head] + lines).joined(separator: "\n"), limit: Self.maxLength, syntax: .telegramHTML))
+        return SendMessage(chatId: chat, text: DigestText.message(head: head, lines: text.htmlLines, limit: Self.maxLength, syntax: .telegramHTML))
     }
 
     /// The message text from the rendered (escaped) title and body: the severity's mark, the title

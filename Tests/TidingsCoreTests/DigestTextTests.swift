@@ -139,6 +139,42 @@ final class DigestTextTests: XCTestCase {
         XCTAssertTrue(huge.text.hasSuffix("…</a>"), String(huge.text.suffix(40)))
     }
 
+    func testSlackDigestIsOneMrkdwnMessageWithEscapedLinkedLines() throws {
+        let sink = SlackSink(url: URL(string: "https://hooks.slack.com/services/T0/B0/SECRETSECRETSECRET")!,
+                             title: try MessageTemplate("{{title}}", markup: .slack), body: try MessageTemplate("{{body}}", markup: .slack), client: Failing())
+        XCTAssertTrue(sink.rendersDigests)
+        let p = sink.payload(for: digest([item("1", key: "a", severity: .critical, title: "<!channel> & @here", url: "https://example.org/a?b=1&c=2|x>y"),
+                                          item("2", key: "b")], reason: .grouped))
+        XCTAssertEqual(p.text, """
+            🚨 *2 events from helpdesk (grouped)*
+            🚨 <https://example.org/a?b=1&amp;c=2%7Cx%3Ey|&lt;!channel&gt; &amp; @\u{2060}here> (new)
+            ℹ️ item b (new)
+            """)
+        XCTAssertEqual(p.blocks.first?.text.text, p.text)
+        let big = sink.payload(for: many(300))
+        XCTAssertLessThanOrEqual(MarkupCutter.width(big.text, syntax: .slackMrkdwn), SlackSink.maxLength)
+        XCTAssertTrue(big.text.range(of: #"\n…and \d+ more$"#, options: .regularExpression) != nil)
+    }
+
+    func testDiscordDigestIsOneEmbedWithMaskedLinks() throws {
+        let sink = DiscordSink(url: URL(string: "https://discord.com/api/webhooks/1/SECRETSECRETSECRET")!,
+                               title: try MessageTemplate("{{title}}", markup: .markdown), body: try MessageTemplate("{{body}}", markup: .markdown), client: Failing())
+        XCTAssertTrue(sink.rendersDigests)
+        let p = sink.payload(for: digest([item("1", key: "a", severity: .warning, title: "**x** ](evil)", url: "https://example.org/a_(b)"),
+                                          item("2", key: "b", url: "https://example.org/other")]))
+        let embed = try XCTUnwrap(p.embeds.first)
+        XCTAssertEqual(p.embeds.count, 1)
+        XCTAssertEqual(embed.title, "⚠️ 2 events from helpdesk \\(held for quiet hours\\)")
+        XCTAssertEqual(embed.description, """
+            ⚠️ [\\*\\*x\\*\\* \\]\\(evil\\)](https://example.org/a_%28b%29) (new)
+            ℹ️ [item b](https://example.org/other) (new)
+            """)
+        XCTAssertNil(embed.url, "two links: the title links nowhere")
+        XCTAssertEqual(embed.color, DiscordSink.color(.warning))
+        let big = try XCTUnwrap(sink.payload(for: many(500)).embeds.first?.description)
+        XCTAssertLessThanOrEqual(MarkupCutter.width(big, syntax: .markdown), DiscordSink.maxDescription)
+    }
+
     func testMatrixDigestHasPlainAndHTMLBodiesAndAStableTransactionID() throws {
         let sink = MatrixSink(
             homeserver: URL(string: "https://matrix.example.org")!, accessToken: Secret("syt_secret_token_1234"), room: MatrixRoom("!room:example.org")!,

@@ -57,10 +57,22 @@ package struct DigestText: Sendable, Equatable {
     /// `⚠️ <a href="https://example.org/a">Disk full</a> (came and went)`: for HTML channels
     /// (Telegram, Matrix `formatted_body`, e-mail HTML) with an HTML-escaping title template.
     package var htmlLines: [String] {
-        lines.map { l in
-            let title = l.link.map { "<a href=\"\(Markup.html.escape($0))\">\(l.title)</a>" } ?? l.title
-            return "\(ChatChannel.emoji(l.severity)) \(title) (\(Markup.html.escape(l.what)))"
-        }
+        markedLines(.html) { url, title in "<a href=\"\(Markup.html.escape(url))\">\(title)</a>" }
+    }
+
+    /// The severity's mark, the title (escaped for `markup` by the title template) linked as
+    /// `link(url, title)` writes a link in the channel's markup, and what happened: the lines
+    /// of a chat channel.
+    package func markedLines(_ markup: Markup, link: (_ url: String, _ title: String) -> String) -> [String] {
+        lines.map { l in "\(ChatChannel.emoji(l.severity)) \(l.link.map { link($0, l.title) } ?? l.title) (\(markup.escape(l.what)))" }
+    }
+
+    /// A chat message: `head` (if any), then as many of `lines` as fit in `limit` as the
+    /// channel counts (`syntax`), one per line, and cut to it should one line alone be too long.
+    package static func message(head: String?, lines: [String], limit: Int, syntax: MarkupCutter.Syntax) -> String {
+        func text(_ lines: [String]) -> String { ((head.map { [$0] } ?? []) + lines).joined(separator: "\n") }
+        let kept = fit(lines) { MarkupCutter.width(text($0), syntax: syntax) <= limit }
+        return MarkupCutter.cut(text(kept), limit: limit, syntax: syntax)
     }
 
     /// The last line when some are left out.
