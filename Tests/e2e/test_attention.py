@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -270,3 +271,28 @@ def test_kill_while_grouping_restart_each_digest_once(tidings, receivers):
     assert digest_lines(r.pushes[0]) == [f"[info] Grouped {n} (new)" for n in range(5)]
     assert r.mails[0]["Subject"] == "5 events from feed (grouped)"
     assert_done(tidings, r, (1, 1, 5))
+
+
+def test_digest_failing_when_killed_goes_once_after_restart_and_sent_ones_stay_sent(tidings, receivers):
+    """ntfy is down when the group closes (its port bound, not listening): the digest to it is
+    retried, the e-mail digest and the webhook's events go; kill -9; ntfy back on its port;
+    restart: the ntfy digest goes once, with every line, and nothing that went is sent again."""
+    r = receivers
+    down = socket.socket()
+    down.bind(("127.0.0.1", 0))
+    port = down.getsockname()[1]
+    feeding(tidings, r, [item(f"r{n}", f"Retried {n}") for n in range(3)], 'group_wait = "1s"')
+    tidings.write_config(tidings.config.read_text().replace(r.ntfy.url, f"http://127.0.0.1:{port}"))
+    d = tidings.start_daemon()
+    wait_for(lambda: r.counts() == (0, 1, 3), timeout=20, what="the e-mail digest and the webhook's events")
+    wait_for(lambda: [x["status"] for x in outbox(tidings)] == ["retrying"] * 3, what="the ntfy digest failing")
+    kill(d)
+    down.close()
+    with FakeServer(NtfyServer, state=ntfy_state(), port=port) as ntfy:
+        tidings.start_daemon()
+        wait_for(lambda: len(ntfy.state["accepted"]) == 1, timeout=30, what="the ntfy digest after the restart")
+        [push] = ntfy.state["accepted"]
+        assert push["title"] == "3 events from feed (grouped)"
+        assert digest_lines(push) == [f"[info] Retried {n} (new)" for n in range(3)]
+        assert_done(tidings, r, (0, 1, 3))
+        assert len(ntfy.requests) == 1, "the digest once"
