@@ -3,9 +3,9 @@ seconds long: held deliveries are visible in `tidings outbox` (text and --json),
 bypasses the quiet hours, at the end of the window the held events arrive as ONE digest per
 digest-rendering sink (ntfy through its fake, e-mail through aiosmtpd) while a webhook on the
 same route gets them one by one; an item that came and went inside the window is one line;
-group_wait turns 20 events of one poll into one digest; and the crash test: kill -9 while
-deliveries are held or grouped, restart, nothing lost, each digest sent once, not before its
-time."""
+group_wait turns 20 events of one poll into one digest (and eight into one desktop summary on a
+real notification server); and the crash tests: kill -9 while deliveries are held or grouped, or
+while a digest is failing, restart: nothing lost, each digest sent once, not before its time."""
 from __future__ import annotations
 
 import os
@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from conftest import outbox, wait_for
+from fakes import session_bus
 from fakes.ntfy import NtfyServer, ntfy_state
 from fakes.server import FakeServer
 from fakes.smtp import SMTPServer, parse
@@ -296,3 +297,31 @@ def test_digest_failing_when_killed_goes_once_after_restart_and_sent_ones_stay_s
         assert digest_lines(push) == [f"[info] Retried {n} (new)" for n in range(3)]
         assert_done(tidings, r, (0, 1, 3))
         assert len(ntfy.requests) == 1, "the digest once"
+
+
+@pytest.mark.skipif(session_bus.available() is not None, reason=session_bus.available() or "")
+def test_group_wait_on_the_desktop_is_one_summary_notification(tidings):
+    """A real notification server (dbusmock's, on a private session bus): eight grouped events
+    are one notification, the digest's heading and its first five lines, escaped."""
+    feed = Feed(tidings)
+    feed.set([item(f"d{n}", f"Note <{n}> & co", severity="critical" if n == 3 else "info") for n in range(8)])
+    tidings.write_config("""
+        [sinks.desktop]
+        type = "desktop"
+        timeout = "2s"
+
+        [[routes]]
+        sinks = ["desktop"]
+        group_wait = "2s"
+        """)
+    with session_bus.SessionBus() as bus:
+        tidings.start_daemon(env=bus.env)
+        held(tidings, 8, "group")
+        assert bus.notifications() == []
+        [n] = wait_for(bus.notifications, timeout=15, what="the desktop summary")
+        assert n["summary"] == "8 events from feed (grouped)"
+        assert n["body"].split("\n") == [f"• [{'critical' if k == 3 else 'info'}] Note &lt;{k}&gt; &amp; co (new)" for k in range(5)] + ["…and 3 more"]
+        assert n["hints"]["urgency"] == 2, "the highest severity decides"
+        wait_for(lambda: outbox(tidings) == [], what="the outbox to empty")
+        time.sleep(1)
+        assert len(bus.notifications()) == 1
