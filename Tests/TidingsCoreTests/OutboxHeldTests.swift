@@ -18,18 +18,35 @@ final class OutboxHeldTests: XCTestCase {
         XCTAssertEqual(group.description(now: noon, timeZone: utc), "grouping until 12:00:05")
     }
 
-    func testHeldRowsAreHeldUntilTheirTimeThenPending() throws {
+    /// A store after a baseline and one poll of items a and b, routed to sink `mail` by a route
+    /// with `attention`.
+    func polled(_ attention: RouteAttention) throws -> StateStore {
         let store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
         let source = SourceConfig(
             name: "s", provider: "scripted", settings: SourceSettings(), flapWindow: 0, instance: ScriptedProvider(),
             file: "test", line: nil, configHash: "h1")
-        var grouped = Route(sinks: ["mail"])
-        grouped.attention = RouteAttention(groupWait: 5)
-        let options = RecordOptions(router: Router(routes: [grouped], allSinks: ["mail"]))
+        var route = Route(sinks: ["mail"])
+        route.attention = attention
+        let options = RecordOptions(router: Router(routes: [route], allSinks: ["mail"]))
         _ = try PollRecorder(store: store).recordSuccess(source, result: .snapshot([]), now: noon.addingTimeInterval(-1), options: options)
         _ = try PollRecorder(store: store).recordSuccess(
             source, result: .snapshot([Item(key: "a", kind: "alert", title: "A"), Item(key: "b", kind: "alert", title: "B")]), now: noon, options: options)
+        return store
+    }
 
+    /// A sink that renders digests still gets a poll's events that were not held one by one:
+    /// a refused one (an SMTP 554) must not make the rest of its poll dead letters too.
+    func testADigestSinkGetsEventsThatWereNotHeldOneByOne() async throws {
+        let store = try polled(RouteAttention())
+        let mail = DigestRecordingSink(digests: true)
+        let worker = OutboxWorker(store: store, sinks: ["mail": mail], policy: RetryPolicy(), env: FixedEnvironment(time: noon), logger: quietLogger)
+        _ = await worker.drainOnce()
+        XCTAssertEqual(mail.singles.map(\.count), [1, 1])
+        XCTAssertTrue(mail.received.isEmpty)
+    }
+
+    func testHeldRowsAreHeldUntilTheirTimeThenPending() throws {
+        let store = try polled(RouteAttention(groupWait: 5))
         let outbox = OutboxStore(store: store)
         let held = try outbox.entries(now: noon.addingTimeInterval(1))
         XCTAssertEqual(held.map(\.status), [.held, .held])
