@@ -6,9 +6,10 @@ import TidingsCore
 /// its severity, its title (the sink's title template, so escaped for the channel's markup),
 /// what happened to it (`new`, `came and went`, `new, then changed (3 events)`) and its link.
 ///
-/// The channels differ only in how a line is marked up (``plainLines`` or ``htmlLines``) and how
-/// much fits: ``fit(_:_:)`` leaves out whole lines at the end and says how many ("…and 12 more"),
-/// so a digest over a channel's limit never ends inside a line's markup.
+/// The channels differ only in how a line is marked up (``plainLines``, ``htmlLines``,
+/// ``markedLines(_:link:)``) and how much fits: ``fit(_:_:)`` leaves out whole lines at the end
+/// and says how many ("…and 12 more"), so a digest over a channel's limit never ends inside a
+/// line's markup.
 package struct DigestText: Sendable, Equatable {
     /// One item, its parts not yet marked up.
     package struct Line: Sendable, Equatable {
