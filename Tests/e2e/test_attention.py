@@ -312,7 +312,7 @@ def test_group_wait_on_the_desktop_is_one_summary_notification(tidings):
 
         [[routes]]
         sinks = ["desktop"]
-        group_wait = "2s"
+        group_wait = "4s"
         """)
     with session_bus.SessionBus() as bus:
         tidings.start_daemon(env=bus.env)
