@@ -25,7 +25,7 @@ enum Reminders {
     /// What a poll inserts for its reminders.
     struct Batch {
         var events: [Event] = []
-        /// Event id → the routes it goes through (``Router/sinks(for:through:)``).
+        /// Event id → the routes it goes through (``Router/decisions(for:at:through:)``).
         var through: [String: Set<String>] = [:]
         /// Set when more were due than `max_events`: one summary went out instead.
         var warning: String?

@@ -202,19 +202,28 @@ public struct PollRecorder: Sendable {
         }
     }
 
-    /// Inserts events and, when routing, one outbox row per (event, sink). Returns the events.
-    /// `through`: event id → the only routes that event goes through (reminders).
+    /// Inserts events and, when routing, one outbox row per (event, sink): sent as soon as the
+    /// worker gets to it, or held for a route's quiet hours or `group_wait` (``HeldPlacement``).
+    /// `through`: event id → the only routes that event goes through (reminders). Returns the events.
     static func insert(_ db: Database, events: [Event], options: RecordOptions, now: Date, through: [String: Set<String>] = [:]) throws -> [Event] {
         guard !events.isEmpty else { return events }
         let batch = EventID.make(at: now)
         let insertEvent = try db.cachedStatement(sql: "INSERT INTO event(id, source, kind, type, key, observed_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        let insertDelivery = try db.cachedStatement(sql: "INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at) VALUES (?, ?, ?, 'pending', ?, ?)")
+        let insertDelivery = try db.cachedStatement(sql: """
+            INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at, hold_until, hold) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)
+            """)
+        let t = now.timeIntervalSince1970
         for e in events {
             try insertEvent.execute(arguments: [e.id, e.source, e.kind, e.event.rawValue, e.key, e.observedAt.timeIntervalSince1970, e.jsonLine()])
             guard let router = options.router else { continue }
             let seq = db.lastInsertedRowID
-            for sink in router.sinks(for: e, through: through[e.id]) {
-                try insertDelivery.execute(arguments: [seq, sink, batch, now.timeIntervalSince1970, now.timeIntervalSince1970])
+            for decision in router.decisions(for: e, at: now, through: through[e.id]) {
+                guard let hold = decision.hold else {
+                    try insertDelivery.execute(arguments: [seq, decision.sink, batch, t, t, nil, nil])
+                    continue
+                }
+                let held = try HeldPlacement.place(db, hold: hold, sink: decision.sink, now: now)
+                try insertDelivery.execute(arguments: [seq, decision.sink, held.batch, t, t, held.until.timeIntervalSince1970, held.reason.rawValue])
             }
         }
         return events
