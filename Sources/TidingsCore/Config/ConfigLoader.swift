@@ -172,6 +172,7 @@ public struct ConfigLoader: Sendable {
                     }
                     let what = "route #\(i + 1)"
                     let r = OptionReader(t, what: what)
+                    r.warnings = { warnings.append("\($0)") }
                     var route = Route(sinks: try r.stringList("sinks") ?? [])
                     if route.sinks.isEmpty { throw r.error(nil, "\(what): 'sinks' must name at least one sink") }
                     route.continueMatching = try r.bool("continue") ?? false
