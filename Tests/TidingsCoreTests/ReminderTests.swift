@@ -164,6 +164,17 @@ final class ReminderTests: XCTestCase {
         XCTAssertEqual(try poll(items, at: 61, routes: routes), [], "all three taken: the next an interval later")
     }
 
+    func testARemindersDeliveryIsHeldLikeAnyOtherByItsRoutesGroupWait() throws {
+        var grouped = route(sinks: ["a"], every: 60)
+        grouped.attention.groupWait = 30
+        try poll([warning("1")], at: 0, routes: [grouped])
+        let due = reminders(try poll([warning("1")], at: 60, routes: [grouped]))
+        let hold = try store.db.read { db in
+            try String.fetchAll(db, sql: "SELECT hold FROM delivery JOIN event ON event.seq = delivery.event_seq WHERE event.id = ?", arguments: [due[0].id])
+        }
+        XCTAssertEqual(hold, [Digest.Reason.grouped.rawValue])
+    }
+
     func testRouteIdentityIsWhatItMatchesAndWhereItSends() {
         var a = route(sinks: ["a"], every: 60, severity: ["warning"])
         let id = a.identity
