@@ -209,22 +209,10 @@ public struct PollRecorder: Sendable {
         guard !events.isEmpty else { return events }
         let batch = EventID.make(at: now)
         let insertEvent = try db.cachedStatement(sql: "INSERT INTO event(id, source, kind, type, key, observed_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        let insertDelivery = try db.cachedStatement(sql: """
-            INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at, hold_until, hold) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)
-            """)
-        let t = now.timeIntervalSince1970
         for e in events {
             try insertEvent.execute(arguments: [e.id, e.source, e.kind, e.event.rawValue, e.key, e.observedAt.timeIntervalSince1970, e.jsonLine()])
             guard let router = options.router else { continue }
-            let seq = db.lastInsertedRowID
-            for decision in router.decisions(for: e, at: now, through: through[e.id]) {
-                guard let hold = decision.hold else {
-                    try insertDelivery.execute(arguments: [seq, decision.sink, batch, t, t, nil, nil])
-                    continue
-                }
-                let held = try HeldPlacement.place(db, hold: hold, sink: decision.sink, now: now)
-                try insertDelivery.execute(arguments: [seq, decision.sink, held.batch, t, t, held.until.timeIntervalSince1970, held.reason.rawValue])
-            }
+            try Enqueue.deliveries(db, eventSeq: db.lastInsertedRowID, router.decisions(for: e, at: now, through: through[e.id]), batch: batch, now: now)
         }
         return events
     }

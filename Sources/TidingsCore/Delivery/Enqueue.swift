@@ -1,6 +1,27 @@
 import Foundation
 import GRDB
 
+/// Outbox rows for one event, as the router decided: sent as soon as the worker gets to them,
+/// or held for a route's quiet hours or `group_wait` (``HeldPlacement``). The one place that
+/// inserts `delivery` rows.
+enum Enqueue {
+    /// `batch`: the poll's batch (a batching sink gets the poll's events together).
+    static func deliveries(_ db: Database, eventSeq: Int64, _ decisions: [RouteDecision], batch: String, now: Date) throws {
+        let insert = try db.cachedStatement(sql: """
+            INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at, hold_until, hold) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)
+            """)
+        let t = now.timeIntervalSince1970
+        for decision in decisions {
+            guard let hold = decision.hold else {
+                try insert.execute(arguments: [eventSeq, decision.sink, batch, t, t, nil, nil])
+                continue
+            }
+            let held = try HeldPlacement.place(db, hold: hold, sink: decision.sink, now: now)
+            try insert.execute(arguments: [eventSeq, decision.sink, held.batch, t, t, held.until.timeIntervalSince1970, held.reason.rawValue])
+        }
+    }
+}
+
 /// Where a held delivery goes in the outbox (DESIGN §10): its batch, shared by every row that
 /// is to go out with it as one digest, and the time before which it is not sent.
 struct HeldPlacement: Equatable {
