@@ -129,8 +129,8 @@ final class ReminderTests: XCTestCase {
 
     func testARouteMatchingNewOrChangedEventsReminds() throws {
         let routes = [route(sinks: ["a"], every: 60, event: ["new"], continueMatching: true), route(sinks: ["b"], every: 60, event: ["removed"])]
-        XCTAssertTrue(routes[0].routesPresentItems)
-        XCTAssertFalse(routes[1].routesPresentItems)
+        XCTAssertTrue(routes[0].canRemind)
+        XCTAssertFalse(routes[1].canRemind)
         try poll([warning("1")], at: 0, routes: routes)
         XCTAssertEqual(try reminders(try poll([warning("1")], at: 60, routes: routes)).map(sinks), [["a"]])
     }

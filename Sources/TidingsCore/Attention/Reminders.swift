@@ -19,8 +19,8 @@ enum Reminders {
         var routes: Set<String>
     }
 
-    /// The lowest severity reminded of.
-    static let minimumSeverity = Severity.warning
+    /// The severities reminded of: warning and critical.
+    static let severities = Severity.allCases.filter { $0 >= .warning }
 
     /// What a poll inserts for its reminders.
     struct Batch {
@@ -102,11 +102,11 @@ enum Reminders {
     /// long-lived info items are not decoded on every poll.
     private static func candidates(_ db: Database, source: String, changedBefore: Date) throws -> [Candidate] {
         // Our own constants, not input: written into the SQL.
-        let severities = Severity.allCases.filter { $0 >= minimumSeverity }.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        let listed = severities.map { "'\($0.rawValue)'" }.joined(separator: ", ")
         let rows = try Row.fetchCursor(
             db.cachedStatement(sql: """
                 SELECT key, kind, fingerprint, content_hash, first_seen, changed_at, snapshot, json_extract(snapshot, '$.severity') AS severity
-                FROM item WHERE source = ? AND state = 'present' AND changed_at <= ? AND severity IN (\(severities))
+                FROM item WHERE source = ? AND state = 'present' AND changed_at <= ? AND severity IN (\(listed))
                 ORDER BY first_seen, key
                 """),
             arguments: [source, changedBefore.timeIntervalSince1970])
@@ -115,7 +115,7 @@ enum Reminders {
             let stored = StoredItem(
                 key: r[0], kind: r[1], fingerprint: r[2], contentHash: r[3], state: .present, firstSeen: Date(timeIntervalSince1970: r[4]),
                 changedAt: Date(timeIntervalSince1970: r[5]), missingSince: nil, snapshot: r[6])
-            out.append(Candidate(stored: stored, severity: Severity(rawValue: r[7]) ?? minimumSeverity))
+            out.append(Candidate(stored: stored, severity: Severity(rawValue: r[7]) ?? .warning))
         }
         return out
     }
@@ -148,15 +148,14 @@ private struct SentReminders {
 
 extension Route {
     /// Whether a reminder can match this route at all (its `severity` and `event` lists allow one).
-    var routesPresentItems: Bool {
-        let severities = Severity.allCases.filter { $0 >= Reminders.minimumSeverity }
-        return (severity.map { list in severities.contains { list.contains($0.rawValue) } } ?? true) && matchesEvent(.reminder)
+    var canRemind: Bool {
+        (severity.map { list in Reminders.severities.contains { list.contains($0.rawValue) } } ?? true) && matchesEvent(.reminder)
     }
 
     /// A route's name in the `reminder` table: a hash of what it matches and where it sends, so
     /// that a reload (reordered routes, another `repeat_interval`, quiet hours) keeps it, and a
     /// route that matches or sends differently starts afresh.
-    public var identity: String {
+    package var identity: String {
         let lists: [[String]?] = [source, provider, kind, severity, event]
         return Fingerprint.of(lists.map { $0.map { $0.joined(separator: "\u{1F}") } ?? "\u{1E}any" } + sinks)
     }

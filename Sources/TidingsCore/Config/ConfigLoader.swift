@@ -203,7 +203,7 @@ public struct ConfigLoader: Sendable {
                         }
                         collect { try m.finish() }
                         matches.append(RouteMatch(what: what, reader: m, sources: route.source ?? []))
-                        if route.attention.repeatInterval != nil, !route.routesPresentItems {
+                        if route.attention.repeatInterval != nil, !route.canRemind {
                             r.warning("repeat_interval", "\(what): 'repeat_interval' has no effect: its match names no severity warning or critical, or no event new, changed or reminder")
                         }
                     }

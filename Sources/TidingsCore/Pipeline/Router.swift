@@ -36,7 +36,7 @@ public struct Router: Sendable {
 
     /// The routes that match the event, in order: up to and including the first that matches
     /// without `continue`.
-    public func routes(for event: Event) -> [Route] {
+    package func routes(for event: Event) -> [Route] {
         matching(event).map { routes[$0] }
     }
 
