@@ -92,3 +92,20 @@ def test_check_deliver_reminds_when_due_and_dry_run_or_printing_only_does_not(ti
         assert [(e["event"], e["key"]) for e in r.events] == [("reminder", "disk")]
         assert [e["id"] for e in received(srv, "/hook") if e["event"] == "reminder"] == [r.events[0]["id"]]
         assert all(e["event"] != "reminder" for e in received(srv, "/log"))
+
+
+def test_a_restarted_daemon_reminds_an_interval_after_the_last_reminder_not_at_once(tidings):
+    feed = Feed(tidings)
+    feed.set([WARN])
+    with FakeServer(WebhookReceiver, state=receiver_state()) as srv:
+        config(tidings, srv.url, interval="3s")
+        reminders = lambda: [e for e in received(srv, "/hook") if e["event"] == "reminder"]
+        d = tidings.start_daemon()
+        wait_for(lambda: reminders(), timeout=20, what="the first reminder")
+        d.terminate()
+        d.wait(timeout=20)
+        tidings.start_daemon()
+        wait_for(lambda: len(reminders()) >= 2, timeout=20, what="the reminder after the restart")
+        first, second = reminders()[:2]
+        assert at(second) - at(first) >= 3, "the last reminder's time was kept in the state"
+        assert second["data"]["reminder_count"] == 2
