@@ -39,6 +39,9 @@ package enum TidingsMetrics {
     package static let events = Family(
         name: "tidings_events_total", kind: .counter,
         help: "Events created, by source and type (new, changed, removed, error, recovered).")
+    package static let silencedEvents = Family(
+        name: "tidings_events_silenced_total", kind: .counter,
+        help: "Events a silence kept from their sinks (recorded in history, not delivered), by source.")
     package static let deliveries = Family(
         name: "tidings_deliveries_total", kind: .counter,
         help: "Delivery attempts by sink and outcome (delivered, retry, dead, disabled), one per event.")
@@ -55,7 +58,7 @@ package enum TidingsMetrics {
         name: "tidings_build_info", kind: .gauge,
         help: "Always 1; the version label says which tidings runs.")
 
-    package static let families = [polls, pollDuration, sourceUp, lastSuccess, events, deliveries, outboxPending, outboxDead, lateness, buildInfo]
+    package static let families = [polls, pollDuration, sourceUp, lastSuccess, events, silencedEvents, deliveries, outboxPending, outboxDead, lateness, buildInfo]
 
     /// What became of a delivery attempt, per event (the `outcome` label).
     package enum DeliveryOutcome: String, Sendable, CaseIterable {
@@ -87,6 +90,9 @@ package enum TidingsMetrics {
         CoreMetrics.Timer(label: pollDuration.name).record(max(0, seconds))
         for e in outcome.record.events {
             Counter(label: events.name, dimensions: [("source", e.source), ("type", e.event.rawValue)]).increment()
+        }
+        if !outcome.record.silenced.isEmpty {
+            Counter(label: silencedEvents.name, dimensions: [("source", source)]).increment(by: outcome.record.silenced.count)
         }
         switch (result, accounting) {
         case (.success, .counted): sourceHealth(source, up: true, lastSuccess: now)
