@@ -77,8 +77,9 @@ package struct Silence: Sendable, Equatable {
     package static func defaultAuthor(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         let user = environment["USER"].flatMap { $0.isEmpty ? nil : $0 }
             ?? getpwuid(geteuid()).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid \(geteuid())"
-        var host = [CChar](repeating: 0, count: 256)
-        let name = gethostname(&host, host.count - 1) == 0 ? String(cString: host) : "localhost"
+        var host = [UInt8](repeating: 0, count: 256)
+        let named = host.withUnsafeMutableBufferPointer { gethostname(UnsafeMutableRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), $0.count - 1) == 0 }
+        let name = named ? String(decoding: host.prefix { $0 != 0 }, as: UTF8.self) : "localhost"
         return "\(user)@\(name)"
     }
 }

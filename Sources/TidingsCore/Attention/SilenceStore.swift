@@ -47,7 +47,7 @@ package enum SilenceStore {
             sql += " WHERE ends_at > ?"
             arguments = [now.timeIntervalSince1970]
         }
-        sql += " ORDER BY created_at, id"
+        sql += " ORDER BY created_at, rowid"
         return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).compactMap { r -> Silence? in
             guard let matchers = try? Self.matchers(json: r[1]) else { return nil }
             return Silence(
