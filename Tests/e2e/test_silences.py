@@ -147,6 +147,28 @@ def test_check_marks_silenced_events_and_help_lists_silence(tidings):
     assert "silence" in r.stdout and "Silence matching events" in r.stdout
 
 
+def test_check_through_the_daemon_marks_silenced_events_too(tidings, hook):
+    hook.state["accepted"].clear()
+    feed = Feed(tidings, "ondemand", interval="1h")
+    feed.set([item("a", "Quiet please"), item("b", "Loud")])
+    tidings.write_config(f"""
+        [sinks.hook]
+        type = "webhook"
+        url = "{hook.url}/hook"
+        """)
+    assert tidings.run("silence", "add", "source=ondemand", "key=a").code == 0
+    d = tidings.start_daemon()
+    wait_for(lambda: (tidings.state / "tidings.sock").exists(), what="the control socket")
+    r = tidings.run("check", "ondemand")
+    assert r.code == 1, r
+    assert "the daemon" in r.stderr and "owns the state" in r.stderr, r
+    lines = r.stdout.splitlines()
+    assert [("[silenced by " in l) for l in lines if "Quiet please" in l or "Loud" in l] == [True, False], r.stdout
+    wait_for(lambda: delivered(hook, "ondemand"), what="the unsilenced event")
+    assert delivered(hook, "ondemand") == [("b", "new")]
+    assert d.poll() is None, read_log(d)
+
+
 @pytest.mark.skipif(available() is not None, reason=available() or "")
 def test_desktop_snooze_silences_that_item_for_an_hour(tidings):
     feed = Feed(tidings)

@@ -157,6 +157,7 @@ package enum TidingsMetrics {
             for type in EventType.allCases {
                 Counter(label: events.name, dimensions: [("source", source), ("type", type.rawValue)]).destroy()
             }
+            Counter(label: silencedEvents.name, dimensions: [("source", source)]).destroy()
             Gauge(label: sourceUp.name, dimensions: [("source", source)]).destroy()
             Gauge(label: lastSuccess.name, dimensions: [("source", source)]).destroy()
         }

@@ -97,15 +97,17 @@ struct CheckCommand: AsyncParsableCommand {
         case .replies(let replies):
             var reports: [SourceReport] = []
             var events: [Event] = []
+            var silenced: [String: String] = [:]
             for reply in replies {
                 switch reply {
-                case .event(let e):
+                case .event(let e, let silence):
                     events.append(e)
+                    silenced[e.id] = silence
                 case .result(let source, let outcome):
                     var failure: String? = nil
                     if case .failed(let message) = outcome { failure = message }
-                    reports.append(SourceReport(source: source, events: events, failure: failure))
-                    events = []
+                    reports.append(SourceReport(source: source, events: events, failure: failure, silenced: silenced))
+                    (events, silenced) = ([], [:])
                 case .waiting, .done, .error:
                     break
                 }
