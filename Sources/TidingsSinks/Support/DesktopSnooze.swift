@@ -7,6 +7,8 @@ import TidingsCore
 struct DesktopSnooze: Sendable {
     let writer: any SilenceWriter
     let logger: Logger
+    /// The button's label: "Snooze 1h".
+    static let label = "Snooze \(DurationParser.format(Silence.snoozeDuration))"
 
     /// Called on the GLib thread when the user clicks; the write happens off it, so a busy
     /// state database cannot stall other notifications.

@@ -63,21 +63,20 @@ final class Libnotify: @unchecked Sendable {
         notify_notification_set_timeout(note, n.expiry.milliseconds)
         notify_notification_set_category(note, n.category)
         notify_notification_set_hint(note, "desktop-entry", g_variant_new_string(n.desktopEntry))
-        var actions: [(id: String, label: String, run: @Sendable () -> Void)] = []
+        var actions: [Action] = []
         if let url = n.openURL {
             let box = URLBox(url)
-            actions += ["default", "open"].map { ($0, "Open", { box.open() }) }
+            actions += ["default", "open"].map { Action(id: $0, label: "Open") { box.open() } }
         }
         if let snooze, let matchers = n.snooze {
-            actions.append(("snooze", "Snooze 1h", { snooze.snooze(matchers) }))
+            actions.append(Action(id: "snooze", label: DesktopSnooze.label) { snooze.snooze(matchers) })
         }
         for action in actions {
-            let box = Unmanaged.passRetained(ActionBox(action.run)).toOpaque()
             notify_notification_add_action(note, action.id, action.label, { _, _, data in
                 guard let data else { return }
-                Unmanaged<ActionBox>.fromOpaque(data).takeUnretainedValue().run()
-            }, box, { data in
-                if let data { Unmanaged<ActionBox>.fromOpaque(data).release() }
+                Unmanaged<Action>.fromOpaque(data).takeUnretainedValue().run()
+            }, Unmanaged.passRetained(action).toOpaque(), { data in
+                if let data { Unmanaged<Action>.fromOpaque(data).release() }
             })
         }
         var error: UnsafeMutablePointer<GError>?
@@ -116,10 +115,15 @@ final class Libnotify: @unchecked Sendable {
     }
 }
 
-/// What an action button does, kept alive (as libnotify's user data) while its notification is.
-private final class ActionBox {
+/// An action button: its id (what the server reports back), its label and what it does. Kept
+/// alive as libnotify's user data while its notification is.
+private final class Action {
+    let id: String
+    let label: String
     let run: @Sendable () -> Void
-    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    init(id: String, label: String, run: @escaping @Sendable () -> Void) {
+        (self.id, self.label, self.run) = (id, label, run)
+    }
 }
 
 /// The URL an "Open" action opens, with `xdg-open` (spawned detached; GLib reaps it).
