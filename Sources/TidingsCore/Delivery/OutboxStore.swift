@@ -100,7 +100,10 @@ public struct OutboxStore: Sendable {
             }
             if let bad = first.unreadable { return .unreadable(bad) }
             guard wantBatch else { return .due([first.delivery!]) }
-            let rows = try Row.fetchAll(db, sql: pending + " AND d.batch = ? ORDER BY d.id LIMIT 1000", arguments: [sink, first.batch])
+            // A digest may gather a whole night: up to 10,000 rows go as one (its sinks cut the
+            // text to their limits and say how many more); a poll's batch is capped lower.
+            let limit = first.hold == nil ? 1000 : 10_000
+            let rows = try Row.fetchAll(db, sql: pending + " AND d.batch = ? ORDER BY d.id LIMIT \(limit)", arguments: [sink, first.batch])
             return .due(Array(rows.lazy.map(DeliveryRow.init).prefix { $0.unreadable == nil }.compactMap(\.delivery)))
         }
     }
