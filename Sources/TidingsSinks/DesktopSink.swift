@@ -34,11 +34,20 @@ public final class DesktopSink: Sink, TemplatedSink {
     /// nil until the first attempt; false during an outage (so it is reported once).
     private let available = Mutex<Bool?>(nil)
 
+    /// The "Snooze 1h" action, when the sink can write silences.
+    private let snooze: DesktopSnooze?
+
     /// A desktop sink; `logger` gets the once-per-outage unavailable / available-again lines.
-    public init(style: DesktopStyle, timeout: TimeInterval = 10, logger: Logger) {
+    /// With `silences`, single-item notifications offer "Snooze 1h" (if the server shows actions).
+    package init(style: DesktopStyle, timeout: TimeInterval = 10, logger: Logger, silences: (any SilenceWriter)?) {
         self.style = style
         self.timeout = timeout
         self.logger = logger
+        snooze = silences.map { DesktopSnooze(writer: $0, logger: logger) }
+    }
+
+    public convenience init(style: DesktopStyle, timeout: TimeInterval = 10, logger: Logger) {
+        self.init(style: style, timeout: timeout, logger: logger, silences: nil)
     }
 
     package var templates: KeyValuePairs<String, MessageTemplate> {
@@ -74,7 +83,7 @@ public final class DesktopSink: Sink, TemplatedSink {
             ("title_template", DesktopStyle.defaultTitle, .plain), ("body_template", DesktopStyle.defaultBody, .notification),
         ])
         (style.titleTemplate, style.bodyTemplate) = (templates[0], templates[1])
-        return DesktopSink(style: style, timeout: try o.duration("timeout", minimum: 0.1) ?? 10, logger: setup.logger)
+        return DesktopSink(style: style, timeout: try o.duration("timeout", minimum: 0.1) ?? 10, logger: setup.logger, silences: setup.silences)
     }
 
     /// Shows the poll's notifications; any failure (no bus, no server, a hung server) is retryable.
@@ -91,14 +100,16 @@ public final class DesktopSink: Sink, TemplatedSink {
     }
 
     /// Shows what `notifications` makes with the style (knowing whether the server renders body
-    /// markup) on the libnotify thread; any failure is retryable, an outage reported once.
+    /// markup) on the libnotify thread, with "Snooze 1h" where the server has actions; any
+    /// failure is retryable, an outage reported once.
     private func show(_ notifications: @escaping @Sendable (DesktopStyle) -> [DesktopNotification]) async throws {
-        let (style, client) = (self.style, self.client)
+        let (style, client, snooze) = (self.style, self.client, self.snooze)
         do {
             try await thread.perform(timeout: timeout) {
                 var s = style
-                s.bodyMarkup = try client.connect()
-                for n in notifications(s) { try client.show(n) }
+                let caps = try client.connect()
+                s.bodyMarkup = caps.bodyMarkup
+                for n in notifications(s) { try client.show(n, snooze: caps.actions ? snooze : nil) }
             }
         } catch {
             let message = "desktop notifications unavailable: \(error)"

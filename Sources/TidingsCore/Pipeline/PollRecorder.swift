@@ -14,6 +14,8 @@ public struct PollRecord: Sendable {
     /// What the poll had to cut or hold back (items cut to size, events over `max_events`):
     /// one line each, for the log.
     public var warnings: [String] = []
+    /// The events a silence kept from their sinks: event id → silence id.
+    package var silenced: [String: String] = [:]
 }
 
 /// How the recorder treats the events it creates.
@@ -25,6 +27,9 @@ public struct RecordOptions: Sendable {
     /// Whether the poll counts for the source's schedule and health (not for a poll on request
     /// while the daemon owns the state).
     package var accounting = PollAccounting.counted
+    /// Whether this poll sends `repeat_interval` reminders: one that routes, is kept, and counts
+    /// for the schedule (the daemon's polls, `check --deliver` without a daemon).
+    var remindsOfItems: Bool { router != nil && !dryRun && accounting == .counted }
     public init(router: Router?, dryRun: Bool = false) {
         self.router = router
         self.dryRun = dryRun
@@ -52,6 +57,7 @@ public struct PollRecorder: Sendable {
                 let outcome = Deduplicator(flapWindow: source.flapWindow)
                     .run(previous: previous, current: intake.items, baseline: baseline, notifyExisting: source.settings.notifyExisting, now: now)
                 try Self.write(db, source: source.name, upserts: outcome.upserts)
+                try Reminders.forget(db, source: source.name, upserts: outcome.upserts)
                 if baseline { record.baselineCount = outcome.baselineCount }
                 if let cut = Self.cutWarning(intake, stored: outcome.upserts) { record.warnings.append(cut) }
                 func event(_ change: Deduplicator.Change) -> Event {
@@ -88,7 +94,14 @@ public struct PollRecorder: Sendable {
                 try db.cachedStatement(sql: "UPDATE source_state SET last_poll = ?, last_success = ? WHERE source = ?").execute(
                     arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970, source.name])
             }
-            record.events = try Self.insert(db, events: events, options: options, now: now)
+            var through: [String: Set<String>] = [:]
+            if let router = options.router, options.remindsOfItems {
+                let reminders = try Reminders.batch(db, source: source, router: router, now: now)
+                events += reminders.events
+                through = reminders.through
+                if let warning = reminders.warning { record.warnings.append(warning) }
+            }
+            record.events = try Self.insert(db, events: events, options: options, now: now, through: through, silenced: &record.silenced)
             return record
         }
     }
@@ -121,7 +134,7 @@ public struct PollRecorder: Sendable {
                 arguments: [now.timeIntervalSince1970, error.message, now.timeIntervalSince1970, failures,
                             status.errorReported || !events.isEmpty, isAuth ? source.configHash : nil,
                             nextDue(failures)?.timeIntervalSince1970, notBefore?.timeIntervalSince1970, source.name])
-            record.events = try Self.insert(db, events: events, options: options, now: now)
+            record.events = try Self.insert(db, events: events, options: options, now: now, silenced: &record.silenced)
             return record
         }
     }
@@ -193,15 +206,25 @@ public struct PollRecorder: Sendable {
 
     /// Inserts events and, when routing, one outbox row per (event, sink): sent as soon as the
     /// worker gets to it, or held for a route's quiet hours or `group_wait` (``HeldPlacement``).
-    /// Returns the events.
-    static func insert(_ db: Database, events: [Event], options: RecordOptions, now: Date) throws -> [Event] {
+    /// `through`: event id → the only routes that event goes through (reminders). An event that
+    /// an active silence matches is inserted (history) but not routed; it is added to
+    /// `silenced`. Returns the events.
+    static func insert(_ db: Database, events: [Event], options: RecordOptions, now: Date, through: [String: Set<String>] = [:],
+                       silenced: inout [String: String]) throws -> [Event] {
         guard !events.isEmpty else { return events }
         let batch = EventID.make(at: now)
-        let insertEvent = try db.cachedStatement(sql: "INSERT INTO event(id, source, kind, type, key, observed_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        let silences = try SilenceStore.active(db, at: now)
+        let insertEvent = try db.cachedStatement(sql: "INSERT INTO event(id, source, kind, type, key, observed_at, payload, silenced_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
         for e in events {
-            try insertEvent.execute(arguments: [e.id, e.source, e.kind, e.event.rawValue, e.key, e.observedAt.timeIntervalSince1970, e.jsonLine()])
+            let silence = silences.first { $0.matches(e) }
+            try insertEvent.execute(arguments: [e.id, e.source, e.kind, e.event.rawValue, e.key, e.observedAt.timeIntervalSince1970, e.jsonLine(), silence?.id])
+            if let silence {
+                try SilenceStore.countSilenced(db, id: silence.id)
+                silenced[e.id] = silence.id
+                continue
+            }
             guard let router = options.router else { continue }
-            try Enqueue.deliveries(db, eventSeq: db.lastInsertedRowID, router.decisions(for: e, at: now), batch: batch, now: now)
+            try Enqueue.deliveries(db, eventSeq: db.lastInsertedRowID, router.decisions(for: e, at: now, through: through[e.id]), batch: batch, now: now)
         }
         return events
     }
