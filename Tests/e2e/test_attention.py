@@ -3,12 +3,15 @@ seconds long: held deliveries are visible in `tidings outbox` (text and --json),
 bypasses the quiet hours, at the end of the window the held events arrive as ONE digest per
 digest-rendering sink (ntfy through its fake, e-mail through aiosmtpd) while a webhook on the
 same route gets them one by one; an item that came and went inside the window is one line;
-group_wait turns 20 events of one poll into one digest (and eight into one desktop summary on a
-real notification server); and the crash tests: kill -9 while deliveries are held or grouped, or
+group_wait turns 20 events of one poll into one digest (eight into one desktop summary on a
+real notification server, 150 hostile titles into one Telegram, Slack or Discord message within
+the channel's limit); and the crash tests: kill -9 while deliveries are held or grouped, or
 while a digest is failing, restart: nothing lost, each digest sent once, not before its time."""
 from __future__ import annotations
 
+import html
 import os
+import re
 import signal
 import socket
 import time
@@ -17,6 +20,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from chat import CHANNELS, HOSTILE, markdown_text
 from conftest import outbox, wait_for
 from fakes import session_bus
 from fakes.ntfy import NtfyServer, ntfy_state
@@ -325,3 +329,44 @@ def test_group_wait_on_the_desktop_is_one_summary_notification(tidings):
         wait_for(lambda: outbox(tidings) == [], what="the outbox to empty")
         time.sleep(1)
         assert len(bus.notifications()) == 1
+
+
+def chat_digest_text(name, message):
+    """The text a chat channel's digest message shows (links as their labels), as its fake
+    recorded it."""
+    if name == "telegram":
+        return message["plain"]
+    if name == "slack":
+        labels = re.sub(r"<[^|>]*\|([^>]*)>", r"\1", message["text"])
+        return html.unescape(labels).replace("\u2060", "")
+    embed = message["embeds"][0]
+    labels = re.sub(r"\[((?:\\.|[^\]\\])*)\]\([^)]*\)", r"\1", embed["description"])
+    return markdown_text(embed["title"]) + "\n" + markdown_text(labels)
+
+
+@pytest.mark.parametrize("name", sorted(CHANNELS))
+def test_a_big_group_is_one_chat_message_within_the_channels_limit(tidings, name):
+    """150 hostile titles grouped into one Telegram, Slack or Discord message: the fake accepts it
+    (each enforces its documented limit and markup), the lines that did not fit are counted,
+    remote markup is shown as text and pings nobody."""
+    ch = CHANNELS[name]()
+    Feed(tidings).set([item(f"h{n:03}", f"{HOSTILE} {n:03}", url=f"https://example.org/h/{n}") for n in range(150)])
+    with FakeServer(ch.handler, state=ch.state()) as srv:
+        ch.configure(tidings, srv.url, '\n[[routes]]\nsinks = ["chat"]\ngroup_wait = "1s"\n')
+        tidings.start_daemon()
+        wait_for(lambda: ch.messages(srv), timeout=20, what="the digest")
+        wait_for(lambda: outbox(tidings) == [], what="the outbox to empty")
+        time.sleep(1)
+        [message] = ch.messages(srv)
+        lines = chat_digest_text(name, message).split("\n")
+        assert "150 events from feed (grouped)" in lines[0], lines[0]
+        assert HOSTILE + " 000 (new)" in lines[1], "remote markup shown as text"
+        assert re.fullmatch(r"…and \d+ more", lines[-1]) and len(lines) > 10, lines[-3:]
+        shown = len(lines) - 2 + int(lines[-1].split()[1])
+        assert shown == 150, "every item is a line or counted"
+    if name == "telegram":
+        assert set(message["links"]) <= {f"https://example.org/h/{n}" for n in range(150)}, "no link but the items'"
+    if name == "slack":
+        assert "<!channel>" not in message["text"] and "@\u2060everyone" in message["text"]
+    if name == "discord":
+        assert message["allowed_mentions"] == {"parse": []}
