@@ -12,7 +12,8 @@ import TidingsCore
 /// (default 5: more events from one poll of one source become one summary), `icon`,
 /// `desktop_entry` (default "tidings"), `title_template` (the summary, plain text; default
 /// `{{title}}`), `body_template` (default `{{body}}`; `{{x}}` escaped as body markup when the
-/// server renders it, see ``MessageTemplate``).
+/// server renders it, see ``MessageTemplate``). A digest (quiet hours, `group_wait`) is one
+/// summary notification, as a burst is.
 ///
 /// The bus is found from `DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus` (which is
 /// where a systemd *user* unit finds it). Without a bus or a notification server, deliveries

@@ -13,7 +13,9 @@ import TidingsCore
 /// (Mustache, ``MessageTemplate``), `timeout` (default "15s").
 ///
 /// The transaction id is derived from the sink's name, the room and the event id, so a retried
-/// send (its answer lost) is recognised by the homeserver and not posted twice.
+/// send (its answer lost) is recognised by the homeserver and not posted twice. A digest (quiet
+/// hours, `group_wait`) is one message, a list with a line per item; its transaction id comes
+/// from the digest's id.
 ///
 /// Outcome, for the outbox: as ``HTTPDelivery`` says, read through the Matrix error body:
 /// `M_LIMIT_EXCEEDED` (429) is retried after `Retry-After` or `retry_after_ms`; a refused token
