@@ -25,6 +25,9 @@ public struct RecordOptions: Sendable {
     /// Whether the poll counts for the source's schedule and health (not for a poll on request
     /// while the daemon owns the state).
     package var accounting = PollAccounting.counted
+    /// The daemon's view of the host: a counted poll that fails while polls are paused
+    /// (network offline, going to sleep) is not counted (``PollRunner``). Nil: always counted.
+    package var host: SharedHostConditions?
     public init(router: Router?, dryRun: Bool = false) {
         self.router = router
         self.dryRun = dryRun
