@@ -43,10 +43,7 @@ public struct HTTPJSONProvider: Provider {
     public var host: String? { url.host }
 
     public static let factory = ProviderFactory(name: "http-json", summary: "any JSON endpoint, items picked with JSON pointers") { o, _, _ in
-        let raw = try o.requiredString("url")
-        guard let url = URL(string: raw), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
-            throw o.error("url", "\(o.what): 'url' must be an http(s) URL, not \"\(raw)\"")
-        }
+        let url = try o.requestURL("url")
         func field(_ k: String) throws -> FieldTemplate? {
             guard let s = try o.string(k) else { return nil }
             guard let t = FieldTemplate(s) else {

@@ -72,10 +72,7 @@ public struct WebhookSink: Sink, TemplatedSink {
 
     /// The factory the config loader uses.
     public static let factory = SinkFactory(type: "webhook", summary: "POST events as JSON, signed per Standard Webhooks") { o, setup in
-        let raw = try o.requiredString("url")
-        guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil else {
-            throw o.error("url", "\(o.what): 'url' must be an http:// or https:// URL, not \"\(raw)\"")
-        }
+        let url = try o.requestURL("url")
         var signature: WebhookSignature?
         if let secret = try o.secret("secret", required: false) {
             do { signature = try WebhookSignature(secret: secret.value) } catch {

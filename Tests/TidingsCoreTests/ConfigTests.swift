@@ -148,6 +148,24 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(try configErrors(text, mode: 0o600), [])
     }
 
+    func testPasswordInAURLIsASecret() throws {
+        let text = """
+            [sources.api]
+            provider = "http-json"
+            url = "http://reader:pa%24s-in-url@127.0.0.1:9/"
+            [sinks.hook]
+            type = "webhook"
+            url = "http://hook:hook-pass-42@127.0.0.1:9/in"
+            """
+        let errors = try configErrors(text, mode: 0o644)
+        XCTAssertEqual(Set(errors.map(\.line)), [3, 6], errors.map(\.description).joined(separator: "\n"))
+        XCTAssertTrue(errors.allSatisfy { $0.message.contains("readable by group or others") && !$0.message.contains("in-url") && !$0.message.contains("-42") })
+        XCTAssertEqual(try configErrors(text, mode: 0o600), [])
+        let basic = "Basic " + Data("reader:pa$s-in-url".utf8).base64EncodedString()
+        XCTAssertEqual(Redactor.shared.scrub("echo: pa$s-in-url, pa%24s-in-url, \(basic), hook-pass-42"),
+                       "echo: ‹redacted›, ‹redacted›, Basic ‹redacted›, ‹redacted›")
+    }
+
     func testSecretFromFileAndEnvironment() throws {
         let dir = try scratchDirectory()
         try write("tok-from-file\n", to: "\(dir)/tok")

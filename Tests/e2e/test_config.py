@@ -37,7 +37,7 @@ def test_plugin_file_errors_name_the_plugin_file(tidings):
     """)
     r = tidings.run("config", "check")
     assert r.code == 78
-    assert f"{p}:3: source \"api\": 'url' must be an http(s) URL" in r.stderr
+    assert f"{p}:3: source \"api\": 'url' must be an http:// or https:// URL" in r.stderr
 
 
 def test_syntax_error(tidings):

@@ -235,6 +235,28 @@ public final class OptionReader {
     /// How an inline secret may be written.
     private enum InlineSecret { case string, stringOrList }
 
+    /// An `http://` or `https://` URL with a host that tidings requests (a source's `url`, a
+    /// webhook's). A password in it (`https://user:pass@host/`) is an inline secret: refused in a
+    /// file that group or others can read, registered with the ``Redactor`` (the password, and
+    /// the `Basic` header libcurl makes of it), and part of the config hash.
+    public func requestURL(_ key: String) throws -> URL {
+        let raw = try requiredString(key)
+        guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+              let host = url.host, !host.isEmpty else {
+            throw error(key, "\(what): '\(key)' must be an http:// or https:// URL, not \"\(Redactor.shared.scrub(raw))\"")
+        }
+        guard let password = url.password, !password.isEmpty else { return url }
+        let decoded = password.removingPercentEncoding ?? password
+        _ = Secret(decoded)
+        // The token of the Basic header libcurl sends; not the user name, which is no secret.
+        _ = Secret(Data("\((url.user ?? "").removingPercentEncoding ?? ""):\(decoded)".utf8).base64EncodedString())
+        secretHashes.append(Fingerprint.of(["secret", key, decoded]))
+        if let mode = FilePermissions.mode(of: file), mode & 0o044 != 0 {
+            throw error(key, "\(what): '\(key)' carries a password, an inline secret, in a file readable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod 600 \(file), or send it as a header from a file (headers = { Authorization_file = \"…\" })")
+        }
+        return url
+    }
+
     private func secret(_ key: String, required: Bool, shape: SecretShape, inline: InlineSecret) throws -> Secret? {
         let text: String?
         do {

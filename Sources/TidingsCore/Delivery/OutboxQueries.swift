@@ -66,23 +66,35 @@ extension OutboxEntry {
     }
 }
 
-/// How many deliveries one sink has queued and dead.
+/// How many deliveries one sink has queued, held and dead.
 package struct OutboxBacklog: Sendable, Equatable {
+    /// Queued to go as soon as the sink takes them (waiting or retrying).
     package var pending = 0
+    /// Held by a route's quiet hours or group_wait until a time still to come.
+    package var held = 0
     package var dead = 0
-    package init(pending: Int = 0, dead: Int = 0) {
+    package init(pending: Int = 0, held: Int = 0, dead: Int = 0) {
         self.pending = pending
+        self.held = held
         self.dead = dead
     }
 }
 
 extension OutboxStore {
-    /// Queued and dead deliveries per sink; a sink with neither is absent.
-    package func backlog() throws -> [String: OutboxBacklog] {
+    /// Queued, held and dead deliveries per sink at `now`; a sink with none is absent.
+    package func backlog(now: Date = Date()) throws -> [String: OutboxBacklog] {
         try store.db.read { db in
             var out: [String: OutboxBacklog] = [:]
-            for r in try Row.fetchAll(db, sql: "SELECT sink, status, count(*) FROM delivery GROUP BY sink, status") {
-                if (r[1] as String) == "dead" { out[r[0], default: OutboxBacklog()].dead += r[2] } else { out[r[0], default: OutboxBacklog()].pending += r[2] }
+            let sql = "SELECT sink, status, coalesce(hold_until > ?, 0), count(*) FROM delivery GROUP BY 1, 2, 3"
+            for r in try Row.fetchAll(db, sql: sql, arguments: [now.timeIntervalSince1970]) {
+                let n: Int = r[3]
+                if (r[1] as String) == "dead" {
+                    out[r[0], default: OutboxBacklog()].dead += n
+                } else if (r[2] as Bool) {
+                    out[r[0], default: OutboxBacklog()].held += n
+                } else {
+                    out[r[0], default: OutboxBacklog()].pending += n
+                }
             }
             return out
         }

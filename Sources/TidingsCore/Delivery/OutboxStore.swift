@@ -10,6 +10,9 @@ public struct Delivery: Sendable {
     public var nextAttempt: Date
     public var createdAt: Date
     public var event: Event
+    /// Why it was held (quiet hours, group_wait), if it was: held rows of one batch go out
+    /// together, as a ``Digest`` to a sink that renders one.
+    public var hold: Digest.Reason?
 }
 
 /// A queued row whose event cannot be read: a payload an older version wrote as `{}`, a
@@ -35,7 +38,7 @@ public enum OutboxHead: Sendable {
 /// A `delivery` row with its event, as both the worker and `tidings outbox` read it.
 struct DeliveryRow {
     static let select = """
-        SELECT d.id, d.sink, d.batch, d.status, d.attempts, d.next_attempt, d.created_at, d.last_error, e.id, e.payload
+        SELECT d.id, d.sink, d.batch, d.status, d.attempts, d.next_attempt, d.created_at, d.last_error, e.id, e.payload, d.hold_until, d.hold
         FROM delivery d LEFT JOIN event e ON e.seq = d.event_seq
         """
 
@@ -50,11 +53,16 @@ struct DeliveryRow {
     var eventID: String?
     /// The event, or why it cannot be read.
     var event: Result<Event, JSONParseError>
+    /// Not sent before this time (quiet hours, group_wait); nil when not held.
+    var heldUntil: Date?
+    var hold: Digest.Reason?
 
     init(_ r: Row) {
         id = r[0]; sink = r[1]; batch = r[2]; dead = (r[3] as String) == "dead"; attempts = r[4]
         nextAttempt = Date(timeIntervalSince1970: r[5]); createdAt = Date(timeIntervalSince1970: r[6]); lastError = r[7]
         eventID = r[8]
+        heldUntil = (r[10] as Double?).map { Date(timeIntervalSince1970: $0) }
+        hold = (r[11] as String?).flatMap(Digest.Reason.init(rawValue:))
         if let payload = r[9] as String? {
             event = Result { () throws(JSONParseError) in try Event.decode(jsonLine: payload) }
         } else {
@@ -64,7 +72,7 @@ struct DeliveryRow {
 
     var delivery: Delivery? {
         guard case .success(let e) = event else { return nil }
-        return Delivery(id: id, sink: sink, batch: batch, attempts: attempts, nextAttempt: nextAttempt, createdAt: createdAt, event: e)
+        return Delivery(id: id, sink: sink, batch: batch, attempts: attempts, nextAttempt: nextAttempt, createdAt: createdAt, event: e, hold: hold)
     }
 
     var unreadable: UnreadableDelivery? {
@@ -78,17 +86,24 @@ public struct OutboxStore: Sendable {
     public let store: StateStore
     public init(store: StateStore) { self.store = store }
 
-    /// The front of `sink`'s queue: its oldest pending delivery (per-sink order is by id) and,
-    /// for batching sinks, the rest of that poll's batch up to the first row that cannot be read.
-    public func head(sink: String, batch wantBatch: Bool) throws -> OutboxHead {
+    /// The front of `sink`'s queue at `now`: its oldest pending delivery that is not held
+    /// (per-sink order is by id; a held row waits without holding up the rows behind it) and,
+    /// with `batch`, the rest of its batch up to the first row that cannot be read: the rest of
+    /// its poll, or of its digest when it was held.
+    public func head(sink: String, batch wantBatch: Bool, now: Date) throws -> OutboxHead {
         try store.db.read { db in
             let pending = DeliveryRow.select + " WHERE d.sink = ? AND d.status = 'pending'"
-            guard let first = try Row.fetchOne(db, sql: pending + " ORDER BY d.id LIMIT 1", arguments: [sink]).map(DeliveryRow.init) else {
+            let released = " AND (d.hold_until IS NULL OR d.hold_until <= ?)"
+            guard let first = try Row.fetchOne(db, sql: pending + released + " ORDER BY d.id LIMIT 1", arguments: [sink, now.timeIntervalSince1970])
+                .map(DeliveryRow.init) else {
                 return .empty
             }
             if let bad = first.unreadable { return .unreadable(bad) }
             guard wantBatch else { return .due([first.delivery!]) }
-            let rows = try Row.fetchAll(db, sql: pending + " AND d.batch = ? ORDER BY d.id LIMIT 1000", arguments: [sink, first.batch])
+            // A digest may gather a whole night: up to 10,000 rows go as one (its sinks cut the
+            // text to their limits and say how many more); a poll's batch is capped lower.
+            let limit = first.hold == nil ? 1000 : 10_000
+            let rows = try Row.fetchAll(db, sql: pending + " AND d.batch = ? ORDER BY d.id LIMIT \(limit)", arguments: [sink, first.batch])
             return .due(Array(rows.lazy.map(DeliveryRow.init).prefix { $0.unreadable == nil }.compactMap(\.delivery)))
         }
     }
@@ -123,6 +138,14 @@ public struct OutboxStore: Sendable {
         try store.db.write { db in
             try db.execute(sql: "UPDATE delivery SET next_attempt = ? WHERE status = 'pending' AND next_attempt > ?",
                            arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970])
+        }
+    }
+
+    /// When the next held delivery of `sink` is released (quiet hours end, a group closes).
+    public func nextRelease(sink: String) throws -> Date? {
+        try store.db.read { db in
+            try Double.fetchOne(db, sql: "SELECT min(hold_until) FROM delivery WHERE sink = ? AND status = 'pending' AND hold_until IS NOT NULL",
+                                arguments: [sink]).map { Date(timeIntervalSince1970: $0) }
         }
     }
 

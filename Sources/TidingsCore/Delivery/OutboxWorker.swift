@@ -122,7 +122,7 @@ public final class OutboxWorker: Sendable {
             }
             let head: OutboxHead
             do {
-                head = try outbox.head(sink: name, batch: sink.acceptsBatches)
+                head = try outbox.head(sink: name, batch: sink.acceptsBatches || sink.rendersDigests, now: env.now())
                 stateLog.succeeded("read \(name)", "outbox: reading deliveries for sink \(name) works again", logger: logger)
             } catch {
                 stateLog.failed("read \(name)", "outbox: cannot read deliveries for sink \(name) from \(outbox.store.path): \(error)", logger: logger)
@@ -131,7 +131,10 @@ public final class OutboxWorker: Sendable {
             }
             switch head {
             case .empty:
-                await wake.wait(seconds: 60)
+                // Nothing to send now: sleep until new rows (a nudge), the next held row's
+                // release, or a minute.
+                let release = (try? outbox.nextRelease(sink: name)).flatMap { $0 }.map { $0.timeIntervalSince(env.now()) }
+                await wake.wait(seconds: max(0.01, min(60, release ?? 60)))
             case .unreadable(let row):
                 deadLetter(name, row)
             case .due(let rows):
@@ -153,7 +156,7 @@ public final class OutboxWorker: Sendable {
             drain: while true {
                 let head: OutboxHead
                 do {
-                    head = try outbox.head(sink: name, batch: sink.acceptsBatches)
+                    head = try outbox.head(sink: name, batch: sink.acceptsBatches || sink.rendersDigests, now: env.now())
                 } catch {
                     // A state error must reach the caller's exit status, not pass for an empty queue.
                     failures[name] = Failure(outcome: .queued, message: "cannot read its deliveries from \(outbox.store.path): \(error)")
@@ -183,9 +186,10 @@ public final class OutboxWorker: Sendable {
     private func attempt(_ name: String, _ sink: any Sink, _ rows: [Delivery]) async -> Failure? {
         var log = logger
         log[metadataKey: "sink"] = "\(name)"
+        let digest = Self.digest(name, sink, rows)
         do {
             try await withTimeout(callTimeout, onTimeout: { DeliveryError(.retryable, "sink did not answer within \(DurationParser.format(self.callTimeout))") }) {
-                try await sink.deliver(rows.map(\.event))
+                if let digest { try await sink.deliverDigest(digest) } else { try await sink.deliver(rows.map(\.event)) }
             }
         } catch {
             let failure = failed(name, rows, (error as? DeliveryError) ?? DeliveryError(.retryable, "\(error)"), log: log)
@@ -193,9 +197,18 @@ public final class OutboxWorker: Sendable {
             return failure
         }
         TidingsMetrics.delivered(sink: name, .delivered, count: rows.count)
+        if let digest { log.info("delivered a digest of \(rows.count) events (\(digest.reason == .quietHours ? "held for quiet hours" : "grouped")), id \(digest.id)") }
         for e in rows.map(\.event) { log.info("delivered \(e.event.rawValue) \(e.kind) \(e.id) (\(e.source))") }
         if setState(name, .ready) == .failing { log.notice("sink \(name) recovered") }
         return recordDelivered(name, rows.map(\.id))
+    }
+
+    /// Several rows held together, for a sink that shows them as one message: their digest.
+    /// Its id is derived from the batch, so a retried digest is recognisably the same.
+    static func digest(_ name: String, _ sink: any Sink, _ rows: [Delivery]) -> Digest? {
+        guard rows.count > 1, let reason = rows[0].hold, sink.rendersDigests else { return nil }
+        let batch = rows.map(\.batch).first!
+        return Digest(id: Fingerprint.of(["digest", name, batch]), reason: reason, events: rows.map(\.event))
     }
 
     /// The sink has these: the rows go. When the outbox cannot record that (disk full), the

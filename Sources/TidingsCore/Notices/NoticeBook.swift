@@ -160,15 +160,12 @@ public enum NoticeBook {
                 let seq: Int64 = r[2]
                 guard let event = try? Event.decode(jsonLine: r[3]) else { continue }
                 let queued = try Set(String.fetchAll(db, sql: "SELECT sink FROM delivery WHERE event_seq = ?", arguments: [seq]))
-                let sinks = router.sinks(for: event).filter { !queued.contains($0) }
-                for sink in sinks {
-                    try db.execute(
-                        sql: "INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at) VALUES (?, ?, ?, 'pending', ?, ?)",
-                        arguments: [seq, sink, batch, now.timeIntervalSince1970, now.timeIntervalSince1970])
-                }
+                // Quiet hours and group_wait apply as to any event routed now.
+                let decisions = router.decisions(for: event, at: now).filter { !queued.contains($0.sink) }
+                try Enqueue.deliveries(db, eventSeq: seq, decisions, batch: batch, now: now)
                 try db.execute(sql: "UPDATE notice SET redelivered_at = ? WHERE source = ? AND key = ?",
                                arguments: [now.timeIntervalSince1970, r[0] as String, r[1] as String])
-                if !sinks.isEmpty { out.append(event) }
+                if !decisions.isEmpty { out.append(event) }
             }
             return out
         }

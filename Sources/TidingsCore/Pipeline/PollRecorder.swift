@@ -194,19 +194,17 @@ public struct PollRecorder: Sendable {
         }
     }
 
-    /// Inserts events and, when routing, one outbox row per (event, sink). Returns the events.
+    /// Inserts events and, when routing, one outbox row per (event, sink): sent as soon as the
+    /// worker gets to it, or held for a route's quiet hours or `group_wait` (``HeldPlacement``).
+    /// Returns the events.
     static func insert(_ db: Database, events: [Event], options: RecordOptions, now: Date) throws -> [Event] {
         guard !events.isEmpty else { return events }
         let batch = EventID.make(at: now)
         let insertEvent = try db.cachedStatement(sql: "INSERT INTO event(id, source, kind, type, key, observed_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        let insertDelivery = try db.cachedStatement(sql: "INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at) VALUES (?, ?, ?, 'pending', ?, ?)")
         for e in events {
             try insertEvent.execute(arguments: [e.id, e.source, e.kind, e.event.rawValue, e.key, e.observedAt.timeIntervalSince1970, e.jsonLine()])
             guard let router = options.router else { continue }
-            let seq = db.lastInsertedRowID
-            for sink in router.sinks(for: e) {
-                try insertDelivery.execute(arguments: [seq, sink, batch, now.timeIntervalSince1970, now.timeIntervalSince1970])
-            }
+            try Enqueue.deliveries(db, eventSeq: db.lastInsertedRowID, router.decisions(for: e, at: now), batch: batch, now: now)
         }
         return events
     }

@@ -44,7 +44,10 @@ package enum TidingsMetrics {
         help: "Delivery attempts by sink and outcome (delivered, retry, dead, disabled), one per event.")
     package static let outboxPending = Family(
         name: "tidings_outbox_pending", kind: .gauge,
-        help: "Deliveries queued for the sink, waiting or retrying.")
+        help: "Deliveries queued for the sink, waiting or retrying (not those held for quiet hours or group_wait).")
+    package static let outboxHeld = Family(
+        name: "tidings_outbox_held", kind: .gauge,
+        help: "Deliveries held for the sink by a route's quiet hours or group_wait, to go out as a digest.")
     package static let outboxDead = Family(
         name: "tidings_outbox_dead", kind: .gauge,
         help: "Dead letters of the sink (see tidings outbox; tidings outbox retry requeues them).")
@@ -55,7 +58,7 @@ package enum TidingsMetrics {
         name: "tidings_build_info", kind: .gauge,
         help: "Always 1; the version label says which tidings runs.")
 
-    package static let families = [polls, pollDuration, sourceUp, lastSuccess, events, deliveries, outboxPending, outboxDead, lateness, buildInfo]
+    package static let families = [polls, pollDuration, sourceUp, lastSuccess, events, deliveries, outboxPending, outboxHeld, outboxDead, lateness, buildInfo]
 
     /// What became of a delivery attempt, per event (the `outcome` label).
     package enum DeliveryOutcome: String, Sendable, CaseIterable {
@@ -125,6 +128,7 @@ package enum TidingsMetrics {
     package static func outbox(_ backlog: [String: OutboxBacklog]) {
         for (sink, b) in backlog {
             Gauge(label: outboxPending.name, dimensions: [("sink", sink)]).record(b.pending)
+            Gauge(label: outboxHeld.name, dimensions: [("sink", sink)]).record(b.held)
             Gauge(label: outboxDead.name, dimensions: [("sink", sink)]).record(b.dead)
         }
         let gone = backlogSinks.withLock { exported in
@@ -133,6 +137,7 @@ package enum TidingsMetrics {
         }
         for sink in gone {
             Gauge(label: outboxPending.name, dimensions: [("sink", sink)]).destroy()
+            Gauge(label: outboxHeld.name, dimensions: [("sink", sink)]).destroy()
             Gauge(label: outboxDead.name, dimensions: [("sink", sink)]).destroy()
         }
     }

@@ -29,8 +29,8 @@ struct StateSnapshot {
     }
 }
 
-/// The `STATUS=` line: `polling 100 sources (2 failing), 3 sinks, 5 queued` (and `, 1 dead`
-/// when there are dead letters). Without a snapshot (the state could not be read) only what
+/// The `STATUS=` line: `polling 100 sources (2 failing), 3 sinks, 5 queued` (and `, 4 held`
+/// when quiet hours or group_wait hold some, `, 1 dead` when there are dead letters). Without a snapshot (the state could not be read) only what
 /// the configuration says: `polling 100 sources, 3 sinks`. While polls are paused it begins
 /// `paused (network offline): 100 sources` instead.
 struct DaemonStatus: Equatable, CustomStringConvertible {
@@ -38,6 +38,7 @@ struct DaemonStatus: Equatable, CustomStringConvertible {
     struct Counts: Equatable {
         var failing: Int
         var queued: Int
+        var held: Int
         var dead: Int
     }
     var sources: Int
@@ -52,7 +53,7 @@ struct DaemonStatus: Equatable, CustomStringConvertible {
         sinks = config.sinks.count
         counts = snapshot.map { s in
             Counts(failing: polled.filter { (s.health[$0.name]?.failures ?? 0) > 0 }.count,
-                   queued: s.backlog.values.reduce(0) { $0 + $1.pending }, dead: s.backlog.values.reduce(0) { $0 + $1.dead })
+                   queued: s.backlog.values.reduce(0) { $0 + $1.pending }, held: s.backlog.values.reduce(0) { $0 + $1.held }, dead: s.backlog.values.reduce(0) { $0 + $1.dead })
         }
     }
 
@@ -60,6 +61,6 @@ struct DaemonStatus: Equatable, CustomStringConvertible {
         func count(_ n: Int, _ what: String) -> String { "\(n) \(what)\(n == 1 ? "" : "s")" }
         let polling = pause.map { "paused (\($0.rawValue)): " } ?? "polling "
         guard let c = counts else { return "\(polling)\(count(sources, "source")), \(count(sinks, "sink"))" }
-        return "\(polling)\(count(sources, "source")) (\(c.failing) failing), \(count(sinks, "sink")), \(c.queued) queued" + (c.dead > 0 ? ", \(c.dead) dead" : "")
+        return "\(polling)\(count(sources, "source")) (\(c.failing) failing), \(count(sinks, "sink")), \(c.queued) queued" + (c.held > 0 ? ", \(c.held) held" : "") + (c.dead > 0 ? ", \(c.dead) dead" : "")
     }
 }
