@@ -15,6 +15,7 @@ from conftest import read_log, wait_for
 from fakes.json_api import JSONAPI
 from fakes.server import FakeServer
 from fakes.system_bus import SystemBus, available
+from test_systemd_notify import NotifySocket
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=available() or "")
 
@@ -118,16 +119,20 @@ def test_offline_pauses_polls_a_failure_meanwhile_is_not_counted_online_polls_at
 def test_network_manager_offline_at_start_leaving_and_appearing(tidings, api, bus):
     bus.start_network_manager(DISCONNECTED)
     configure(tidings, api)
-    d = tidings.start_daemon(env=bus.env)
+    systemd = NotifySocket(str(tidings.root / "notify.sock"))
+    d = tidings.start_daemon(env={**bus.env, "NOTIFY_SOCKET": systemd.address})
     try:
         wait_log(d, "network offline")
         wait_log(d, "scheduler: 1 source scheduled; polls paused (network offline)")
         assert quiet_for(api, 2.5), "polled while NetworkManager said disconnected at start"
+        ready = wait_for(lambda: systemd.seen("READY"), what="READY=1")
+        assert ready[0][1]["STATUS"] == "paused (network offline): 1 source (0 failing), 0 sinks, 0 queued"
 
         # NetworkManager leaves the bus: the network state is unknown again, polling as before.
         bus.stop_network_manager()
         wait_log(d, "NetworkManager left the system bus")
         wait_for(lambda: len(api.requests) >= 2, timeout=5, what="polls once NetworkManager is gone")
+        wait_for(lambda: systemd.seen("STATUS")[-1][1]["STATUS"].startswith("polling 1 source"), what="STATUS polling again")
 
         # It comes back, disconnected: read on arrival, polls pause again.
         bus.start_network_manager(DISCONNECTED)
@@ -136,6 +141,7 @@ def test_network_manager_offline_at_start_leaving_and_appearing(tidings, api, bu
         time.sleep(0.5)
         assert quiet_for(api, 2), "polled while NetworkManager said disconnected"
     finally:
+        systemd.close()
         bus.stop_network_manager()
 
 
