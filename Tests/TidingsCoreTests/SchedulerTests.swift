@@ -296,12 +296,17 @@ final class SchedulerStateTests: XCTestCase {
         return (providers, scheduler, task)
     }
 
+    /// Moves the clock to `date` and gives the loop time to wake (at least once a second): still one poll each.
+    func assertNoMorePolls(_ providers: [CountingProvider], at date: Date, _ why: String) async throws {
+        env.time = date
+        try await Task.sleep(for: .milliseconds(1300))
+        XCTAssertEqual(providers.map(\.count), [1, 1, 1], why)
+    }
+
     func testOfflinePausesPollsAndOnlinePollsTheOverdueSoonSpread() async throws {
         let (providers, scheduler, task) = try await startedThree()
         await scheduler.networkChanged(.offline)
-        env.time = t0 + 4.5  // all three came due at t0 + 4.1
-        try await Task.sleep(for: .milliseconds(1300))
-        XCTAssertEqual(providers.map(\.count), [1, 1, 1], "no poll starts while offline")
+        try await assertNoMorePolls(providers, at: t0 + 4.5, "no poll starts while offline")  // all came due at t0 + 4.1
 
         // Online: the overdue ones are spread over the start-up window (2 s × 0.5), not one burst.
         await scheduler.networkChanged(.online)
@@ -316,9 +321,7 @@ final class SchedulerStateTests: XCTestCase {
     func testSleepPausesPollsAndResumePollsTheOverdueWithoutAClockJump() async throws {
         let (providers, scheduler, task) = try await startedThree()
         await scheduler.powerChanged(.goingToSleep)
-        env.time = t0 + 4.5
-        try await Task.sleep(for: .milliseconds(1300))
-        XCTAssertEqual(providers.map(\.count), [1, 1, 1], "no poll starts while going to sleep")
+        try await assertNoMorePolls(providers, at: t0 + 4.5, "no poll starts while going to sleep")
         await scheduler.powerChanged(.awake)
         env.time = t0 + 5.6
         try await waitUntil("the overdue polls after resume") { providers.allSatisfy { $0.count == 2 } }
@@ -330,11 +333,8 @@ final class SchedulerStateTests: XCTestCase {
         let (providers, scheduler, task) = try await startedThree()
         await scheduler.update(HostConditions(network: .offline, power: .goingToSleep))
         // Slept 3 hours; no resume signal (yet). The network is still offline: no polls.
-        env.time = t0 + 3 * 3600
-        try await Task.sleep(for: .milliseconds(1300))
-        env.time = t0 + 3 * 3600 + 2
-        try await Task.sleep(for: .milliseconds(1300))
-        XCTAssertEqual(providers.map(\.count), [1, 1, 1], "awake after the jump, but offline")
+        try await assertNoMorePolls(providers, at: t0 + 3 * 3600, "the jump")
+        try await assertNoMorePolls(providers, at: t0 + 3 * 3600 + 2, "awake after the jump, but offline")
         // logind's late resume signal changes nothing more; the network coming back does.
         await scheduler.powerChanged(.awake)
         await scheduler.networkChanged(.online)
