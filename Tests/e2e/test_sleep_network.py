@@ -167,3 +167,19 @@ def test_without_a_system_bus_the_daemon_polls_as_before(tidings, api, tmp_path)
     wait_log(d, "no system bus")
     wait_for(lambda: len(api.requests) >= 3, timeout=6, what="polls every second")
     assert d.poll() is None
+
+
+def test_the_system_bus_going_away_resumes_polling_and_the_daemon_keeps_running(tidings, api):
+    with SystemBus() as own:
+        configure(tidings, api)
+        d = tidings.start_daemon(env=own.env)
+        wait_log(d, "system bus: following logind's sleep signals")
+        own.prepare_for_sleep(True)  # and no resume signal will come
+        wait_log(d, "going to sleep: polls paused")
+        assert quiet_for(api, 1.5)
+        # dbus-daemon stops (a restart of dbus): GIO's default would SIGTERM the daemon.
+        own.daemon.terminate()
+        own.daemon.wait(timeout=10)
+        wait_log(d, "the system bus closed")
+        wait_for(lambda: len(api.requests) >= 2, timeout=5, what="polls once the bus is gone")
+        assert d.poll() is None, read_log(d)
