@@ -94,7 +94,7 @@ package final class SystemBusWatcher: @unchecked Sendable {
         subscribe(sender: Self.networkManager, interface: Self.networkManager, member: "StateChanged", path: Self.networkManagerPath)
         subscribe(sender: Self.networkManager, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
                   path: Self.networkManagerPath, arg0: Self.networkManager)
-        // The older per-interface form (NetworkManager before 1.x dropped it; dbusmock's template sends it).
+        // The older per-interface form (deprecated by NetworkManager, still sent by some releases and by dbusmock).
         subscribe(sender: Self.networkManager, interface: Self.networkManager, member: "PropertiesChanged", path: Self.networkManagerPath)
         subscribe(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
                   path: "/org/freedesktop/DBus", arg0: Self.networkManager)
