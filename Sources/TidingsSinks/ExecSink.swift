@@ -7,7 +7,7 @@ import TidingsCore
 ///
 /// The event JSON (DESIGN §4) plus a newline is on stdin; the environment also carries
 /// `TIDINGS_TITLE`, `TIDINGS_BODY`, `TIDINGS_URL` (empty when absent), `TIDINGS_SEVERITY`,
-/// `TIDINGS_SOURCE`, `TIDINGS_EVENT` (new, changed, removed, error, recovered),
+/// `TIDINGS_SOURCE`, `TIDINGS_EVENT` (new, changed, removed, reminder, error, recovered),
 /// `TIDINGS_KIND`, `TIDINGS_KEY` and `TIDINGS_EVENT_ID` (title, body, URL and key cut at
 /// 32 KiB: Linux refuses longer variables). stdout is discarded.
 ///

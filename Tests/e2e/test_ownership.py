@@ -288,7 +288,9 @@ def test_check_exits_2_when_the_outbox_cannot_be_read(tidings):
               attempts INTEGER NOT NULL DEFAULT 0,
               next_attempt DOUBLE NOT NULL,
               created_at DOUBLE NOT NULL,
-              last_error TEXT
+              last_error TEXT,
+              hold_until DOUBLE,
+              hold TEXT
             );
         """)
     data.write_text('{"key": "a", "title": "Alpha"}\n')

@@ -172,6 +172,7 @@ public struct ConfigLoader: Sendable {
                     }
                     let what = "route #\(i + 1)"
                     let r = OptionReader(t, what: what)
+                    r.warnings = { warnings.append("\($0)") }
                     var route = Route(sinks: try r.stringList("sinks") ?? [])
                     if route.sinks.isEmpty { throw r.error(nil, "\(what): 'sinks' must name at least one sink") }
                     route.continueMatching = try r.bool("continue") ?? false
@@ -183,7 +184,8 @@ public struct ConfigLoader: Sendable {
                         route.attention.quietBypass = v
                     }
                     collect { route.attention.groupWait = try r.duration("group_wait", minimum: 1) }
-                    collect { route.attention.repeatInterval = try r.duration("repeat_interval", minimum: 60) }
+                    // As short as a source's interval: reminders come with polls, and e2e tests use seconds.
+                    collect { route.attention.repeatInterval = try r.duration("repeat_interval", minimum: 1) }
                     if let m = try r.subtable("match") {
                         route.source = try m.stringList("source")
                         route.provider = try m.stringList("provider")
@@ -201,6 +203,9 @@ public struct ConfigLoader: Sendable {
                         }
                         collect { try m.finish() }
                         matches.append(RouteMatch(what: what, reader: m, sources: route.source ?? []))
+                        if route.attention.repeatInterval != nil, !route.canRemind {
+                            r.warning("repeat_interval", "\(what): 'repeat_interval' has no effect: its match names no severity warning or critical, or no event new, changed or reminder")
+                        }
                     }
                     collect { try r.finish() }
                     for s in route.sinks where !sinkConfigs.contains(where: { $0.name == s }) && !errors.contains(where: { $0.message.contains("sink \"\(s)\"") }) {

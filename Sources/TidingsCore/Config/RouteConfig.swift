@@ -30,7 +30,16 @@ public struct Route: Sendable, Equatable {
     public func matches(_ e: Event) -> Bool {
         func ok(_ list: [String]?, _ value: String) -> Bool { list.map { $0.contains(value) } ?? true }
         return ok(source, e.source) && ok(provider, e.provider) && ok(kind, e.kind)
-            && ok(severity, e.severity.rawValue) && ok(event, e.event.rawValue)
+            && ok(severity, e.severity.rawValue) && matchesEvent(e.event)
+    }
+
+    /// A `reminder` is about an item still present: a route whose `event` list names `new` or
+    /// `changed` (the events that announce a present item) takes it too, as does one naming
+    /// `reminder`.
+    func matchesEvent(_ type: EventType) -> Bool {
+        guard let event else { return true }
+        if event.contains(type.rawValue) { return true }
+        return type == .reminder && (event.contains(EventType.new.rawValue) || event.contains(EventType.changed.rawValue))
     }
 }
 

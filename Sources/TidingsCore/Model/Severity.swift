@@ -25,4 +25,7 @@ public enum EventType: String, Sendable, Codable, CaseIterable {
     case error
     /// Source health: the first success after an `error` event.
     case recovered
+    /// An item still present with severity warning or critical, through a route with
+    /// `repeat_interval` (DESIGN §10).
+    case reminder
 }

@@ -28,6 +28,9 @@ public struct RecordOptions: Sendable {
     /// The daemon's view of the host: a counted poll that fails while polls are paused
     /// (network offline, going to sleep) is not counted (``PollRunner``). Nil: always counted.
     package var host: SharedHostConditions?
+    /// Whether this poll sends `repeat_interval` reminders: one that routes, is kept, and counts
+    /// for the schedule (the daemon's polls, `check --deliver` without a daemon).
+    var remindsOfItems: Bool { router != nil && !dryRun && accounting == .counted }
     public init(router: Router?, dryRun: Bool = false) {
         self.router = router
         self.dryRun = dryRun
@@ -55,6 +58,7 @@ public struct PollRecorder: Sendable {
                 let outcome = Deduplicator(flapWindow: source.flapWindow)
                     .run(previous: previous, current: intake.items, baseline: baseline, notifyExisting: source.settings.notifyExisting, now: now)
                 try Self.write(db, source: source.name, upserts: outcome.upserts)
+                try Reminders.forget(db, source: source.name, upserts: outcome.upserts)
                 if baseline { record.baselineCount = outcome.baselineCount }
                 if let cut = Self.cutWarning(intake, stored: outcome.upserts) { record.warnings.append(cut) }
                 func event(_ change: Deduplicator.Change) -> Event {
@@ -91,7 +95,14 @@ public struct PollRecorder: Sendable {
                 try db.cachedStatement(sql: "UPDATE source_state SET last_poll = ?, last_success = ? WHERE source = ?").execute(
                     arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970, source.name])
             }
-            record.events = try Self.insert(db, events: events, options: options, now: now)
+            var through: [String: Set<String>] = [:]
+            if let router = options.router, options.remindsOfItems {
+                let reminders = try Reminders.batch(db, source: source, router: router, now: now)
+                events += reminders.events
+                through = reminders.through
+                if let warning = reminders.warning { record.warnings.append(warning) }
+            }
+            record.events = try Self.insert(db, events: events, options: options, now: now, through: through)
             return record
         }
     }
@@ -196,15 +207,15 @@ public struct PollRecorder: Sendable {
 
     /// Inserts events and, when routing, one outbox row per (event, sink): sent as soon as the
     /// worker gets to it, or held for a route's quiet hours or `group_wait` (``HeldPlacement``).
-    /// Returns the events.
-    static func insert(_ db: Database, events: [Event], options: RecordOptions, now: Date) throws -> [Event] {
+    /// `through`: event id → the only routes that event goes through (reminders). Returns the events.
+    static func insert(_ db: Database, events: [Event], options: RecordOptions, now: Date, through: [String: Set<String>] = [:]) throws -> [Event] {
         guard !events.isEmpty else { return events }
         let batch = EventID.make(at: now)
         let insertEvent = try db.cachedStatement(sql: "INSERT INTO event(id, source, kind, type, key, observed_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?)")
         for e in events {
             try insertEvent.execute(arguments: [e.id, e.source, e.kind, e.event.rawValue, e.key, e.observedAt.timeIntervalSince1970, e.jsonLine()])
             guard let router = options.router else { continue }
-            try Enqueue.deliveries(db, eventSeq: db.lastInsertedRowID, router.decisions(for: e, at: now), batch: batch, now: now)
+            try Enqueue.deliveries(db, eventSeq: db.lastInsertedRowID, router.decisions(for: e, at: now, through: through[e.id]), batch: batch, now: now)
         }
         return events
     }

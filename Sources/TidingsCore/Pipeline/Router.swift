@@ -18,15 +18,33 @@ public struct Router: Sendable {
     /// Where the event goes and, per sink, whether it waits (DESIGN §10): held for the quiet
     /// hours of the route that sent it there, or collected for its `group_wait`. A sink reached
     /// through several routes (`continue = true`) takes the first route's timing. `now` nil:
-    /// routing only, no timing (nothing is held).
-    public func decisions(for event: Event, at now: Date?) -> [RouteDecision] {
+    /// routing only, no timing (nothing is held). `through`, when given, keeps only those of the
+    /// matching routes (by ``Route/identity``): a reminder goes through the routes whose
+    /// `repeat_interval` passed.
+    public func decisions(for event: Event, at now: Date?, through: Set<String>? = nil) -> [RouteDecision] {
         guard !routes.isEmpty else { return allSinks.map { RouteDecision(sink: $0, hold: nil) } }
         var out: [RouteDecision] = []
-        for (index, route) in routes.enumerated() where route.matches(event) {
+        for index in matching(event) where through?.contains(routes[index].identity) ?? true {
+            let route = routes[index]
             let hold = now.flatMap { route.attention.hold(for: event, route: index, at: $0) }
             for s in route.sinks where !out.contains(where: { $0.sink == s }) {
                 out.append(RouteDecision(sink: s, hold: hold))
             }
+        }
+        return out
+    }
+
+    /// The routes that match the event, in order: up to and including the first that matches
+    /// without `continue`.
+    package func routes(for event: Event) -> [Route] {
+        matching(event).map { routes[$0] }
+    }
+
+    /// Their positions in ``routes``.
+    private func matching(_ event: Event) -> [Int] {
+        var out: [Int] = []
+        for (index, route) in routes.enumerated() where route.matches(event) {
+            out.append(index)
             if !route.continueMatching { break }
         }
         return out

@@ -83,6 +83,7 @@ extension StateStore {
             let items = db.changesCount
             try db.execute(sql: "DELETE FROM source_state WHERE source = ?", arguments: [source])
             try db.execute(sql: "DELETE FROM notice WHERE source = ?", arguments: [source])
+            try db.execute(sql: "DELETE FROM reminder WHERE source = ?", arguments: [source])
             return items
         }
     }

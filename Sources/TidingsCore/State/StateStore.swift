@@ -138,6 +138,7 @@ public final class StateStore: Sendable {
             try db.execute(sql: "ALTER TABLE item ADD COLUMN content_hash TEXT")
         }
         AttentionSchema.register(&m)
+        ReminderSchema.register(&m)
         return m
     }
 }

@@ -38,7 +38,7 @@ package enum TidingsMetrics {
         help: "When the source was last polled successfully, in unix seconds.")
     package static let events = Family(
         name: "tidings_events_total", kind: .counter,
-        help: "Events created, by source and type (new, changed, removed, error, recovered).")
+        help: "Events created, by source and type (new, changed, removed, reminder, error, recovered).")
     package static let deliveries = Family(
         name: "tidings_deliveries_total", kind: .counter,
         help: "Delivery attempts by sink and outcome (delivered, retry, dead, disabled), one per event.")
