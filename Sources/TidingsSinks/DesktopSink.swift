@@ -34,11 +34,20 @@ public final class DesktopSink: Sink, TemplatedSink {
     /// nil until the first attempt; false during an outage (so it is reported once).
     private let available = Mutex<Bool?>(nil)
 
+    /// The "Snooze 1h" action, when the sink can write silences.
+    private let snooze: DesktopSnooze?
+
     /// A desktop sink; `logger` gets the once-per-outage unavailable / available-again lines.
-    public init(style: DesktopStyle, timeout: TimeInterval = 10, logger: Logger) {
+    /// With `silences`, single-item notifications offer "Snooze 1h" (if the server shows actions).
+    package init(style: DesktopStyle, timeout: TimeInterval = 10, logger: Logger, silences: (any SilenceWriter)?) {
         self.style = style
         self.timeout = timeout
         self.logger = logger
+        snooze = silences.map { DesktopSnooze(writer: $0, logger: logger) }
+    }
+
+    public convenience init(style: DesktopStyle, timeout: TimeInterval = 10, logger: Logger) {
+        self.init(style: style, timeout: timeout, logger: logger, silences: nil)
     }
 
     package var templates: KeyValuePairs<String, MessageTemplate> {
@@ -74,18 +83,19 @@ public final class DesktopSink: Sink, TemplatedSink {
             ("title_template", DesktopStyle.defaultTitle, .plain), ("body_template", DesktopStyle.defaultBody, .notification),
         ])
         (style.titleTemplate, style.bodyTemplate) = (templates[0], templates[1])
-        return DesktopSink(style: style, timeout: try o.duration("timeout", minimum: 0.1) ?? 10, logger: setup.logger)
+        return DesktopSink(style: style, timeout: try o.duration("timeout", minimum: 0.1) ?? 10, logger: setup.logger, silences: setup.silences)
     }
 
     /// Shows the poll's notifications; any failure (no bus, no server, a hung server) is retryable.
     public func deliver(_ events: [Event]) async throws {
         guard !events.isEmpty else { return }
-        let (style, client) = (self.style, self.client)
+        let (style, client, snooze) = (self.style, self.client, self.snooze)
         do {
             try await thread.perform(timeout: timeout) {
                 var s = style
-                s.bodyMarkup = try client.connect()
-                for n in s.notifications(for: events) { try client.show(n) }
+                let caps = try client.connect()
+                s.bodyMarkup = caps.bodyMarkup
+                for n in s.notifications(for: events) { try client.show(n, snooze: caps.actions ? snooze : nil) }
             }
         } catch {
             let message = "desktop notifications unavailable: \(error)"

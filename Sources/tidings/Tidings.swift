@@ -22,7 +22,7 @@ struct Tidings: AsyncParsableCommand {
         subcommands: [
             RunCommand.self, CheckCommand.self, SourcesCommand.self, HistoryCommand.self,
             ConfigCommand.self, StateCommand.self, SinksCommand.self, OutboxCommand.self, NoticesCommand.self,
-            ItemsCommand.self,
+            ItemsCommand.self, SilenceCommand.self,
         ]
     )
 

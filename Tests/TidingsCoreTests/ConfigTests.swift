@@ -164,7 +164,7 @@ final class ConfigTests: XCTestCase {
         let basic = "Basic " + Data("reader:pa$s-in-url".utf8).base64EncodedString()
         // (The Redactor is process-wide: other tests' secrets may be scrubbed out of this text too.)
         let scrubbed = Redactor.shared.scrub("echo: pa$s-in-url, pa%24s-in-url, \(basic), hook-pass-42")
-        for leak in ["pa$s-in-url", "pa%24s-in-url", basic.dropFirst(6), "hook-pass-42"] {
+        for leak in ["pa$s-in-url", "pa%24s-in-url", String(basic.dropFirst(6)), "hook-pass-42"] {
             XCTAssertFalse(scrubbed.contains(leak), scrubbed)
         }
     }

@@ -23,6 +23,9 @@ final class ControlProtocolTests: XCTestCase {
         for r in replies { XCTAssertEqual(try ControlReply.parse(r.line()), r, r.line()) }
         XCTAssertEqual(ControlReply.event(event).line(), #"{"event":"# + event.jsonLine() + #","type":"event","v":1}"#)
         XCTAssertEqual(try JSONValue.parse(Data(ControlReply.event(event).line().utf8))["event"]?.jsonString(), event.jsonLine())
+        let silenced = ControlReply.event(event, silencedBy: "k3x9m0q2ta")
+        XCTAssertEqual(silenced.line(), #"{"event":"# + event.jsonLine() + #","silenced_by":"k3x9m0q2ta","type":"event","v":1}"#)
+        XCTAssertEqual(try ControlReply.parse(silenced.line()), silenced)
     }
 
     func testRepliesOfAnotherVersionOrUnknownTypes() throws {

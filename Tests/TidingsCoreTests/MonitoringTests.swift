@@ -89,6 +89,7 @@ final class MonitoringTests: XCTestCase {
         var outcome = PollOutcome(source: "unit-a", record: PollRecord(), error: nil, nextDue: Date())
         outcome.record.events = [Event(id: "01J", source: "unit-a", provider: "exec", kind: "item", event: .new, key: "k", title: "t", body: "",
                                        url: nil, severity: .info, observedAt: Date(timeIntervalSince1970: 1_700_000_000))]
+        outcome.record.silenced = ["01J": "abcd123456"]
         TidingsMetrics.polled("unit-a", outcome, accounting: .counted, seconds: 0.2, now: Date(timeIntervalSince1970: 1_700_000_000))
         TidingsMetrics.delivered(sink: "unit-sink", .retry, count: 3)
         TidingsMetrics.outbox(["unit-sink": OutboxBacklog(pending: 3, dead: 1)])
@@ -96,7 +97,8 @@ final class MonitoringTests: XCTestCase {
         for line in ["# TYPE tidings_polls_total counter", "# HELP tidings_polls_total ", "# TYPE tidings_poll_duration_seconds histogram",
                      #"tidings_polls_total{source="unit-a",outcome="success"} 1"#, #"tidings_source_up{source="unit-a"} 1.0"#,
                      #"tidings_source_last_success_timestamp_seconds{source="unit-a"} 1700000000.0"#,
-                     #"tidings_events_total{source="unit-a",type="new"} 1"#, #"tidings_deliveries_total{sink="unit-sink",outcome="retry"} 3"#,
+                     #"tidings_events_total{source="unit-a",type="new"} 1"#, #"tidings_events_silenced_total{source="unit-a"} 1"#,
+                     "# HELP tidings_events_silenced_total Events a silence kept", #"tidings_deliveries_total{sink="unit-sink",outcome="retry"} 3"#,
                      #"tidings_outbox_pending{sink="unit-sink"} 3.0"#, #"tidings_outbox_dead{sink="unit-sink"} 1.0"#,
                      #"tidings_poll_duration_seconds_bucket{le="0.25"}"#, #"tidings_build_info{version="\#(TidingsVersion.string)"} 1.0"#] {
             XCTAssertTrue(text.contains(line), "missing \(line) in\n\(text)")

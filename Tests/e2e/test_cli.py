@@ -55,7 +55,7 @@ def test_read_only_commands_work_when_secrets_cannot_be_read(tidings):
         email = "me@example.com"
         password_file = "/nonexistent/sportdate.pass"
     """)
-    for args in (["sources"], ["history"], ["outbox"], ["items"], ["notices"], ["sources", "--json"]):
+    for args in (["sources"], ["history"], ["outbox"], ["items"], ["notices"], ["silence", "list"], ["sources", "--json"]):
         r = tidings.run(*args)
         assert r.code == 0, (args, r)
         assert f"warning: {tidings.config}:11: source \"sd\": cannot read secret file /nonexistent/sportdate.pass" in r.stderr, r

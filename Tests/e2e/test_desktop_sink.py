@@ -50,9 +50,9 @@ def test_notify_call_carries_app_name_summary_escaped_body_urgency_timeout_actio
     assert msg["hints"]["category"] == "x-tidings.message"
     assert msg["hints"]["desktop-entry"] == "tidings"
     assert msg["expire_timeout"] == 12000
-    assert msg["actions"] == ["default", "Open", "open", "Open"]
+    assert msg["actions"] == ["default", "Open", "open", "Open", "snooze", "Snooze 1h"]
     crit = calls["Disk full"]
-    assert crit["hints"]["urgency"] == 2 and crit["expire_timeout"] == 0 and crit["actions"] == []
+    assert crit["hints"]["urgency"] == 2 and crit["expire_timeout"] == 0 and crit["actions"] == ["snooze", "Snooze 1h"]
     notice = calls["Planned maintenance"]
     assert notice["hints"]["urgency"] == 1 and notice["expire_timeout"] == 0, "notices stay until dismissed"
 

@@ -21,6 +21,8 @@ public struct ConfigLoader: Sendable {
     public var http: any HTTPClient
     /// The process's one SMTP transport, handed to every sink built here (the `email` sink uses it).
     public var mail: any MailTransport
+    /// Handed to every sink built here (``SinkSetup/silences``).
+    package var silences: (any SilenceWriter)?
 
     public init(
         providers: ProviderRegistry, sinks: SinkRegistry, http: any HTTPClient, mail: any MailTransport,
@@ -149,7 +151,9 @@ public struct ConfigLoader: Sendable {
                     guard let f = sinks.factory(type: type) else {
                         throw reader.error("type", "\(what): unknown sink type '\(type)' (known: \(sinks.types.joined(separator: ", ")))")
                     }
-                    let instance = try f.make(reader, SinkSetup(name: name, logger: Log.logger("sink.\(name)"), http: http, mail: mail))
+                    var setup = SinkSetup(name: name, logger: Log.logger("sink.\(name)"), http: http, mail: mail)
+                    setup.silences = silences
+                    let instance = try f.make(reader, setup)
                     try reader.finish()
                     sinkConfigs.append(SinkConfig(name: name, type: type, instance: instance, file: file, line: r.table.line))
                 }

@@ -4,13 +4,15 @@
 ///
 ///     {"type":"wait","v":1}
 ///     {"event":{…the event JSON of DESIGN §4…},"type":"event","v":1}
+///     {"event":{…},"silenced_by":"k3x9m0q2ta","type":"event","v":1}   (a silence kept it from the sinks)
 ///     {"source":"a","status":"ok","type":"result","v":1}
 ///     {"error":"HTTP 500 …","source":"b","status":"failed","type":"result","v":1}
 ///     {"type":"done","v":1}
 ///     {"message":"…","type":"error","v":1}
 package enum ControlReply: Sendable, Equatable {
     case waiting
-    case event(Event)
+    /// An event of the poll; `silencedBy`: the silence that kept it from the sinks.
+    case event(Event, silencedBy: String? = nil)
     case result(source: String, outcome: SourceOutcome)
     case done
     case error(String)
@@ -26,9 +28,10 @@ package enum ControlReply: Sendable, Equatable {
         switch self {
         case .waiting:
             return JSONValue.object(["v": v, "type": "wait"]).jsonString()
-        case .event(let e):
+        case .event(let e, let silence):
             // The event's own JSON line, written once by Event (keys of the envelope stay sorted).
-            return "{\"event\":\(e.jsonLine()),\"type\":\"event\",\"v\":\(ControlProtocol.version)}"
+            let silenced = silence.map { ",\"silenced_by\":\(JSONValue.string($0).jsonString())" } ?? ""
+            return "{\"event\":\(e.jsonLine())\(silenced),\"type\":\"event\",\"v\":\(ControlProtocol.version)}"
         case .result(let source, .ok):
             return JSONValue.object(["v": v, "type": "result", "source": .string(source), "status": "ok"]).jsonString()
         case .result(let source, .failed(let message)):
@@ -59,7 +62,7 @@ package enum ControlReply: Sendable, Equatable {
             return .waiting
         case "event":
             guard let event = o["event"] else { throw ControlProtocolError("an 'event' reply without 'event'") }
-            do { return .event(try Event.decode(jsonLine: event.jsonString())) } catch {
+            do { return .event(try Event.decode(jsonLine: event.jsonString()), silencedBy: o["silenced_by"]?.stringValue) } catch {
                 throw ControlProtocolError("an unreadable event from the daemon: \(error)")
             }
         case "result":

@@ -139,8 +139,8 @@ public enum NoticeBook {
         }
     }
 
-    /// At daemon start: pending notices the user has not seen since they were created are
-    /// delivered again, once (one new outbox row per routed sink, same event id). A sink that
+    /// At daemon start: pending notices the user has not seen since they were created (and that
+    /// no silence kept back) are delivered again, once (one new outbox row per routed sink, same event id). A sink that
     /// still has the event queued (or dead) gets no second row: it will deliver (or has
     /// refused) that one, and a restart must not deliver the notice twice.
     /// Returns the events queued.
@@ -150,7 +150,7 @@ public enum NoticeBook {
             let rows = try Row.fetchAll(db, sql: """
                 SELECT n.source, n.key, e.seq, e.payload FROM notice n JOIN event e ON e.id = n.event_id
                 WHERE n.dismissed_at IS NULL AND n.ended_at IS NULL AND n.expires_at > ?
-                  AND n.seen_at IS NULL AND n.redelivered_at IS NULL
+                  AND n.seen_at IS NULL AND n.redelivered_at IS NULL AND e.silenced_by IS NULL
                 ORDER BY n.updated_at
                 """, arguments: [now.timeIntervalSince1970])
             guard !rows.isEmpty else { return [] }

@@ -14,6 +14,8 @@ public struct PollRecord: Sendable {
     /// What the poll had to cut or hold back (items cut to size, events over `max_events`):
     /// one line each, for the log.
     public var warnings: [String] = []
+    /// The events a silence kept from their sinks: event id → silence id.
+    package var silenced: [String: String] = [:]
 }
 
 /// How the recorder treats the events it creates.
@@ -102,7 +104,7 @@ public struct PollRecorder: Sendable {
                 through = reminders.through
                 if let warning = reminders.warning { record.warnings.append(warning) }
             }
-            record.events = try Self.insert(db, events: events, options: options, now: now, through: through)
+            record.events = try Self.insert(db, events: events, options: options, now: now, through: through, silenced: &record.silenced)
             return record
         }
     }
@@ -135,7 +137,7 @@ public struct PollRecorder: Sendable {
                 arguments: [now.timeIntervalSince1970, error.message, now.timeIntervalSince1970, failures,
                             status.errorReported || !events.isEmpty, isAuth ? source.configHash : nil,
                             nextDue(failures)?.timeIntervalSince1970, notBefore?.timeIntervalSince1970, source.name])
-            record.events = try Self.insert(db, events: events, options: options, now: now)
+            record.events = try Self.insert(db, events: events, options: options, now: now, silenced: &record.silenced)
             return record
         }
     }
@@ -207,13 +209,23 @@ public struct PollRecorder: Sendable {
 
     /// Inserts events and, when routing, one outbox row per (event, sink): sent as soon as the
     /// worker gets to it, or held for a route's quiet hours or `group_wait` (``HeldPlacement``).
-    /// `through`: event id → the only routes that event goes through (reminders). Returns the events.
-    static func insert(_ db: Database, events: [Event], options: RecordOptions, now: Date, through: [String: Set<String>] = [:]) throws -> [Event] {
+    /// `through`: event id → the only routes that event goes through (reminders). An event that
+    /// an active silence matches is inserted (history) but not routed; it is added to
+    /// `silenced`. Returns the events.
+    static func insert(_ db: Database, events: [Event], options: RecordOptions, now: Date, through: [String: Set<String>] = [:],
+                       silenced: inout [String: String]) throws -> [Event] {
         guard !events.isEmpty else { return events }
         let batch = EventID.make(at: now)
-        let insertEvent = try db.cachedStatement(sql: "INSERT INTO event(id, source, kind, type, key, observed_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        let silences = try SilenceStore.active(db, at: now)
+        let insertEvent = try db.cachedStatement(sql: "INSERT INTO event(id, source, kind, type, key, observed_at, payload, silenced_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
         for e in events {
-            try insertEvent.execute(arguments: [e.id, e.source, e.kind, e.event.rawValue, e.key, e.observedAt.timeIntervalSince1970, e.jsonLine()])
+            let silence = silences.first { $0.matches(e) }
+            try insertEvent.execute(arguments: [e.id, e.source, e.kind, e.event.rawValue, e.key, e.observedAt.timeIntervalSince1970, e.jsonLine(), silence?.id])
+            if let silence {
+                try SilenceStore.countSilenced(db, id: silence.id)
+                silenced[e.id] = silence.id
+                continue
+            }
             guard let router = options.router else { continue }
             try Enqueue.deliveries(db, eventSeq: db.lastInsertedRowID, router.decisions(for: e, at: now, through: through[e.id]), batch: batch, now: now)
         }

@@ -57,6 +57,8 @@ public struct SinkSetup: Sendable {
     public var http: any HTTPClient
     /// The process's shared SMTP transport (libcurl, on the same thread as ``http``).
     public var mail: any MailTransport
+    /// Where a sink writes silences (the desktop's "Snooze 1h"); nil where none can be made.
+    package var silences: (any SilenceWriter)?
     public init(name: String, logger: Logger, http: any HTTPClient, mail: any MailTransport) {
         self.name = name
         self.logger = logger

@@ -53,17 +53,18 @@ extension StateStore {
     /// One row of `tidings history`: an event, or a stored row that cannot be read back (written
     /// by an older version), shown with the reason instead of being hidden.
     public enum HistoryEntry: Sendable {
-        case event(Event)
+        /// An event; `silencedBy` is the id of the silence that kept it from its sinks.
+        case event(Event, silencedBy: String?)
         case unreadable(id: String, source: String, reason: String)
     }
 
     /// Recent events, newest last.
     public func history(source: String?, limit: Int) throws -> [HistoryEntry] {
         try db.read { db in
-            let sql = "SELECT id, source, payload FROM event \(source == nil ? "" : "WHERE source = ? ")ORDER BY seq DESC LIMIT ?"
+            let sql = "SELECT id, source, payload, silenced_by FROM event \(source == nil ? "" : "WHERE source = ? ")ORDER BY seq DESC LIMIT ?"
             let arguments: StatementArguments = source.map { [$0, limit] } ?? [limit]
             return try Row.fetchAll(db, sql: sql, arguments: arguments).reversed().map { r in
-                do { return .event(try Event.decode(jsonLine: r[2])) } catch {
+                do { return .event(try Event.decode(jsonLine: r[2]), silencedBy: r[3]) } catch {
                     return .unreadable(id: r[0], source: r[1], reason: "\(error)")
                 }
             }
@@ -72,7 +73,7 @@ extension StateStore {
 
     /// The readable events of ``history(source:limit:)``.
     public func historyEvents(source: String?, limit: Int) throws -> [Event] {
-        try history(source: source, limit: limit).compactMap { if case .event(let e) = $0 { return e } else { return nil } }
+        try history(source: source, limit: limit).compactMap { if case .event(let e, _) = $0 { return e } else { return nil } }
     }
 
     /// Drops a source's items, status and notices: its next poll is a silent baseline. History stays.
@@ -102,6 +103,8 @@ extension StateStore {
                 DELETE FROM notice WHERE updated_at < ?
                   AND (ended_at IS NOT NULL OR dismissed_at IS NOT NULL OR expires_at < ?)
                 """, arguments: [cutoff, cutoff])
+            // Silences that ended long ago (history keeps the ids of the events they held back).
+            try db.execute(sql: "DELETE FROM silence WHERE ends_at < ?", arguments: [cutoff])
             return (events, items)
         }
     }

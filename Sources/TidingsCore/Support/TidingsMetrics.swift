@@ -39,6 +39,9 @@ package enum TidingsMetrics {
     package static let events = Family(
         name: "tidings_events_total", kind: .counter,
         help: "Events created, by source and type (new, changed, removed, reminder, error, recovered).")
+    package static let silencedEvents = Family(
+        name: "tidings_events_silenced_total", kind: .counter,
+        help: "Events a silence kept from their sinks (recorded in history, not delivered), by source.")
     package static let deliveries = Family(
         name: "tidings_deliveries_total", kind: .counter,
         help: "Delivery attempts by sink and outcome (delivered, retry, dead, disabled), one per event.")
@@ -58,7 +61,7 @@ package enum TidingsMetrics {
         name: "tidings_build_info", kind: .gauge,
         help: "Always 1; the version label says which tidings runs.")
 
-    package static let families = [polls, pollDuration, sourceUp, lastSuccess, events, deliveries, outboxPending, outboxHeld, outboxDead, lateness, buildInfo]
+    package static let families = [polls, pollDuration, sourceUp, lastSuccess, events, silencedEvents, deliveries, outboxPending, outboxHeld, outboxDead, lateness, buildInfo]
 
     /// What became of a delivery attempt, per event (the `outcome` label).
     package enum DeliveryOutcome: String, Sendable, CaseIterable {
@@ -90,6 +93,9 @@ package enum TidingsMetrics {
         CoreMetrics.Timer(label: pollDuration.name).record(max(0, seconds))
         for e in outcome.record.events {
             Counter(label: events.name, dimensions: [("source", e.source), ("type", e.event.rawValue)]).increment()
+        }
+        if !outcome.record.silenced.isEmpty {
+            Counter(label: silencedEvents.name, dimensions: [("source", source)]).increment(by: outcome.record.silenced.count)
         }
         switch (result, accounting) {
         case (.success, .counted): sourceHealth(source, up: true, lastSuccess: now)
@@ -151,6 +157,7 @@ package enum TidingsMetrics {
             for type in EventType.allCases {
                 Counter(label: events.name, dimensions: [("source", source), ("type", type.rawValue)]).destroy()
             }
+            Counter(label: silencedEvents.name, dimensions: [("source", source)]).destroy()
             Gauge(label: sourceUp.name, dimensions: [("source", source)]).destroy()
             Gauge(label: lastSuccess.name, dimensions: [("source", source)]).destroy()
         }

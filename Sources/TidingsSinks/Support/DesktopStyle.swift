@@ -49,6 +49,9 @@ public struct DesktopNotification: Sendable, Equatable {
     public var desktopEntry: String
     /// Opened with `xdg-open` by the "Open" action (http and https only).
     public var openURL: String?
+    /// The matchers of the silence the "Snooze 1h" action makes (`source=S key=K`): only for
+    /// one item's notification, nil for health events and summaries.
+    package var snooze: [SilenceMatcher]? = nil
 }
 
 /// How events become notifications: urgency, expiry, icons, markup escaping and burst
@@ -140,7 +143,7 @@ public struct DesktopStyle: Sendable, Equatable {
         DesktopNotification(
             summary: titleTemplate.render(e), body: body(for: e), icon: icon(e.severity), urgency: urgency(e.severity),
             expiry: expiry(kind: e.kind, severity: e.severity), category: "x-tidings.\(e.kind)",
-            desktopEntry: desktopEntry, openURL: Self.openable(e.url))
+            desktopEntry: desktopEntry, openURL: Self.openable(e.url), snooze: Silence.snoozeMatchers(for: e))
     }
 
     func summary(of events: [Event], source: String) -> DesktopNotification {

@@ -11,16 +11,24 @@ final class Libnotify: @unchecked Sendable {
         var description: String
     }
 
+    /// What the notification server says it can do (`GetCapabilities`).
+    struct Capabilities: Sendable, Equatable {
+        /// It renders body markup (then the body must be escaped).
+        var bodyMarkup: Bool
+        /// It shows action buttons ("Snooze 1h" is offered only then).
+        var actions: Bool
+    }
+
     private let appName: String
     private var bus: OpaquePointer?
-    private var bodyMarkup: Bool?
+    private var capabilities: Capabilities?
 
     init(appName: String) { self.appName = appName }
 
-    /// Connects if needed; returns whether the server renders body markup.
-    func connect() throws -> Bool {
+    /// Connects if needed; returns what the server can do.
+    func connect() throws -> Capabilities {
         if let bus, g_dbus_connection_is_closed(bus) != 0 { reset() }  // the bus went away (re-login, restart)
-        if let bodyMarkup, bus != nil { return bodyMarkup }
+        if let capabilities, bus != nil { return capabilities }
         var error: UnsafeMutablePointer<GError>?
         guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
             throw Failure(description: Self.take(error, or: "no session bus"))
@@ -28,22 +36,25 @@ final class Libnotify: @unchecked Sendable {
         g_dbus_connection_set_exit_on_close(connection, 0)
         bus = connection
         if notify_is_initted() == 0 { _ = notify_init(appName) }
-        var markup = true
-        if let caps = notify_get_server_caps() {
-            markup = false
-            var node: UnsafeMutablePointer<GList>? = caps
+        // Without an answer, assume markup (escaping is then the safe side) and no actions.
+        var caps = Capabilities(bodyMarkup: true, actions: false)
+        if let list = notify_get_server_caps() {
+            var names: Set<String> = []
+            var node: UnsafeMutablePointer<GList>? = list
             while let n = node {
-                if let p = n.pointee.data, String(cString: p.assumingMemoryBound(to: CChar.self)) == "body-markup" { markup = true }
+                if let p = n.pointee.data { names.insert(String(cString: p.assumingMemoryBound(to: CChar.self))) }
                 node = n.pointee.next
             }
-            g_list_free_full(caps, g_free)
+            g_list_free_full(list, g_free)
+            caps = Capabilities(bodyMarkup: names.contains("body-markup"), actions: names.contains("actions"))
         }
-        bodyMarkup = markup
-        return markup
+        capabilities = caps
+        return caps
     }
 
-    /// Shows one notification (a synchronous D-Bus call).
-    func show(_ n: DesktopNotification) throws {
+    /// Shows one notification (a synchronous D-Bus call). `snooze`: offer "Snooze 1h" (when
+    /// the notification has an item to snooze).
+    func show(_ n: DesktopNotification, snooze: DesktopSnooze? = nil) throws {
         guard let note = notify_notification_new(n.summary, n.body, n.icon) else {
             throw Failure(description: "notify_notification_new failed")
         }
@@ -52,16 +63,21 @@ final class Libnotify: @unchecked Sendable {
         notify_notification_set_timeout(note, n.expiry.milliseconds)
         notify_notification_set_category(note, n.category)
         notify_notification_set_hint(note, "desktop-entry", g_variant_new_string(n.desktopEntry))
+        var actions: [Action] = []
         if let url = n.openURL {
-            for action in ["default", "open"] {
-                let box = Unmanaged.passRetained(URLBox(url)).toOpaque()
-                notify_notification_add_action(note, action, "Open", { _, _, data in
-                    guard let data else { return }
-                    Unmanaged<URLBox>.fromOpaque(data).takeUnretainedValue().open()
-                }, box, { data in
-                    if let data { Unmanaged<URLBox>.fromOpaque(data).release() }
-                })
-            }
+            let box = URLBox(url)
+            actions += ["default", "open"].map { Action(id: $0, label: "Open") { box.open() } }
+        }
+        if let snooze, let matchers = n.snooze {
+            actions.append(Action(id: "snooze", label: DesktopSnooze.label) { snooze.snooze(matchers) })
+        }
+        for action in actions {
+            notify_notification_add_action(note, action.id, action.label, { _, _, data in
+                guard let data else { return }
+                Unmanaged<Action>.fromOpaque(data).takeUnretainedValue().run()
+            }, Unmanaged.passRetained(action).toOpaque(), { data in
+                if let data { Unmanaged<Action>.fromOpaque(data).release() }
+            })
         }
         var error: UnsafeMutablePointer<GError>?
         guard notify_notification_show(note, &error) != 0 else {
@@ -69,7 +85,7 @@ final class Libnotify: @unchecked Sendable {
             reset()
             throw Failure(description: Self.take(error, or: "Notify failed"))
         }
-        if n.openURL != nil {
+        if !actions.isEmpty {
             // Keep the notification (and its action callbacks) alive until the server closes it.
             let closed: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void = { object, _ in
                 if let object { g_object_unref(object) }
@@ -86,7 +102,7 @@ final class Libnotify: @unchecked Sendable {
         if notify_is_initted() != 0 { notify_uninit() }
         if let bus { g_object_unref(UnsafeMutableRawPointer(bus)) }
         bus = nil
-        bodyMarkup = nil
+        capabilities = nil
     }
 
     private static func take(_ error: UnsafeMutablePointer<GError>?, or fallback: String) -> String {
@@ -99,8 +115,19 @@ final class Libnotify: @unchecked Sendable {
     }
 }
 
+/// An action button: its id (what the server reports back), its label and what it does. Kept
+/// alive as libnotify's user data while its notification is.
+private final class Action {
+    let id: String
+    let label: String
+    let run: @Sendable () -> Void
+    init(id: String, label: String, run: @escaping @Sendable () -> Void) {
+        (self.id, self.label, self.run) = (id, label, run)
+    }
+}
+
 /// The URL an "Open" action opens, with `xdg-open` (spawned detached; GLib reaps it).
-private final class URLBox {
+private final class URLBox: Sendable {
     let url: String
     init(_ url: String) { self.url = url }
 

@@ -18,8 +18,13 @@ struct App {
     /// The process's SMTP transport: the same client, so mail runs on the same libcurl thread.
     static var mail: any MailTransport { http }
 
+    /// Where sinks write silences (the desktop's "Snooze 1h"): the state, once a command opens it.
+    static let silences = StateSilenceWriter()
+
     static var loader: ConfigLoader {
-        ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: http, mail: mail)
+        var loader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: http, mail: mail)
+        loader.silences = silences
+        return loader
     }
 
     /// Loads the configuration, or reports every error as `FILE:LINE: message` and exits 78.
@@ -66,7 +71,9 @@ struct App {
             throw ExitCode(Exit.failure)
         }
         do {
-            return try StateStore.open(directory: stateDir, logger: Log.logger("state"))
+            let store = try StateStore.open(directory: stateDir, logger: Log.logger("state"))
+            Self.silences.attach(store)
+            return store
         } catch {
             // SQLite only says "unable to open database file": say why when the directory is the reason.
             let why = access(stateDir, W_OK) == 0 ? "" : " (\(stateDir): \(String(cString: strerror(errno))))"

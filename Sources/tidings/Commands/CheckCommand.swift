@@ -40,6 +40,8 @@ struct CheckCommand: AsyncParsableCommand {
         var source: String
         var events: [Event]
         var failure: String?
+        /// The events a silence kept from the sinks: event id → silence id.
+        var silenced: [String: String] = [:]
     }
 
     func run() async throws {
@@ -63,7 +65,7 @@ struct CheckCommand: AsyncParsableCommand {
 
         let outcomes = await Self.pollAll(selected, runner: runner, options: options, limit: app.config.maxConcurrent,
                                           perHost: app.config.maxPerHost, logger: logger)
-        let reports = outcomes.map { SourceReport(source: $0.source, events: $0.record.events, failure: $0.error?.message) }
+        let reports = outcomes.map { SourceReport(source: $0.source, events: $0.record.events, failure: $0.error?.message, silenced: $0.record.silenced) }
         show(reports)
         var failed = false
         if deliver && !dryRun {
@@ -95,15 +97,17 @@ struct CheckCommand: AsyncParsableCommand {
         case .replies(let replies):
             var reports: [SourceReport] = []
             var events: [Event] = []
+            var silenced: [String: String] = [:]
             for reply in replies {
                 switch reply {
-                case .event(let e):
+                case .event(let e, let silence):
                     events.append(e)
+                    silenced[e.id] = silence
                 case .result(let source, let outcome):
                     var failure: String? = nil
                     if case .failed(let message) = outcome { failure = message }
-                    reports.append(SourceReport(source: source, events: events, failure: failure))
-                    events = []
+                    reports.append(SourceReport(source: source, events: events, failure: failure, silenced: silenced))
+                    (events, silenced) = ([], [:])
                 case .waiting, .done, .error:
                     break
                 }
@@ -122,7 +126,7 @@ struct CheckCommand: AsyncParsableCommand {
     private func show(_ reports: [SourceReport]) {
         let formatter = EventFormatter(color: !json && EventFormatter.wantsColor(fileDescriptor: STDOUT_FILENO))
         for r in reports {
-            for e in r.events { emit(json ? e.jsonLine() : formatter.line(e)) }
+            for e in r.events { emit(json ? e.jsonLine() : formatter.line(e, silencedBy: r.silenced[e.id])) }
             if let failure = r.failure { complain("source \(r.source) failed: \(failure)") }
         }
     }

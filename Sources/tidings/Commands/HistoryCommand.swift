@@ -5,7 +5,11 @@ import TidingsCore
 struct HistoryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "history",
-        abstract: "Show recent events (kept for history_days, default 30).")
+        abstract: "Show recent events (kept for history_days, default 30).",
+        discussion: """
+            Events a silence kept from the sinks (`tidings silence`) are marked [silenced by ID]; \
+            with --json they carry "silenced_by": "ID".
+            """)
 
     @OptionGroup var common: CommonOptions
 
@@ -27,8 +31,8 @@ struct HistoryCommand: AsyncParsableCommand {
         let formatter = EventFormatter(color: !json && EventFormatter.wantsColor(fileDescriptor: STDOUT_FILENO))
         for entry in try app.openStore().history(source: source, limit: limit) {
             switch entry {
-            case .event(let e):
-                emit(json ? e.jsonLine() : formatter.line(e))
+            case .event(let e, let silence):
+                emit(json ? SilenceMark.jsonLine(e, silencedBy: silence) : formatter.line(e, silencedBy: silence))
             case .unreadable(let id, let source, let reason):
                 // Not hidden: said on stderr, so stdout stays events only (and JSON with --json).
                 complain("event \(id) of \(source) cannot be read from the state (\(reason)); it is left out")

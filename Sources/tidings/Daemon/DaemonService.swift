@@ -115,7 +115,7 @@ final class DaemonService: Service, Sendable {
         }
         var replies: [ControlReply] = []
         for outcome in await generation.scheduler.pollNow(sources) {
-            replies += outcome.record.events.map(ControlReply.event)
+            replies += outcome.record.events.map { ControlReply.event($0, silencedBy: outcome.record.silenced[$0.id]) }
             replies.append(.result(source: outcome.source, outcome: outcome.error.map { .failed(Redactor.shared.scrub($0.message)) } ?? .ok))
         }
         replies.append(.done)
