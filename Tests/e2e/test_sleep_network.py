@@ -183,3 +183,28 @@ def test_the_system_bus_going_away_resumes_polling_and_the_daemon_keeps_running(
         wait_log(d, "the system bus closed")
         wait_for(lambda: len(api.requests) >= 2, timeout=5, what="polls once the bus is gone")
         assert d.poll() is None, read_log(d)
+
+
+def test_back_online_a_delivery_waiting_out_its_retry_backoff_goes_at_once(tidings, api, network_manager):
+    """A sink that failed while the network was down waits out a growing backoff (2 s, 4 s,
+    8 s …); when the network comes back the delivery goes at once, as polls do."""
+    from fakes.webhook_receiver import WebhookReceiver, receiver_state
+    bus = network_manager
+    with FakeServer(WebhookReceiver, state=receiver_state(default=503)) as hook:
+        configure(tidings, api)
+        with open(tidings.config, "a") as f:
+            f.write(f'\n[sinks.hook]\ntype = "webhook"\nurl = "{hook.url}/in"\n')
+        d = tidings.start_daemon(env=bus.env)
+        wait_log(d, "network online")
+        wait_for(lambda: api.requests, what="the baseline poll")
+        api.state["items"].append({"id": 2, "name": "two"})
+        wait_for(lambda: len(hook.requests) >= 3, timeout=20, what="three failed attempts (at about 0, 2 and 6 s)")
+        third = time.monotonic()
+        bus.network_state(DISCONNECTED)
+        wait_log(d, "network offline: polls paused")
+        hook.state["default"] = 200
+        bus.network_state(CONNECTED_GLOBAL)
+        wait_for(lambda: hook.state["accepted"], timeout=6, what="the delivery once online")
+        # The fourth attempt was due 8 s (± 20 %) after the third: it came well before.
+        assert time.monotonic() - third < 6, "the delivery waited out its backoff"
+        assert [e["key"] for e in hook.state["accepted"]] == ["2"]

@@ -22,6 +22,7 @@ final class DaemonService: Service, Sendable {
     private struct Generation: Sendable {
         var config: TidingsConfig
         var scheduler: Scheduler
+        var outbox: OutboxWorker
     }
 
     /// What is running and what the host says, under one lock: a scheduler built during a
@@ -125,12 +126,15 @@ final class DaemonService: Service, Sendable {
     /// The network or sleep state changed: the scheduler polling now pauses or resumes, and the
     /// status line says so.
     private func hostChanged(_ change: HostChange) async {
-        let (generation, host) = live.withLock { l in
+        let (generation, before, host) = live.withLock { l in
+            let before = l.host
             l.host.apply(change)
-            return (l.generation, l.host)
+            return (l.generation, before, l.host)
         }
         guard let generation else { return }
         await generation.scheduler.update(host)
+        // Back online or awake: deliveries waiting out a retry backoff go now, as polls do.
+        if before.pause != nil && host.pause == nil { generation.outbox.retryNow() }
         notifications.update(DaemonStatus(generation.config, snapshot(), pause: host.pause))
     }
 
@@ -174,7 +178,7 @@ final class DaemonService: Service, Sendable {
         let (scheduler, pause) = live.withLock { l in
             let scheduler = Scheduler(config: config, runner: runner, router: router, host: l.host, logger: Log.logger("scheduler"),
                                       onEvents: { outbox.nudge() }, heartbeat: { notifications.heartbeat() })
-            l.generation = Generation(config: config, scheduler: scheduler)
+            l.generation = Generation(config: config, scheduler: scheduler, outbox: outbox)
             return (scheduler, l.host.pause)
         }
         notifications.ready(DaemonStatus(config, state, pause: pause))
