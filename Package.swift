@@ -76,6 +76,12 @@ let package = Package(
                 .product(name: "Mustache", package: "swift-mustache"),
             ]
         ),
+        /// logind's PrepareForSleep and NetworkManager's state on the system D-Bus, for the
+        /// daemon's scheduler (GDBus; GIO's headers come through CLibnotify, one module for GLib).
+        .target(
+            name: "TidingsSystemBus",
+            dependencies: ["TidingsCore", "CLibnotify", .product(name: "Logging", package: "swift-log")]
+        ),
         /// `[http]`: /metrics (Prometheus exposition of the core's swift-metrics), /-/healthy,
         /// /-/ready. Its own target so the server and exporter stay out of the core and its tests.
         .target(
@@ -93,7 +99,7 @@ let package = Package(
             name: "tidings",
             dependencies: [
                 "TidingsCore", "TidingsProviders", "TidingsSinks", "TidingsCurl",
-                "TidingsMonitoring",
+                "TidingsMonitoring", "TidingsSystemBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -109,7 +115,7 @@ let package = Package(
             name: "TidingsCoreTests",
             dependencies: [
                 "TidingsCore", "TidingsProviders", "TidingsSinks", "TidingsCurl",
-                "TidingsMonitoring",
+                "TidingsMonitoring", "TidingsSystemBus",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             // Raw inputs that crashed `make fuzz`, read by FuzzRegressionTests through #filePath.

@@ -149,11 +149,12 @@ final class SchedulerStateTests: XCTestCase {
         return SourceConfig(name: name, provider: "test", settings: settings, flapWindow: 0, instance: provider, file: "t", line: nil, configHash: "h")
     }
 
-    func scheduler(_ sources: [SourceConfig]) throws -> (Scheduler, PollRunner) {
+    func scheduler(_ sources: [SourceConfig], host: HostConditions = HostConditions()) throws -> (Scheduler, PollRunner) {
         var config = try loadConfig("")
         config.sources = sources
         let runner = PollRunner(store: store, http: CurlHTTPClient(), env: env)
-        return (Scheduler(config: config, runner: runner, router: Router(routes: [], allSinks: []), env: env, logger: quietLogger, onEvents: {}), runner)
+        return (Scheduler(config: config, runner: runner, router: Router(routes: [], allSinks: []), env: env, host: host,
+                          logger: quietLogger, onEvents: {}), runner)
     }
 
     func status(_ name: String) throws -> SourceStatus { try XCTUnwrap(try store.statuses()[name]) }
@@ -282,18 +283,124 @@ final class SchedulerStateTests: XCTestCase {
         await scheduler.stop()
         await task.value
     }
+
+    // MARK: sleep and network (the system bus's HostConditions)
+
+    /// Three sources every 3 s, first polled at t0 + 1.1 (the start-up spread is 1 s with the draw of 0.5).
+    func startedThree() async throws -> ([CountingProvider], Scheduler, Task<Void, Never>) {
+        let providers = (0..<3).map { _ in CountingProvider() }
+        let (scheduler, _) = try scheduler(providers.enumerated().map { source("s\($0)", $1, interval: 3) })
+        let task = try await start(scheduler)
+        env.time = t0 + 1.1
+        try await waitUntil("the first polls") { providers.allSatisfy { $0.count == 1 } }
+        return (providers, scheduler, task)
+    }
+
+    /// Moves the clock to `date` and gives the loop time to wake (at least once a second): still one poll each.
+    func assertNoMorePolls(_ providers: [CountingProvider], at date: Date, _ why: String) async throws {
+        env.time = date
+        try await Task.sleep(for: .milliseconds(1300))
+        XCTAssertEqual(providers.map(\.count), [1, 1, 1], why)
+    }
+
+    func testOfflinePausesPollsAndOnlinePollsTheOverdueSoonSpread() async throws {
+        let (providers, scheduler, task) = try await startedThree()
+        await scheduler.networkChanged(.offline)
+        try await assertNoMorePolls(providers, at: t0 + 4.5, "no poll starts while offline")  // all came due at t0 + 4.1
+
+        // Online: the overdue ones are spread over the start-up window (2 s × 0.5), not one burst.
+        await scheduler.networkChanged(.online)
+        try await Task.sleep(for: .milliseconds(300))
+        XCTAssertEqual(providers.map(\.count), [1, 1, 1], "spread, not polled in one burst at the change")
+        env.time = t0 + 5.6
+        try await waitUntil("the overdue polls") { providers.allSatisfy { $0.count == 2 } }
+        await scheduler.stop()
+        await task.value
+    }
+
+    func testSleepPausesPollsAndResumePollsTheOverdueWithoutAClockJump() async throws {
+        let (providers, scheduler, task) = try await startedThree()
+        await scheduler.powerChanged(.goingToSleep)
+        try await assertNoMorePolls(providers, at: t0 + 4.5, "no poll starts while going to sleep")
+        await scheduler.powerChanged(.awake)
+        env.time = t0 + 5.6
+        try await waitUntil("the overdue polls after resume") { providers.allSatisfy { $0.count == 2 } }
+        await scheduler.stop()
+        await task.value
+    }
+
+    func testAClockJumpAfterGoingToSleepIsTheResumeAndStillOfflineKeepsThePause() async throws {
+        let (providers, scheduler, task) = try await startedThree()
+        await scheduler.update(HostConditions(network: .offline, power: .goingToSleep))
+        // Slept 3 hours; no resume signal (yet). The network is still offline: no polls.
+        try await assertNoMorePolls(providers, at: t0 + 3 * 3600, "the jump")
+        try await assertNoMorePolls(providers, at: t0 + 3 * 3600 + 2, "awake after the jump, but offline")
+        // logind's late resume signal changes nothing more; the network coming back does.
+        await scheduler.powerChanged(.awake)
+        await scheduler.networkChanged(.online)
+        env.time = t0 + 3 * 3600 + 3.1
+        try await waitUntil("the overdue polls once online") { providers.allSatisfy { $0.count == 2 } }
+        await scheduler.stop()
+        await task.value
+    }
+
+    func testAFailureWhileOfflineIsNotCountedAndTheSourceIsPolledWhenOnline() async throws {
+        let gate = GatedProvider()
+        gate.failure = PollError(.transient, "could not resolve host")
+        let (scheduler, _) = try scheduler([source("s", gate, interval: 3600)])  // error_threshold = 1
+        let task = try await start(scheduler)
+        env.time = t0 + 1.1
+        try await waitUntil("the first poll to start") { gate.started == 1 }
+        await scheduler.networkChanged(.offline)  // while it runs
+        gate.open()
+        try await waitUntil("its outcome stored") { abs(seconds(try store.statuses()["s"]?.nextDue) - seconds(t0 + 1.1)) < 1e-3 }
+        var status = try status("s")
+        XCTAssertEqual(status.failures, 0, "not counted")
+        XCTAssertNil(status.lastError)
+        XCTAssertEqual(try store.historyEvents(source: nil, limit: 10).map(\.event), [], "no error event")
+
+        // Online: due again at once (spread), and this failure counts.
+        await scheduler.networkChanged(.online)
+        env.time = t0 + 2.2
+        try await waitUntil("a counted failure") { try store.statuses()["s"]?.failures == 1 }
+        status = try self.status("s")
+        XCTAssertEqual(status.lastError, "could not resolve host")
+        XCTAssertEqual(try store.historyEvents(source: nil, limit: 10).map(\.event), [.error])
+        await scheduler.stop()
+        await task.value
+    }
+
+    func testASchedulerBuiltWhileOfflineWaitsForTheNetwork() async throws {
+        // A reload while offline hands the conditions to the new scheduler.
+        let p = CountingProvider()
+        let (scheduler, _) = try scheduler([source("s", p, interval: 3)], host: HostConditions(network: .offline))
+        let task = try await start(scheduler)
+        env.time = t0 + 2.5
+        try await Task.sleep(for: .milliseconds(1300))
+        XCTAssertEqual(p.count, 0)
+        await scheduler.update(HostConditions(network: .offline))  // the same again: still paused
+        try await Task.sleep(for: .milliseconds(1100))
+        XCTAssertEqual(p.count, 0)
+        await scheduler.update(HostConditions())
+        env.time = t0 + 3.6
+        try await waitUntil("the first poll once online") { p.count == 1 }
+        await scheduler.stop()
+        await task.value
+    }
 }
 
-/// Blocks each poll until opened.
+/// Blocks each poll until opened; then fails with `failure`, if set.
 final class GatedProvider: Provider, @unchecked Sendable {
     private let lock = NSLock()
     private var polls = 0
     private var isOpen = false
+    var failure: PollError?
     var started: Int { lock.withLock { polls } }
     func open() { lock.withLock { isOpen = true } }
     func poll(_ ctx: PollContext) async throws -> PollResult {
         lock.withLock { polls += 1 }
         while !lock.withLock({ isOpen }) { try await Task.sleep(for: .milliseconds(10)) }
+        if let failure { throw failure }
         return .snapshot([])
     }
 }

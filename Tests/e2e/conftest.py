@@ -56,6 +56,9 @@ class Tidings:
         self.write_config("")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
         self.env["NO_COLOR"] = "1"
+        # Not the host's system bus: its NetworkManager or logind would pause the daemon's polls
+        # (test_sleep_network.py gives the daemon a private one).
+        self.env["DBUS_SYSTEM_BUS_ADDRESS"] = f"unix:path={root}/no-system-bus"
         self.daemons = []
 
     # config -----------------------------------------------------------------

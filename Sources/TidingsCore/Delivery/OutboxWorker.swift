@@ -75,6 +75,12 @@ public final class OutboxWorker: Sendable {
     /// New rows were committed: wake the sink loops.
     public func nudge() { wakeups.values.forEach { $0.signal() } }
 
+    /// Deliveries waiting for a retry are due now (the network came back, the host woke up).
+    public func retryNow() {
+        do { try outbox.retryPendingNow(env.now()) } catch { logger.error("outbox: \(error)") }
+        nudge()
+    }
+
     /// Stop after the deliveries in flight.
     public func stop() {
         stopping.store(true, ordering: .relaxed)

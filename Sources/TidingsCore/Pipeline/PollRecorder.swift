@@ -27,6 +27,9 @@ public struct RecordOptions: Sendable {
     /// Whether the poll counts for the source's schedule and health (not for a poll on request
     /// while the daemon owns the state).
     package var accounting = PollAccounting.counted
+    /// The daemon's view of the host: a counted poll that fails while polls are paused
+    /// (network offline, going to sleep) is not counted (``PollRunner``). Nil: always counted.
+    package var host: SharedHostConditions?
     /// Whether this poll sends `repeat_interval` reminders: one that routes, is kept, and counts
     /// for the schedule (the daemon's polls, `check --deliver` without a daemon).
     var remindsOfItems: Bool { router != nil && !dryRun && accounting == .counted }

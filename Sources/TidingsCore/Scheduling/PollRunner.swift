@@ -90,6 +90,12 @@ public final class PollRunner: Sendable {
         }
 
         let now = env.now()
+        if case .failure(let error) = result, options.accounting == .counted, let pause = options.host?.current.pause {
+            // The host went offline or to sleep while this poll ran: not the source's fault.
+            // Nothing is recorded; the source is due again and polled once polls resume.
+            log.info("poll failed while polls are paused (\(pause.rawValue)): \(error.message); not counted, polled again when they resume")
+            return PollOutcome(source: source.name, record: PollRecord(), error: error, nextDue: now)
+        }
         do {
             switch (result, options.accounting) {
             case (.failure(let error), .uncounted):

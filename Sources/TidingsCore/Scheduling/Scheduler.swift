@@ -3,7 +3,8 @@ import GRDB
 import Logging
 
 /// The daemon's polling loop (DESIGN §6): jittered waits, start-up spread, catch-up after
-/// suspend or clock jumps, `max_concurrent` and `max_per_host`, backoff via ``PollRunner``.
+/// suspend or clock jumps, `max_concurrent` and `max_per_host`, backoff via ``PollRunner``,
+/// and pauses while the host is offline or going to sleep (``update(_:)``).
 public actor Scheduler {
     private let config: TidingsConfig
     /// Sources by name: the loop looks one up per poll (a linear search copied 10,000 configs per poll).
@@ -32,6 +33,13 @@ public actor Scheduler {
     private let global: AsyncSemaphore
     private var perHost: [String: AsyncSemaphore] = [:]
     private var stopping = false
+    /// Network and sleep as the system bus last said: no scheduled poll starts while paused.
+    private var host: HostConditions
+    /// The same for polls in flight: a failure while paused is not counted.
+    private let sharedHost: SharedHostConditions
+    /// When the loop last woke and how long it meant to wait: a longer gap is a suspend or a clock jump.
+    private var lastWake: Date
+    private var expectedSleep: Double = 0
     /// Lateness of each poll start against its due time, seconds (for metrics and benchmarks).
     public private(set) var lateness = LatenessStats()
     /// The same since the last periodic report.
@@ -41,10 +49,22 @@ public actor Scheduler {
 
     public init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
                 logger: Logger, onEvents: @escaping @Sendable () -> Void, heartbeat: @escaping @Sendable () -> Void = {}) {
+        self.init(config: config, runner: runner, router: router, env: env, host: HostConditions(), logger: logger,
+                  onEvents: onEvents, heartbeat: heartbeat)
+    }
+
+    /// `host`: the network and sleep state now (a scheduler built on a reload carries it on).
+    package init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
+                 host: HostConditions, logger: Logger, onEvents: @escaping @Sendable () -> Void,
+                 heartbeat: @escaping @Sendable () -> Void = {}) {
         self.config = config
         self.byName = Dictionary(config.sources.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         self.runner = runner
-        self.options = RecordOptions(router: router)
+        self.host = host
+        self.sharedHost = SharedHostConditions(host)
+        var options = RecordOptions(router: router)
+        options.host = sharedHost
+        self.options = options
         var requestOptions = RecordOptions(router: router)
         requestOptions.accounting = .uncounted
         self.requestOptions = requestOptions
@@ -53,18 +73,18 @@ public actor Scheduler {
         self.onEvents = onEvents
         self.heartbeat = heartbeat
         self.global = AsyncSemaphore(config.maxConcurrent)
+        self.lastWake = env.now()
     }
 
     /// Polls until cancelled or ``stop()``; then waits for in-flight polls to finish.
     public func run() async {
         seed()
-        logger.info("scheduler: \(queue.count) source\(queue.count == 1 ? "" : "s") scheduled")
+        logger.info("scheduler: \(queue.count) source\(queue.count == 1 ? "" : "s") scheduled\(host.pause.map { "; polls paused (\($0.rawValue))" } ?? "")")
         // A discarding group frees each poll's task when it finishes; a plain task group keeps
         // every finished child until its result is consumed (~15 KiB per poll, forever).
         await withDiscardingTaskGroup { group in
-            var lastWake = env.now()
+            lastWake = env.now()
             var lastReport = lastWake
-            var expectedSleep: Double = 0
             while !stopping && !Task.isCancelled {
                 heartbeat()
                 let now = env.now()
@@ -73,8 +93,16 @@ public actor Scheduler {
                     lastReport = now
                 }
                 let drift = now.timeIntervalSince(lastWake) - expectedSleep
-                if drift > 5 || drift < -5 { catchUp(now: now, drift: drift) }
-                while let top = queue.peek, top.due <= now {
+                if drift > 5 || drift < -5 {
+                    if host.power == .goingToSleep {
+                        // The clock jumped after PrepareForSleep: the host slept and is awake
+                        // again, whether or not logind's resume signal has come yet.
+                        change(.power(.awake), now: now, why: " (the clock jumped by \(DurationParser.format(abs(drift))))")
+                    } else {
+                        catchUp(now: now, drift: drift)
+                    }
+                }
+                while host.pause == nil, let top = queue.peek, top.due <= now {
                     _ = queue.pop()
                     guard let source = byName[top.name] else { continue }
                     guard !inFlight.contains(top.name) else {
@@ -85,7 +113,7 @@ public actor Scheduler {
                     let due = top.due
                     group.addTask { await self.execute(source, due: due) }
                 }
-                let sleep = min(queue.peek.map { $0.due.timeIntervalSince(now) } ?? 1, 1)
+                let sleep = host.pause == nil ? min(queue.peek.map { $0.due.timeIntervalSince(now) } ?? 1, 1) : 1
                 lastWake = now
                 expectedSleep = max(0, sleep)
                 await wakeup.wait(seconds: max(0.001, sleep))
@@ -194,14 +222,64 @@ public actor Scheduler {
     /// left far in the future by a backwards jump are pulled in.
     private func catchUp(now: Date, drift: Double) {
         logger.notice("clock jumped \(drift > 0 ? "forward" : "back") by \(DurationParser.format(abs(drift))) (suspend?); rescheduling overdue sources")
+        spreadOverdue(now: now, pullingIn: true)
+    }
+
+    /// Overdue sources are moved to soon, spread over the start-up window (not one burst);
+    /// `pullingIn`: dates more than two intervals away (a backwards clock jump) come within
+    /// one. Returns how many were overdue.
+    @discardableResult
+    private func spreadOverdue(now: Date, pullingIn: Bool) -> Int {
         let count = queue.count
+        var overdue = 0
         queue.remap { due, name in
             let interval = byName[name]?.settings.interval ?? 300
             let window = Backoff.spreadWindow(count: count, interval: interval)
-            if due <= now { return now.addingTimeInterval(window * env.unit()) }
-            if due.timeIntervalSince(now) > interval * 2 { return now.addingTimeInterval(interval * env.unit()) }
+            if due <= now {
+                overdue += 1
+                return now.addingTimeInterval(window * env.unit())
+            }
+            if pullingIn, due.timeIntervalSince(now) > interval * 2 { return now.addingTimeInterval(interval * env.unit()) }
             return due
         }
+        return overdue
+    }
+
+    /// The network or sleep state changed (the daemon's system-bus watcher): a pause stops
+    /// scheduled polls from starting (the queue is kept; polls on request still run); when
+    /// polls resume, sources that came due meanwhile are polled at once, spread. The same
+    /// conditions again change nothing, so a reload can hand its state to a new scheduler.
+    package func update(_ new: HostConditions) {
+        if new.network != host.network { change(.network(new.network), now: env.now()) }
+        if new.power != host.power { change(.power(new.power), now: env.now()) }
+    }
+
+    package func networkChanged(_ network: Connectivity) {
+        update(HostConditions(network: network, power: host.power))
+    }
+
+    package func powerChanged(_ power: PowerState) {
+        update(HostConditions(network: host.network, power: power))
+    }
+
+    /// One transition, one log line. `why` follows the change's name.
+    private func change(_ change: HostChange, now: Date, why: String = "") {
+        let was = host.pause
+        host.apply(change)
+        sharedHost.current = host
+        let what = change.name + why
+        switch (was, host.pause) {
+        case (nil, nil): logger.notice("\(what)")
+        case (nil, _?): logger.notice("\(what): polls paused")
+        case (_?, _?): logger.notice("\(what): polls stay paused\(host.pause(besides: change).map { " (\($0.rawValue))" } ?? "")")
+        case (_?, nil):
+            let n = spreadOverdue(now: now, pullingIn: false)
+            logger.notice("\(what): polling \(n) overdue source\(n == 1 ? "" : "s")")
+        }
+        // The wait in progress may have spanned a sleep: no clock-jump catch-up on top of this one.
+        lastWake = now
+        expectedSleep = 0
+        wakeup.signal()
     }
 
     private func execute(_ source: SourceConfig, due: Date) async {

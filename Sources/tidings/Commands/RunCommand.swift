@@ -4,6 +4,7 @@ import Logging
 import ServiceLifecycle
 import TidingsCore
 import TidingsMonitoring
+import TidingsSystemBus
 import UnixSignals
 
 struct RunCommand: AsyncParsableCommand {
@@ -61,9 +62,11 @@ struct RunCommand: AsyncParsableCommand {
         } catch {
             logger.error("could not queue pending notices again (state database \(store.path)): \(error)")
         }
+        // Sleep and network (logind, NetworkManager); without a system bus, polling as scheduled.
+        let (host, hostChanges) = await SystemBusWatcher(logger: Log.logger("system-bus")).start()
         let daemon = DaemonService(
             initial: app.config, configFile: app.configFile, store: store, hangups: hangups,
-            notifications: notifications, endpoint: endpoint, logger: logger)
+            host: host, hostChanges: hostChanges, notifications: notifications, endpoint: endpoint, logger: logger)
         let control: ControlServer
         do {
             control = try ControlServer(path: ControlProtocol.socketPath(in: app.stateDir), logger: Log.logger("control")) { request in

@@ -13,6 +13,8 @@ import UnixSignals
 /// Graceful shutdown stops polling and waits (bounded) for in-flight work. Requests on the
 /// control socket (``answer(_:)``) are polled by the current generation's scheduler. Every
 /// ``statusInterval`` the state is looked at for the `STATUS=` line and the outbox gauges.
+/// Sleep and network changes from the system bus go to the current scheduler, and each new
+/// one starts with the conditions as they are (``HostConditions``).
 final class DaemonService: Service, Sendable {
     enum Control: Sendable { case reload, shutdown }
 
@@ -20,6 +22,14 @@ final class DaemonService: Service, Sendable {
     private struct Generation: Sendable {
         var config: TidingsConfig
         var scheduler: Scheduler
+        var outbox: OutboxWorker
+    }
+
+    /// What is running and what the host says, under one lock: a scheduler built during a
+    /// change of network or sleep state still learns of it.
+    private struct Live: Sendable {
+        var generation: Generation?
+        var host: HostConditions
     }
 
     private let initial: TidingsConfig
@@ -33,7 +43,9 @@ final class DaemonService: Service, Sendable {
     private let endpoint: MonitoringEndpoint
     /// State failures while looking for the status line: one error per outage.
     private let statusLog = OnceLog()
-    private let current = Mutex<Generation?>(nil)
+    private let live: Mutex<Live>
+    /// Network and sleep changes from the system bus, in order.
+    private let hostChanges: AsyncStream<HostChange>
     /// Set on SIGTERM/SIGINT: requests are refused at once instead of waiting for a generation.
     private let stopping = Mutex(false)
     /// `history_days` of the configuration loaded last, for housekeeping.
@@ -46,8 +58,11 @@ final class DaemonService: Service, Sendable {
     static let statusInterval: Double = 5
 
     init(initial: TidingsConfig, configFile: String, store: StateStore, hangups: UnixSignalsSequence,
+         host: HostConditions, hostChanges: AsyncStream<HostChange>,
          notifications: ServiceNotifications, endpoint: MonitoringEndpoint, logger: Logger) {
         self.initial = initial
+        self.live = Mutex(Live(generation: nil, host: host))
+        self.hostChanges = hostChanges
         self.historyDays = Mutex(initial.historyDays)
         self.configFile = configFile
         self.store = store
@@ -66,6 +81,9 @@ final class DaemonService: Service, Sendable {
                 }
                 outer.addTask { await self.maintenance() }
                 outer.addTask { await self.observe() }
+                outer.addTask {
+                    for await change in self.hostChanges { await self.hostChanged(change) }
+                }
                 var config = initial
                 var iterator = controls.makeAsyncIterator()
                 while let fresh = await runGeneration(config, next: { await iterator.next() ?? .shutdown }) {
@@ -105,11 +123,26 @@ final class DaemonService: Service, Sendable {
         return replies
     }
 
+    /// The network or sleep state changed: the scheduler polling now pauses or resumes, and the
+    /// status line says so.
+    private func hostChanged(_ change: HostChange) async {
+        let (generation, before, host) = live.withLock { l in
+            let before = l.host
+            l.host.apply(change)
+            return (l.generation, before, l.host)
+        }
+        guard let generation else { return }
+        await generation.scheduler.update(host)
+        // Back online or awake: deliveries waiting out a retry backoff go now, as polls do.
+        if before.pause != nil && host.pause == nil { generation.outbox.retryNow() }
+        notifications.update(DaemonStatus(generation.config, snapshot(), pause: host.pause))
+    }
+
     /// The generation polling now; waits a while during start-up or a reload.
     private func pollingGeneration() async -> Generation? {
         let deadline = ContinuousClock.now.advanced(by: Self.generationWait)
         while ContinuousClock.now < deadline, !stopping.withLock({ $0 }) {
-            if let g = current.withLock({ $0 }) { return g }
+            if let g = live.withLock({ $0.generation }) { return g }
             try? await Task.sleep(for: .milliseconds(50))
         }
         return nil
@@ -139,13 +172,16 @@ final class DaemonService: Service, Sendable {
         let runner = PollRunner(store: store, http: App.http)
         let router = Router(routes: config.routes, allSinks: config.sinks.map(\.name))
         let notifications = self.notifications
-        let scheduler = Scheduler(config: config, runner: runner, router: router, logger: Log.logger("scheduler"),
-                                  onEvents: { outbox.nudge() }, heartbeat: { notifications.heartbeat() })
         let state = snapshot()
         state?.exportHealth(of: config)
         state?.exportBacklog(sinks: config.sinks)
-        current.withLock { $0 = Generation(config: config, scheduler: scheduler) }
-        notifications.ready(DaemonStatus(config, state))
+        let (scheduler, pause) = live.withLock { l in
+            let scheduler = Scheduler(config: config, runner: runner, router: router, host: l.host, logger: Log.logger("scheduler"),
+                                      onEvents: { outbox.nudge() }, heartbeat: { notifications.heartbeat() })
+            l.generation = Generation(config: config, scheduler: scheduler, outbox: outbox)
+            return (scheduler, l.host.pause)
+        }
+        notifications.ready(DaemonStatus(config, state, pause: pause))
 
         let fresh: TidingsConfig? = await withTaskGroup(of: Bool.self) { group in
             group.addTask { await scheduler.run(); return true }
@@ -156,9 +192,9 @@ final class DaemonService: Service, Sendable {
                 notifications.reloading()
                 fresh = loadFresh()
                 // Refused: the running configuration goes on, and is ready again.
-                if fresh == nil { notifications.ready(DaemonStatus(config, snapshot())) }
+                if fresh == nil { notifications.ready(DaemonStatus(config, snapshot(), pause: live.withLock { $0.host.pause })) }
             }
-            current.withLock { $0 = nil }
+            live.withLock { $0.generation = nil }
             await scheduler.stop()
             outbox.stop()
             let timeout = config.shutdownTimeout
@@ -212,10 +248,11 @@ final class DaemonService: Service, Sendable {
     private func observe() async {
         while !Task.isCancelled {
             try? await Task.sleep(for: .seconds(Self.statusInterval))
-            guard let config = current.withLock({ $0?.config }) else { continue }
+            let (config, pause) = live.withLock { ($0.generation?.config, $0.host.pause) }
+            guard let config else { continue }
             let now = snapshot()
             now?.exportBacklog(sinks: config.sinks)
-            notifications.update(DaemonStatus(config, now))
+            notifications.update(DaemonStatus(config, now, pause: pause))
         }
     }
 

@@ -31,7 +31,8 @@ struct StateSnapshot {
 
 /// The `STATUS=` line: `polling 100 sources (2 failing), 3 sinks, 5 queued` (and `, 4 held`
 /// when quiet hours or group_wait hold some, `, 1 dead` when there are dead letters). Without a snapshot (the state could not be read) only what
-/// the configuration says: `polling 100 sources, 3 sinks`.
+/// the configuration says: `polling 100 sources, 3 sinks`. While polls are paused it begins
+/// `paused (network offline): 100 sources` instead.
 struct DaemonStatus: Equatable, CustomStringConvertible {
     /// What the state says.
     struct Counts: Equatable {
@@ -43,8 +44,10 @@ struct DaemonStatus: Equatable, CustomStringConvertible {
     var sources: Int
     var sinks: Int
     var counts: Counts?
+    var pause: PollPause?
 
-    init(_ config: TidingsConfig, _ snapshot: StateSnapshot?) {
+    init(_ config: TidingsConfig, _ snapshot: StateSnapshot?, pause: PollPause?) {
+        self.pause = pause
         let polled = config.sources.filter { $0.settings.enabled }
         sources = polled.count
         sinks = config.sinks.count
@@ -56,7 +59,8 @@ struct DaemonStatus: Equatable, CustomStringConvertible {
 
     var description: String {
         func count(_ n: Int, _ what: String) -> String { "\(n) \(what)\(n == 1 ? "" : "s")" }
-        guard let c = counts else { return "polling \(count(sources, "source")), \(count(sinks, "sink"))" }
-        return "polling \(count(sources, "source")) (\(c.failing) failing), \(count(sinks, "sink")), \(c.queued) queued" + (c.held > 0 ? ", \(c.held) held" : "") + (c.dead > 0 ? ", \(c.dead) dead" : "")
+        let polling = pause.map { "paused (\($0.rawValue)): " } ?? "polling "
+        guard let c = counts else { return "\(polling)\(count(sources, "source")), \(count(sinks, "sink"))" }
+        return "\(polling)\(count(sources, "source")) (\(c.failing) failing), \(count(sinks, "sink")), \(c.queued) queued" + (c.held > 0 ? ", \(c.held) held" : "") + (c.dead > 0 ? ", \(c.dead) dead" : "")
     }
 }
