@@ -12,7 +12,8 @@ import TidingsCore
 /// (default 5: more events from one poll of one source become one summary), `icon`,
 /// `desktop_entry` (default "tidings"), `title_template` (the summary, plain text; default
 /// `{{title}}`), `body_template` (default `{{body}}`; `{{x}}` escaped as body markup when the
-/// server renders it, see ``MessageTemplate``).
+/// server renders it, see ``MessageTemplate``). A digest (quiet hours, `group_wait`) is one
+/// summary notification, as a burst is.
 ///
 /// The bus is found from `DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus` (which is
 /// where a systemd *user* unit finds it). Without a bus or a notification server, deliveries
@@ -89,13 +90,27 @@ public final class DesktopSink: Sink, TemplatedSink {
     /// Shows the poll's notifications; any failure (no bus, no server, a hung server) is retryable.
     public func deliver(_ events: [Event]) async throws {
         guard !events.isEmpty else { return }
+        try await show { $0.notifications(for: events) }
+    }
+
+    /// A digest is one summary notification, as a burst from one poll is (DESIGN §10).
+    public var rendersDigests: Bool { true }
+
+    public func deliverDigest(_ digest: Digest) async throws {
+        try await show { [$0.notification(for: digest)] }
+    }
+
+    /// Shows what `notifications` makes with the style (knowing whether the server renders body
+    /// markup) on the libnotify thread, with "Snooze 1h" where the server has actions; any
+    /// failure is retryable, an outage reported once.
+    private func show(_ notifications: @escaping @Sendable (DesktopStyle) -> [DesktopNotification]) async throws {
         let (style, client, snooze) = (self.style, self.client, self.snooze)
         do {
             try await thread.perform(timeout: timeout) {
                 var s = style
                 let caps = try client.connect()
                 s.bodyMarkup = caps.bodyMarkup
-                for n in s.notifications(for: events) { try client.show(n, snooze: caps.actions ? snooze : nil) }
+                for n in notifications(s) { try client.show(n, snooze: caps.actions ? snooze : nil) }
             }
         } catch {
             let message = "desktop notifications unavailable: \(error)"

@@ -11,7 +11,8 @@ import TidingsCore
 /// title becomes its link), description = the body (≤ 4096), colour by severity, timestamp =
 /// `observed_at`. `allowed_mentions` is empty, so no text can ping `@everyone`, a role or a user.
 /// Sent with `?wait=true`: Discord then answers only once the message is saved (without it a
-/// message that is not saved returns no error).
+/// message that is not saved returns no error). A digest (quiet hours, `group_wait`) is one
+/// embed, a line per item.
 ///
 /// Answers: 2xx delivered; 429 retried after the longest of `retry_after` (body),
 /// `Retry-After` and `X-RateLimit-Reset-After`; 5xx retried; 401, 403 and 404 (`Unknown
@@ -92,6 +93,38 @@ public struct DiscordSink: Sink {
             title: title, description: body.isEmpty ? nil : body, url: ChatChannel.link(event)?.absoluteString,
             color: Self.color(event.severity), timestamp: Timestamp.format(event.observedAt))
         return Payload(embeds: [embed])
+    }
+
+    /// A digest is one message (DESIGN §10).
+    public var rendersDigests: Bool { true }
+
+    public func deliverDigest(_ digest: Digest) async throws {
+        try await delivery.send(ChatChannel.post(url, json: ChatChannel.encode(payload(for: digest))), judge: judge)
+    }
+
+    /// A digest as one embed: the highest severity's mark and the heading as its title (linked
+    /// only when the digest has one link), a line per item in the description (mark, title from
+    /// `title_template` as a masked link, what happened), as many as fit, the rest counted.
+    package func payload(for digest: Digest) -> Payload {
+        let text = DigestText(digest, title: title)
+        let lines = text.markedLines(.markdown) { url, title in "[\(title)](\(Self.linkTarget(url)))" }
+        let embed = Payload.Embed(
+            title: MarkupCutter.cut("\(ChatChannel.emoji(text.severity)) \(Markup.markdown.escape(text.heading))", limit: Self.maxTitle, syntax: .markdown),
+            description: DigestText.message(head: nil, lines: lines, limit: Self.maxDescription, syntax: .markdown),
+            url: DigestText.soleLink(digest), color: Self.color(text.severity),
+            timestamp: Timestamp.format(digest.events.map(\.observedAt).max() ?? Date()))
+        return Payload(embeds: [embed])
+    }
+
+    /// A URL inside a masked link's `(…)`: the characters that would end it or start another
+    /// (`(`, `)`, `<`, `>`, blanks) percent-encoded.
+    package static func linkTarget(_ url: String) -> String {
+        var out = ""
+        for c in url.unicodeScalars {
+            let special = "()<>\"".unicodeScalars.contains(c) || c.properties.isWhitespace
+            if special { out += String(format: "%%%02X", c.value) } else { out.unicodeScalars.append(c) }
+        }
+        return out
     }
 
     /// The embed's colour bar: blue, amber, red.

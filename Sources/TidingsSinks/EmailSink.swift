@@ -18,6 +18,9 @@ import TidingsCore
 /// severity, `X-Tidings-Event`/`X-Tidings-Source`; the text as UTF-8 quoted-printable, and with an
 /// `html_template` a multipart/alternative with the HTML too.
 ///
+/// A digest (quiet hours, `group_wait`) is one message: the digest's heading as the subject, a
+/// line per item, the Message-ID derived from the digest's id (the same on every retry).
+///
 /// Outcome, for the outbox: the final 250 delivers; a 4xx reply, no connection, a TLS or
 /// certificate failure and a timeout are retried; a 5xx reply is a dead letter, except the
 /// authentication replies (530, 534, 535, 538), which stop the sink until reload.
@@ -160,9 +163,16 @@ public struct EmailSink: Sink {
     /// Where messages name the server: `smtps://mail.example.org:465`.
     var endpoint: String { HTTPDelivery.display(server.url) }
 
-    func send(_ event: Event) async throws {
+    func send(_ event: Event) async throws { try await submit(message(for: event)) }
+
+    /// A digest is one message (DESIGN §10).
+    public var rendersDigests: Bool { true }
+
+    public func deliverDigest(_ digest: Digest) async throws { try await submit(message(for: digest)) }
+
+    func submit(_ message: MailMessage) async throws {
         var submission = server
-        submission.message = message(for: event).rfc5322()
+        submission.message = message.rfc5322()
         do {
             _ = try await transport.send(submission)
         } catch {
@@ -189,18 +199,46 @@ public struct EmailSink: Sink {
 
     /// The e-mail for `event` (no I/O; tests inspect it).
     package func message(for event: Event) -> MailMessage {
+        MailMessage(
+            from: from, to: to, subject: Self.cut(subject.render(event), Self.subjectLimit), date: now(),
+            messageID: MailMessage.messageID(eventID: event.id, sink: name, from: from),
+            text: Self.cut(text.render(event), Self.bodyLimit), html: html.map { Self.cut($0.render(event), Self.bodyLimit) },
+            extraHeaders: Self.headers(event.severity) + [("X-Tidings-Event", event.id), ("X-Tidings-Source", event.source)])
+    }
+
+    /// The e-mail for a digest (no I/O; tests inspect it): the digest's heading as the subject, a
+    /// line per item (severity, title, what happened, link), and with an `html_template` an HTML
+    /// list too. Its Message-ID comes from the digest's id, so a retry is the same message.
+    package func message(for digest: Digest) -> MailMessage {
+        let plain = DigestText(digest, title: Self.itemTitle)
+        let text = "\(plain.heading)\n\n" + plain.plainLines.joined(separator: "\n") + "\n\n-- \nSent by tidings (digest \(digest.id)).\n"
+        var html: String?
+        if self.html != nil {
+            let h = DigestText(digest, title: Self.itemTitleHTML)
+            html = "<p><strong>\(Markup.html.escape(h.heading))</strong></p>\n<ul>\n" + h.htmlLines.map { "<li>\($0)</li>\n" }.joined()
+                + "</ul>\n<p>Sent by tidings (digest \(Markup.html.escape(digest.id))).</p>\n"
+        }
+        let sources = Set(digest.events.map(\.source)).sorted().joined(separator: ", ")
+        return MailMessage(
+            from: from, to: to, subject: Self.cut(plain.heading, Self.subjectLimit), date: now(),
+            messageID: MailMessage.messageID(eventID: "digest-" + digest.id, sink: name, from: from),
+            text: Self.cut(text, Self.bodyLimit), html: html.map { Self.cut($0, Self.bodyLimit) },
+            extraHeaders: Self.headers(digest.severity) + [("X-Tidings-Digest", digest.id), ("X-Tidings-Source", sources)])
+    }
+
+    /// How each item of a digest is named (the sink's templates make whole messages, not titles).
+    static let itemTitle = MessageTemplate.builtin("{{title}}", markup: .plain)
+    static let itemTitleHTML = MessageTemplate.builtin("{{title}}", markup: .html)
+
+    /// The header fields every message has: automatic (RFC 3834), and the severity as priority.
+    static func headers(_ severity: Severity) -> [(String, String)] {
         var extra: [(String, String)] = [("Auto-Submitted", "auto-generated"), ("X-Auto-Response-Suppress", "All")]
-        switch event.severity {
+        switch severity {
         case .critical: extra += [("X-Priority", "1 (Highest)"), ("Importance", "high")]
         case .warning: extra += [("X-Priority", "2 (High)")]
         case .info: break
         }
-        extra += [("X-Tidings-Event", event.id), ("X-Tidings-Source", event.source)]
-        return MailMessage(
-            from: from, to: to, subject: Self.cut(subject.render(event), Self.subjectLimit), date: now(),
-            messageID: MailMessage.messageID(eventID: event.id, sink: name, from: from),
-            text: Self.cut(text.render(event), Self.bodyLimit), html: html.map { Self.cut($0.render(event), Self.bodyLimit) },
-            extraHeaders: extra)
+        return extra
     }
 
     /// `text` cut to `limit` characters, ending in "…" when cut.

@@ -16,7 +16,7 @@ import TidingsCore
 /// (`client::display` `text/plain`), so remote markdown is shown, not rendered. Gotify documents
 /// no length limits and has no idempotency key. Answers: 2xx must be the stored message; 401/403
 /// (`{"error","errorCode","errorDescription"}`) stop the sink until reload; 429 and 5xx are
-/// retried; other 4xx are dead letters.
+/// retried; other 4xx are dead letters. A digest (quiet hours, `group_wait`) is one message.
 public struct GotifySink: Sink {
     public var server: URL
     /// The application token, sent as `X-Gotify-Key`.
@@ -59,11 +59,20 @@ public struct GotifySink: Sink {
 
     /// The JSON body for `e`.
     package func body(_ e: Event) -> JSONValue {
-        let text = text.render(e, title: Self.titleLimit, message: Self.messageLimit)
+        body(text.render(e, title: Self.titleLimit, message: Self.messageLimit), e.severity, click: PushText.link(e, limit: Self.clickLimit))
+    }
+
+    /// The JSON body for a digest: its heading, a line per item, the highest severity's
+    /// priority, a click URL only when the digest has exactly one link.
+    package func body(_ d: Digest) -> JSONValue {
+        body(text.render(d, title: Self.titleLimit, message: Self.messageLimit), d.severity, click: PushText.link(d, limit: Self.clickLimit))
+    }
+
+    private func body(_ text: PushText.Rendered, _ severity: Severity, click: String?) -> JSONValue {
         var extras: [String: JSONValue] = ["client::display": ["contentType": "text/plain"]]
-        if let url = PushText.link(e, limit: Self.clickLimit) { extras["client::notification"] = ["click": ["url": .string(url)]] }
+        if let click { extras["client::notification"] = ["click": ["url": .string(click)]] }
         var o: [String: JSONValue] = [
-            "message": .string(text.message), "priority": .number(Double(Self.priority(e.severity))), "extras": .object(extras),
+            "message": .string(text.message), "priority": .number(Double(Self.priority(severity))), "extras": .object(extras),
         ]
         if let title = text.title { o["title"] = .string(title) }
         return .object(o)
@@ -73,17 +82,27 @@ public struct GotifySink: Sink {
     var messageURL: URL { server.appendingPathComponent("message") }
 
     /// The request for `e` (without network I/O; tests inspect it).
-    package func request(_ e: Event) -> HTTPRequest {
+    package func request(_ e: Event) -> HTTPRequest { request(body(e)) }
+
+    /// The request posting `body` (an event's or a digest's).
+    package func request(_ body: JSONValue) -> HTTPRequest {
         HTTPRequest(
             method: "POST", url: messageURL,
             headers: [("Content-Type", "application/json"), ("X-Gotify-Key", token.value)],
-            body: Data(body(e).jsonString().utf8), timeout: 15, maxBody: 1 << 20, redirects: .never)
+            body: Data(body.jsonString().utf8), timeout: 15, maxBody: 1 << 20, redirects: .never)
     }
 
     var delivery: HTTPDelivery { HTTPDelivery(endpoint: "gotify POST \(HTTPDelivery.display(messageURL))", client: client) }
 
-    func post(_ e: Event) async throws {
-        let response = try await delivery.send(request(e))
+    /// A digest is one message (DESIGN §10).
+    public var rendersDigests: Bool { true }
+
+    public func deliverDigest(_ digest: Digest) async throws { try await post(body(digest)) }
+
+    func post(_ e: Event) async throws { try await post(body(e)) }
+
+    func post(_ body: JSONValue) async throws {
+        let response = try await delivery.send(request(body))
         // A 2xx is the stored message; anything else means `url` is not a Gotify server.
         if let o = try? JSONValue.parse(response.body), o["id"]?.doubleValue != nil { return }
         throw DeliveryError(

@@ -13,7 +13,9 @@ import TidingsCore
 /// (Mustache, ``MessageTemplate``), `timeout` (default "15s").
 ///
 /// The transaction id is derived from the sink's name, the room and the event id, so a retried
-/// send (its answer lost) is recognised by the homeserver and not posted twice.
+/// send (its answer lost) is recognised by the homeserver and not posted twice. A digest (quiet
+/// hours, `group_wait`) is one message, a list with a line per item; its transaction id comes
+/// from the digest's id.
 ///
 /// Outcome, for the outbox: as ``HTTPDelivery`` says, read through the Matrix error body:
 /// `M_LIMIT_EXCEEDED` (429) is retried after `Retry-After` or `retry_after_ms`; a refused token
@@ -78,19 +80,42 @@ public struct MatrixSink: Sink {
         }
     }
 
+    /// A digest is one message (DESIGN §10).
+    public var rendersDigests: Bool { true }
+
+    public func deliverDigest(_ digest: TidingsCore.Digest) async throws {
+        let roomID = try await resolveRoom()
+        try await delivery.send(sendRequest(digest, roomID: roomID), judge: judge(while: .sending))
+    }
+
     // MARK: requests (pure: tests inspect them)
 
     /// The transaction id for `event`: the same on every retry of that event to this room by
     /// this sink, different for anything else. Hex, so it needs no escaping.
-    package func transactionID(for event: Event) -> String {
-        let digest = SHA256.hash(data: Data("\(sinkName)\n\(room.text)\n\(event.id)".utf8))
+    package func transactionID(for event: Event) -> String { transactionID(event.id) }
+
+    /// The transaction id for a digest: the same on every retry of it (its id is stable for
+    /// the same held rows), never one of an event's.
+    package func transactionID(for digest: TidingsCore.Digest) -> String { transactionID("digest \(digest.id)") }
+
+    private func transactionID(_ what: String) -> String {
+        let digest = SHA256.hash(data: Data("\(sinkName)\n\(room.text)\n\(what)".utf8))
         return "tidings-" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
     }
 
     /// The `PUT …/send/m.room.message/{txnId}` for one event.
     package func sendRequest(_ event: Event, roomID: String) -> HTTPRequest {
-        let path = "rooms/\(Self.pathSegment(roomID))/send/m.room.message/\(Self.pathSegment(transactionID(for: event)))"
-        return request(method: "PUT", path: path, body: message.content(for: event).json)
+        sendRequest(message.content(for: event), transaction: transactionID(for: event), roomID: roomID)
+    }
+
+    /// The `PUT …/send/m.room.message/{txnId}` for a digest.
+    package func sendRequest(_ digest: TidingsCore.Digest, roomID: String) -> HTTPRequest {
+        sendRequest(message.content(for: digest), transaction: transactionID(for: digest), roomID: roomID)
+    }
+
+    private func sendRequest(_ content: MatrixWire.Content, transaction: String, roomID: String) -> HTTPRequest {
+        let path = "rooms/\(Self.pathSegment(roomID))/send/m.room.message/\(Self.pathSegment(transaction))"
+        return request(method: "PUT", path: path, body: content.json)
     }
 
     /// The `GET …/directory/room/{alias}` that resolves an alias.
@@ -290,8 +315,7 @@ struct MatrixMessage: Sendable {
         if !body.plain.isEmpty { plain += "\n" + body.plain }
         if let link { plain += "\n" + link }
 
-        var html = "<strong>" + (label.map { "<font color=\"\($0.color)\" data-mx-color=\"\($0.color)\">\($0.text):</font> " } ?? "")
-            + title.html + "</strong>"
+        var html = "<strong>" + (label?.html ?? "") + title.html + "</strong>"
         if !body.html.isEmpty { html += "<br>" + body.html.replacingOccurrences(of: "\n", with: "<br>\n") }
         if let link {
             let href = Markup.html.escape(link)
@@ -299,6 +323,24 @@ struct MatrixMessage: Sendable {
         }
         let content = MatrixWire.Content(msgtype: kind.rawValue, body: plain, format: "org.matrix.custom.html", formatted_body: html)
         return Self.fitted(content)
+    }
+
+    /// A digest: the heading (in bold, after the highest severity's label), then a list with a
+    /// line per item, each title from `title_template` (plain in `body`, HTML-escaped in
+    /// `formatted_body`), as many as fit, the rest counted ("…and 12 more").
+    func content(for digest: TidingsCore.Digest) -> MatrixWire.Content {
+        let plain = DigestText(digest, title: title.plain), html = DigestText(digest, title: title.html)
+        let label = SeverityLabel(digest.severity)
+        let heading = (label.map { "\($0.text): " } ?? "") + plain.heading
+        let htmlHeading = "<strong>" + (label?.html ?? "") + Markup.html.escape(html.heading) + "</strong>"
+        let (plainLines, htmlLines) = (plain.plainLines, html.htmlLines)
+        func content(_ shown: Int) -> MatrixWire.Content {
+            MatrixWire.Content(
+                msgtype: kind.rawValue, body: ([heading] + DigestText.kept(plainLines, shown)).joined(separator: "\n"),
+                format: "org.matrix.custom.html",
+                formatted_body: htmlHeading + "<ul>\n" + DigestText.kept(htmlLines, shown).map { "<li>\($0)</li>\n" }.joined() + "</ul>")
+        }
+        return Self.fitted(content(DigestText.shown(plainLines.count) { content($0).json.count <= Self.maxContentBytes }))
     }
 
     /// How a severity shows: a coloured label before the title (none for `info`).
@@ -317,6 +359,9 @@ struct MatrixMessage: Sendable {
                 color = "#d00000"
             }
         }
+
+        /// `<font color=…>Warning:</font> `, for `formatted_body`.
+        var html: String { "<font color=\"\(color)\" data-mx-color=\"\(color)\">\(text):</font> " }
     }
 
     /// `content` within ``maxContentBytes``: a message too long loses its HTML (which cannot be

@@ -17,6 +17,9 @@ import TidingsCore
 /// are retried (ntfy's 429 has no `Retry-After`, so the outbox's backoff paces it); other 4xx
 /// (400 invalid, 413 too large) are dead letters. ntfy has no idempotency key in its publish
 /// API: a publish whose answer was lost is sent again and may show twice.
+///
+/// A digest (quiet hours, `group_wait`) is one message: the digest's heading as the title, a
+/// line per item, the highest severity's priority, `click` only when it has exactly one link.
 public struct NtfySink: Sink {
     /// How the sink authenticates.
     public enum Auth: Sendable {
@@ -106,11 +109,20 @@ public struct NtfySink: Sink {
 
     /// The JSON publish body for `e`.
     package func body(_ e: Event) -> JSONValue {
-        let text = text.render(e, title: Self.titleLimit, message: Self.messageLimit)
-        var o: [String: JSONValue] = ["topic": .string(topic), "message": .string(text.message), "priority": .number(Double(Self.priority(e.severity)))]
+        body(text.render(e, title: Self.titleLimit, message: Self.messageLimit), e.severity, click: PushText.link(e, limit: Self.clickLimit))
+    }
+
+    /// The JSON publish body for a digest: its heading as the title, a line per item, the
+    /// highest severity's priority, and `click` only when the digest has exactly one link.
+    package func body(_ d: Digest) -> JSONValue {
+        body(text.render(d, title: Self.titleLimit, message: Self.messageLimit), d.severity, click: PushText.link(d, limit: Self.clickLimit))
+    }
+
+    private func body(_ text: PushText.Rendered, _ severity: Severity, click: String?) -> JSONValue {
+        var o: [String: JSONValue] = ["topic": .string(topic), "message": .string(text.message), "priority": .number(Double(Self.priority(severity)))]
         if let title = text.title { o["title"] = .string(title) }
         if !tags.isEmpty { o["tags"] = .array(tags.map { .string($0) }) }
-        if let click = PushText.link(e, limit: Self.clickLimit) { o["click"] = .string(click) }
+        if let click { o["click"] = .string(click) }
         return .object(o)
     }
 
@@ -122,20 +134,30 @@ public struct NtfySink: Sink {
     }
 
     /// The request for `e` (without network I/O; tests inspect it).
-    package func request(_ e: Event) -> HTTPRequest {
+    package func request(_ e: Event) -> HTTPRequest { request(body(e)) }
+
+    /// The request publishing `body` (a ``body(_:)-(Event)`` or a digest's).
+    package func request(_ body: JSONValue) -> HTTPRequest {
         var headers = [("Content-Type", "application/json")]
         if case .header(let value) = auth { headers.append(("Authorization", value.value)) }
         return HTTPRequest(
-            method: "POST", url: publishURL, headers: headers, body: Data(body(e).jsonString().utf8),
+            method: "POST", url: publishURL, headers: headers, body: Data(body.jsonString().utf8),
             timeout: 15, maxBody: 1 << 20, redirects: .never)
     }
 
     var delivery: HTTPDelivery { HTTPDelivery(endpoint: "ntfy POST \(HTTPDelivery.display(publishURL))", client: client) }
 
-    func publish(_ e: Event) async throws {
-        let response = try await delivery.send(request(e))
+    func publish(_ e: Event) async throws { try await publish(body(e)) }
+
+    func publish(_ body: JSONValue) async throws {
+        let response = try await delivery.send(request(body))
         try Self.checkEnvelope(response, endpoint: delivery.endpoint)
     }
+
+    /// A digest is one message (DESIGN §10).
+    public var rendersDigests: Bool { true }
+
+    public func deliverDigest(_ digest: Digest) async throws { try await publish(body(digest)) }
 
     /// A 2xx must be ntfy's answer to a publish (the message envelope, `"event": "message"`):
     /// anything else means `url` is not an ntfy server, and nothing was published.

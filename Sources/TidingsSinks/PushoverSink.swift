@@ -14,7 +14,8 @@ import TidingsCore
 /// user's quiet hours; 2, emergency, repeats until acknowledged and is never sent); the event URL
 /// (http/https, whole, at most 512 characters) → `url`; the event's `observed_at` → `timestamp`,
 /// so a delivery that waited in the outbox shows when it happened. Text is plain (no `html=1`):
-/// title cut to 250 and message to 1,024 characters. Pushover has no idempotency key.
+/// title cut to 250 and message to 1,024 characters. Pushover has no idempotency key. A digest
+/// (quiet hours, `group_wait`) is one message, with as many of its lines as fit.
 ///
 /// Answers, as Pushover documents them: 200 `{"status":1}`; a 4xx `{"status":0,"errors":[…]}` is
 /// not retried: with `"token":"invalid"` or `"user":"invalid"` (and on 401/403) the sink stops
@@ -67,28 +68,49 @@ public struct PushoverSink: Sink {
 
     /// The JSON body for `e`.
     package func body(_ e: Event) -> JSONValue {
-        let text = text.render(e, title: Self.titleLimit, message: Self.messageLimit)
+        body(text.render(e, title: Self.titleLimit, message: Self.messageLimit), e.severity, at: e.observedAt, url: PushText.link(e, limit: Self.urlLimit))
+    }
+
+    /// The JSON body for a digest: its heading, a line per item (as many as fit Pushover's
+    /// 1,024 characters), the highest severity's priority, the newest event's time, a URL only
+    /// when the digest has exactly one link.
+    package func body(_ d: Digest) -> JSONValue {
+        body(text.render(d, title: Self.titleLimit, message: Self.messageLimit), d.severity,
+             at: d.events.map(\.observedAt).max() ?? Date(), url: PushText.link(d, limit: Self.urlLimit))
+    }
+
+    private func body(_ text: PushText.Rendered, _ severity: Severity, at time: Date, url: String?) -> JSONValue {
         var o: [String: JSONValue] = [
             "token": .string(apiToken.value), "user": .string(userKey.value), "message": .string(text.message),
-            "priority": .number(Double(Self.priority(e.severity))),
-            "timestamp": .number(e.observedAt.timeIntervalSince1970.rounded(.down)),
+            "priority": .number(Double(Self.priority(severity))),
+            "timestamp": .number(time.timeIntervalSince1970.rounded(.down)),
         ]
         if let title = text.title { o["title"] = .string(title) }
-        if let url = PushText.link(e, limit: Self.urlLimit) { o["url"] = .string(url) }
+        if let url { o["url"] = .string(url) }
         return .object(o)
     }
 
     /// The request for `e` (without network I/O; tests inspect it).
-    package func request(_ e: Event) -> HTTPRequest {
+    package func request(_ e: Event) -> HTTPRequest { request(body(e)) }
+
+    /// The request sending `body` (an event's or a digest's).
+    package func request(_ body: JSONValue) -> HTTPRequest {
         HTTPRequest(
             method: "POST", url: apiURL, headers: [("Content-Type", "application/json")],
-            body: Data(body(e).jsonString().utf8), timeout: 15, maxBody: 1 << 20, redirects: .never)
+            body: Data(body.jsonString().utf8), timeout: 15, maxBody: 1 << 20, redirects: .never)
     }
 
     var delivery: HTTPDelivery { HTTPDelivery(endpoint: "pushover POST \(HTTPDelivery.display(apiURL))", client: client) }
 
-    func send(_ e: Event) async throws {
-        let response = try await delivery.send(request(e), judge: judge)
+    /// A digest is one message (DESIGN §10).
+    public var rendersDigests: Bool { true }
+
+    public func deliverDigest(_ digest: Digest) async throws { try await send(body(digest)) }
+
+    func send(_ e: Event) async throws { try await send(body(e)) }
+
+    func send(_ body: JSONValue) async throws {
+        let response = try await delivery.send(request(body), judge: judge)
         guard Answer(response.body)?.status == 1 else {
             throw DeliveryError(
                 .gone, "\(delivery.endpoint): HTTP \(response.status) without \"status\": 1 (is 'api_url' the Pushover API?)" + HTTPDelivery.excerpt(response.body))

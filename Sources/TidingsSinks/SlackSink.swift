@@ -11,7 +11,8 @@ import TidingsCore
 /// The message is `mrkdwn`: the severity's mark, the title in bold as a link to the event URL
 /// (`<url|title>`), the body below. It goes as `text` (what notifications, Mattermost and
 /// Rocket.Chat show) and as one `section` block (what Slack shows), cut to the block's 3000
-/// characters without breaking a link or an entity.
+/// characters without breaking a link or an entity. A digest (quiet hours, `group_wait`) is
+/// one such message, a line per item.
 ///
 /// Answers (Slack's are plain-text codes): 2xx delivered; 429 retried after `Retry-After`; 5xx
 /// retried; 403 (`action_prohibited`, `invalid_token`, …), 404 (`no_service`,
@@ -72,6 +73,23 @@ public struct SlackSink: Sink {
 
     package func payload(for event: Event) -> Payload {
         Payload(mrkdwn: Self.text(title: title.render(event), body: body.render(event), severity: event.severity, link: ChatChannel.link(event)))
+    }
+
+    /// A digest is one message (DESIGN §10).
+    public var rendersDigests: Bool { true }
+
+    public func deliverDigest(_ digest: Digest) async throws {
+        try await delivery.send(ChatChannel.post(url, json: ChatChannel.encode(payload(for: digest))), judge: judge)
+    }
+
+    /// A digest as one message: the highest severity's mark and the heading in bold, then a line
+    /// per item (mark, title from `title_template` linked as `<url|title>`, what happened), as
+    /// many as fit in 3000 characters, the rest counted ("…and 12 more").
+    package func payload(for digest: Digest) -> Payload {
+        let text = DigestText(digest, title: title)
+        let lines = text.markedLines(.slack) { url, title in URL(string: url).map { "<\(Self.linkTarget($0))|\(title)>" } ?? title }
+        let head = "\(ChatChannel.emoji(text.severity)) *\(Markup.slack.escape(text.heading))*"
+        return Payload(mrkdwn: DigestText.message(head: head, lines: lines, limit: Self.maxLength, syntax: .slackMrkdwn))
     }
 
     /// The message from the rendered (escaped) title and body: mark, bold linked title, body; cut.

@@ -11,6 +11,7 @@ import TidingsCore
 /// event URL, the body below; link previews off. It is cut to Telegram's 4096 characters (counted
 /// after entity parsing) without breaking a tag or entity. The bot token is part of the URL path,
 /// so messages name the endpoint `telegram sendMessage at HOST` and the ``Redactor`` knows it.
+/// A digest (quiet hours, `group_wait`) is one message, a line per item.
 ///
 /// Answers: 2xx delivered; 429 retried after `parameters.retry_after`; 401, 403 (bot blocked or
 /// removed), 404 (wrong token or api_url), 400 "chat not found" and the like, and a group that
@@ -105,12 +106,30 @@ public struct TelegramSink: Sink {
     }
 
     /// The request for one event (no network I/O; tests inspect it).
-    package func request(for event: Event) -> HTTPRequest {
-        ChatChannel.post(endpoint, json: ChatChannel.encode(message(for: event)))
+    package func request(for event: Event) -> HTTPRequest { request(message(for: event)) }
+
+    package func request(_ message: SendMessage) -> HTTPRequest {
+        ChatChannel.post(endpoint, json: ChatChannel.encode(message))
     }
 
     package func message(for event: Event) -> SendMessage {
         SendMessage(chatId: chat, text: Self.text(title: title.render(event), body: body.render(event), severity: event.severity, link: ChatChannel.link(event)))
+    }
+
+    /// A digest is one message (DESIGN §10).
+    public var rendersDigests: Bool { true }
+
+    public func deliverDigest(_ digest: Digest) async throws {
+        try await delivery.send(request(message(for: digest)), judge: judge)
+    }
+
+    /// A digest as one message: the highest severity's mark and the heading in bold, then a line
+    /// per item (its mark, its title from `title_template` linked to it, what happened), as many
+    /// as fit in Telegram's 4096 characters, the rest counted ("…and 12 more").
+    package func message(for digest: Digest) -> SendMessage {
+        let text = DigestText(digest, title: title)
+        let head = "\(ChatChannel.emoji(text.severity)) <b>\(Markup.html.escape(text.heading))</b>"
+        return SendMessage(chatId: chat, text: DigestText.message(head: head, lines: text.htmlLines, limit: Self.maxLength, syntax: .telegramHTML))
     }
 
     /// The message text from the rendered (escaped) title and body: the severity's mark, the title

@@ -3,8 +3,43 @@ import GRDB
 
 /// One outbox row as `tidings outbox` shows it.
 public struct OutboxEntry: Sendable {
-    /// `pending` (not tried yet), `retrying` (failed at least once, will be retried) or `dead`.
-    public enum Status: String, Sendable { case pending, retrying, dead }
+    /// `pending` (not tried yet), `held` (waiting for a route's quiet hours to end or its
+    /// `group_wait` to close), `retrying` (failed at least once, will be retried) or `dead`.
+    public enum Status: String, Sendable { case pending, held, retrying, dead }
+
+    /// Why a delivery was held and until when (DESIGN §10). Kept after the time has come (the
+    /// row then goes out as part of its digest), so `--json` still says it was held.
+    public struct Hold: Sendable, Equatable {
+        public var until: Date
+        public var reason: Digest.Reason
+
+        public init(until: Date, reason: Digest.Reason) {
+            self.until = until
+            self.reason = reason
+        }
+
+        /// `held until 07:00 (quiet hours)`, `grouping until 12:00:05`: the time in `timeZone`,
+        /// with seconds when they are not zero and the date when it is not `now`'s day there.
+        public func description(now: Date, timeZone: TimeZone = .current) -> String {
+            let when = Self.clock(until, now: now, timeZone: timeZone)
+            switch reason {
+            case .quietHours: return "held until \(when) (quiet hours)"
+            case .grouped: return "grouping until \(when)"
+            }
+        }
+
+        static func clock(_ date: Date, now: Date, timeZone: TimeZone) -> String {
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = timeZone
+            let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+            let (h, m, s) = (c.hour ?? 0, c.minute ?? 0, c.second ?? 0)
+            var text = s == 0 ? String(format: "%02d:%02d", h, m) : String(format: "%02d:%02d:%02d", h, m, s)
+            if !calendar.isDate(date, inSameDayAs: now) {
+                text = String(format: "%04d-%02d-%02d ", c.year ?? 0, c.month ?? 0, c.day ?? 0) + text
+            }
+            return text
+        }
+    }
     /// The delivery number (`#N`, what `outbox retry` takes).
     public var id: Int64
     public var sink: String
@@ -20,6 +55,9 @@ public struct OutboxEntry: Sendable {
     public var eventID: String?
     /// The event; nil when the stored event cannot be read (such a row is dead).
     public var event: Event?
+    /// Set when a route held it (quiet hours, group_wait); ``status`` is `held` while its time
+    /// is still to come.
+    public var hold: Hold?
 
     /// One JSON object (`tidings outbox --json`), the event in its DESIGN §4 shape.
     public var json: JSONValue { jsonValue }
@@ -31,6 +69,8 @@ extension OutboxEntry: JSONObjectShape {
         case createdAt = "created_at"
         case event
         case eventID = "event_id"
+        case heldUntil = "held_until"
+        case hold
         case id
         case lastError = "last_error"
         case nextAttempt = "next_attempt"
@@ -43,6 +83,8 @@ extension OutboxEntry: JSONObjectShape {
         case .createdAt: return .string(Timestamp.format(createdAt))
         case .event: return event?.jsonValue ?? .null
         case .eventID: return eventID.map(JSONValue.string) ?? .null
+        case .heldUntil: return hold.map { .string(Timestamp.format($0.until)) } ?? .null
+        case .hold: return hold.map { .string($0.reason.rawValue) } ?? .null
         case .id: return .number(Double(id))
         case .lastError: return lastError.map(JSONValue.string) ?? .null
         case .nextAttempt: return nextAttempt.map { .string(Timestamp.format($0)) } ?? .null
@@ -53,16 +95,19 @@ extension OutboxEntry: JSONObjectShape {
 }
 
 extension OutboxEntry {
-    /// A row as stored. One whose event cannot be read is shown as what it is, a dead letter
-    /// with the reason, even before the worker has marked it so.
-    init(_ row: DeliveryRow) {
+    /// A row as stored, at `now`. One whose event cannot be read is shown as what it is, a dead
+    /// letter with the reason, even before the worker has marked it so.
+    init(_ row: DeliveryRow, now: Date) {
         let unreadable = row.unreadable
         let dead = row.dead || unreadable != nil
+        var hold: Hold?
+        if let until = row.heldUntil, let reason = row.hold { hold = Hold(until: until, reason: reason) }
+        let status: Status = dead ? .dead : (hold?.until ?? now) > now ? .held : row.attempts > 0 ? .retrying : .pending
         self.init(
-            id: row.id, sink: row.sink, status: dead ? .dead : row.attempts > 0 ? .retrying : .pending, attempts: row.attempts,
-            nextAttempt: dead ? nil : row.nextAttempt, createdAt: row.createdAt,
+            id: row.id, sink: row.sink, status: status, attempts: row.attempts,
+            nextAttempt: dead ? nil : status == .held ? hold?.until : row.nextAttempt, createdAt: row.createdAt,
             lastError: row.dead ? row.lastError ?? unreadable?.reason : unreadable?.reason ?? row.lastError,
-            eventID: row.eventID, event: row.delivery?.event)
+            eventID: row.eventID, event: row.delivery?.event, hold: hold)
     }
 }
 
@@ -100,10 +145,11 @@ extension OutboxStore {
         }
     }
 
-    /// Every queued and dead delivery (also those whose event cannot be read), by sink, oldest first.
-    public func entries() throws -> [OutboxEntry] {
+    /// Every queued, held and dead delivery (also those whose event cannot be read), by sink,
+    /// oldest first, with their status at `now`.
+    public func entries(now: Date = Date()) throws -> [OutboxEntry] {
         try store.db.read { db in
-            try Row.fetchAll(db, sql: DeliveryRow.select + " ORDER BY d.sink, d.id").map { OutboxEntry(DeliveryRow($0)) }
+            try Row.fetchAll(db, sql: DeliveryRow.select + " ORDER BY d.sink, d.id").map { OutboxEntry(DeliveryRow($0), now: now) }
         }
     }
 

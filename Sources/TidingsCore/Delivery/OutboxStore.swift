@@ -89,8 +89,10 @@ public struct OutboxStore: Sendable {
     /// The front of `sink`'s queue at `now`: its oldest pending delivery that is not held
     /// (per-sink order is by id; a held row waits without holding up the rows behind it) and,
     /// with `batch`, the rest of its batch up to the first row that cannot be read: the rest of
-    /// its poll, or of its digest when it was held.
-    public func head(sink: String, batch wantBatch: Bool, now: Date) throws -> OutboxHead {
+    /// its poll, or of its digest when it was held. With `digests` (a sink that renders them)
+    /// a held row brings the rest of its batch too, but a poll's rows still come one by one:
+    /// one refused event must not take the rest of its poll with it.
+    public func head(sink: String, batch wantBatch: Bool, digests: Bool = false, now: Date) throws -> OutboxHead {
         try store.db.read { db in
             let pending = DeliveryRow.select + " WHERE d.sink = ? AND d.status = 'pending'"
             let released = " AND (d.hold_until IS NULL OR d.hold_until <= ?)"
@@ -99,7 +101,7 @@ public struct OutboxStore: Sendable {
                 return .empty
             }
             if let bad = first.unreadable { return .unreadable(bad) }
-            guard wantBatch else { return .due([first.delivery!]) }
+            guard wantBatch || (digests && first.hold != nil) else { return .due([first.delivery!]) }
             // A digest may gather a whole night: up to 10,000 rows go as one (its sinks cut the
             // text to their limits and say how many more); a poll's batch is capped lower.
             let limit = first.hold == nil ? 1000 : 10_000

@@ -128,7 +128,7 @@ public final class OutboxWorker: Sendable {
             }
             let head: OutboxHead
             do {
-                head = try outbox.head(sink: name, batch: sink.acceptsBatches || sink.rendersDigests, now: env.now())
+                head = try outbox.head(sink: name, batch: sink.acceptsBatches, digests: sink.rendersDigests, now: env.now())
                 stateLog.succeeded("read \(name)", "outbox: reading deliveries for sink \(name) works again", logger: logger)
             } catch {
                 stateLog.failed("read \(name)", "outbox: cannot read deliveries for sink \(name) from \(outbox.store.path): \(error)", logger: logger)
@@ -162,7 +162,7 @@ public final class OutboxWorker: Sendable {
             drain: while true {
                 let head: OutboxHead
                 do {
-                    head = try outbox.head(sink: name, batch: sink.acceptsBatches || sink.rendersDigests, now: env.now())
+                    head = try outbox.head(sink: name, batch: sink.acceptsBatches, digests: sink.rendersDigests, now: env.now())
                 } catch {
                     // A state error must reach the caller's exit status, not pass for an empty queue.
                     failures[name] = Failure(outcome: .queued, message: "cannot read its deliveries from \(outbox.store.path): \(error)")

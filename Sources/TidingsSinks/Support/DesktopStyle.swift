@@ -148,19 +148,34 @@ public struct DesktopStyle: Sendable, Equatable {
 
     func summary(of events: [Event], source: String) -> DesktopNotification {
         let kinds = Set(events.map(\.kind)), types = Set(events.map(\.event))
-        let severity = events.map(\.severity).max() ?? .info
         let kind = kinds.count == 1 ? kinds.first! : nil
         var title = "\(events.count) "
         if let t = types.first, types.count == 1, [.new, .changed, .removed].contains(t) { title += "\(t.rawValue) " }
         title += kind.map { $0.hasSuffix("s") ? $0 : $0 + "s" } ?? "events"
         title += " from \(source)"
-        let shown = 5
-        var lines = events.prefix(shown).map { "• " + titleTemplate.render($0) }
-        if events.count > shown { lines.append("…and \(events.count - shown) more") }
         let urls = Set(events.map(\.url))
+        return summary(title, lines: events.map { "• " + titleTemplate.render($0) }, events: events,
+                       openURL: urls.count == 1 ? Self.openable(urls.first!) : nil)
+    }
+
+    /// A digest (quiet hours, `group_wait`) as one summary notification, as a burst is: the
+    /// digest's heading, a line per item (severity, title, what happened), the first
+    /// ``summaryLines`` of them, "Open" only when the digest has one link.
+    public func notification(for digest: Digest) -> DesktopNotification {
+        let text = DigestText(digest, title: titleTemplate)
+        return summary(text.heading, lines: text.plainLines(links: false).map { "• " + $0 }, events: digest.events, openURL: DigestText.soleLink(digest))
+    }
+
+    /// How many lines a summary shows before "…and N more".
+    static let summaryLines = 5
+
+    private func summary(_ title: String, lines: [String], events: [Event], openURL: String?) -> DesktopNotification {
+        let kinds = Set(events.map(\.kind))
+        let kind = kinds.count == 1 ? kinds.first! : nil
+        let severity = events.map(\.severity).max() ?? .info
         return DesktopNotification(
-            summary: title, body: body(lines.joined(separator: "\n")), icon: icon(severity), urgency: urgency(severity),
-            expiry: expiry(kind: kind, severity: severity), category: "x-tidings.\(kind ?? "summary")",
-            desktopEntry: desktopEntry, openURL: urls.count == 1 ? Self.openable(urls.first!) : nil)
+            summary: title, body: body(DigestText.kept(lines, Self.summaryLines).joined(separator: "\n")), icon: icon(severity),
+            urgency: urgency(severity), expiry: expiry(kind: kind, severity: severity), category: "x-tidings.\(kind ?? "summary")",
+            desktopEntry: desktopEntry, openURL: openURL)
     }
 }

@@ -21,6 +21,11 @@ package enum MarkupCutter {
 
     package static let ellipsis = "…"
 
+    /// How long `text` is as the channel counts it.
+    package static func width(_ text: String, syntax: Syntax) -> Int {
+        Piece.split(text, syntax).reduce(0) { $0 + $1.width }
+    }
+
     /// `text` if it fits in `limit`, else its longest unbroken prefix + "…" (+ closing tags).
     package static func cut(_ text: String, limit: Int, syntax: Syntax) -> String {
         let pieces = Piece.split(text, syntax)

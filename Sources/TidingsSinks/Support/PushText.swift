@@ -45,6 +45,21 @@ package struct PushText: Sendable {
         return Rendered(title: nil, message: messageLimit.cut(message))
     }
 
+    /// What a digest becomes: the digest's heading as the title, one line per item as the
+    /// message (``DigestText/plainLines``, each title from `title_template`), as many lines as
+    /// fit in `messageLimit`.
+    package func render(_ digest: Digest, title titleLimit: LengthLimit, message messageLimit: LengthLimit) -> Rendered {
+        let text = DigestText(digest, title: title)
+        let lines = DigestText.fit(text.plainLines) { messageLimit.fits($0.joined(separator: "\n")) }
+        return Rendered(title: titleLimit.cut(text.heading), message: messageLimit.cut(lines.joined(separator: "\n")))
+    }
+
+    /// A digest's tap action: its one link (``DigestText/soleLink``), whole.
+    package static func link(_ digest: Digest, limit: LengthLimit) -> String? {
+        guard let url = DigestText.soleLink(digest), limit.fits(url) else { return nil }
+        return url
+    }
+
     /// The event's URL as the notification's tap action: http(s) only (a remote `javascript:`
     /// or app-intent URL never becomes something a tap opens), and whole: a URL over `limit`
     /// is left out, as a cut one would lead somewhere else.

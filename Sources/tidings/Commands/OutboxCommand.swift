@@ -5,8 +5,8 @@ import TidingsCore
 struct OutboxCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "outbox",
-        abstract: "Show pending, retrying and dead deliveries per sink.",
-        discussion: "Dead deliveries were refused by their sink (e.g. HTTP 4xx) or retried for too long; `tidings outbox retry` requeues them.",
+        abstract: "Show pending, held, retrying and dead deliveries per sink.",
+        discussion: "Held deliveries wait for a route's quiet hours to end or its group_wait to close, then go out as one digest per sink. Dead deliveries were refused by their sink (e.g. HTTP 4xx) or retried for too long; `tidings outbox retry` requeues them.",
         subcommands: [List.self, Retry.self],
         defaultSubcommand: List.self)
 
@@ -15,12 +15,13 @@ struct OutboxCommand: AsyncParsableCommand {
 
         @OptionGroup var common: CommonOptions
 
-        @Flag(help: "Print one JSON object per delivery (with the event).")
+        @Flag(help: "Print one JSON object per delivery (with the event; held ones with held_until and hold).")
         var json = false
 
         func run() async throws {
             let app = try App.load(common, logLevel: .warning, secrets: .lenient)
-            let entries = try OutboxStore(store: app.openStore()).entries()
+            let now = Date()
+            let entries = try OutboxStore(store: app.openStore()).entries(now: now)
             if json {
                 for e in entries { emit(e.json.jsonString()) }
                 return
@@ -31,7 +32,7 @@ struct OutboxCommand: AsyncParsableCommand {
             }
             let types = Dictionary(app.config.sinks.map { ($0.name, $0.type) }, uniquingKeysWith: { a, _ in a })
             for (sink, rows) in Dictionary(grouping: entries, by: \.sink).sorted(by: { $0.key < $1.key }) {
-                let counts = [OutboxEntry.Status.pending, .retrying, .dead].compactMap { s -> String? in
+                let counts = [OutboxEntry.Status.pending, .held, .retrying, .dead].compactMap { s -> String? in
                     let n = rows.filter { $0.status == s }.count
                     return n == 0 ? nil : "\(n) \(s.rawValue)"
                 }
@@ -40,7 +41,9 @@ struct OutboxCommand: AsyncParsableCommand {
                     let what = r.event.map { "\(TerminalText.line($0.source)): \(TerminalText.line($0.title))" } ?? "(unreadable event)"
                     var line = "  #\(r.id) \(r.status.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(what)"
                     line += "  [event \(r.eventID ?? "missing"), \(r.attempts) attempt\(r.attempts == 1 ? "" : "s")"
-                    if r.status == .retrying, let next = r.nextAttempt {
+                    if r.status == .held, let hold = r.hold {
+                        line += ", \(hold.description(now: now))"
+                    } else if r.status == .retrying, let next = r.nextAttempt {
                         let s = next.timeIntervalSinceNow
                         line += s <= 0 ? ", due now" : ", next in \(DurationParser.format(s))"
                     }
