@@ -209,6 +209,28 @@ def test_quiet_hours_hold_until_the_window_ends_then_one_digest_per_sink(tidings
     assert_done(tidings, r, (2, 2, 5))
 
 
+def test_check_deliver_without_a_daemon_holds_too_and_a_later_check_sends_the_digest(tidings, receivers):
+    """`tidings check --deliver` (cron, no daemon) inside quiet hours: the events are printed and
+    recorded, their deliveries held (said on stderr, not a failure); a `check --deliver` after
+    the window sends them, as one digest per digest-rendering sink."""
+    r = receivers
+    window = Window(4)
+    feed = feeding(tidings, r, [], window.route)
+    assert tidings.check("--deliver").code == 0, "baseline"
+    feed.set([item("a", "Alpha", severity="warning"), item("b", "Beta", severity="warning")])
+    first = tidings.check("--deliver")
+    assert first.code == 1 and sorted(e["key"] for e in first.events) == ["a", "b"], first
+    assert "sink mail: 2 deliveries held by quiet hours or group_wait" in first.stderr, first.stderr
+    assert r.counts() == (0, 0, 0)
+    assert len([row for row in outbox(tidings) if row["status"] == "held"]) == 6
+    time.sleep(max(0, window.remaining()) + 0.2)
+    later = tidings.check("--deliver")
+    assert later.code == 0 and "held" not in later.stderr, later
+    assert r.counts() == (1, 1, 2), "one digest for ntfy and for e-mail, the webhook one by one"
+    assert r.pushes[0]["title"] == "2 events from feed (held for quiet hours)"
+    assert outbox(tidings) == []
+
+
 def test_group_wait_makes_twenty_events_of_one_poll_one_digest_per_sink(tidings, receivers):
     r = receivers
     feeding(tidings, r, [item(f"m{n:02}", f"Message {n:02}") for n in range(20)], 'group_wait = "5s"')

@@ -75,6 +75,10 @@ struct CheckCommand: AsyncParsableCommand {
                 failed = true
                 complain("sink \(sink) failed: \(failure.message) (\(Self.consequence(failure.outcome)))")
             }
+            // Held by quiet hours or group_wait: not a failure, but not delivered either.
+            for (sink, backlog) in ((try? OutboxStore(store: store).backlog()) ?? [:]).sorted(by: { $0.key < $1.key }) where backlog.held > 0 {
+                logger.notice("sink \(sink): \(backlog.held) deliver\(backlog.held == 1 ? "y" : "ies") held by quiet hours or group_wait; they go when the hold ends, with the daemon or a later `tidings check --deliver` (see `tidings outbox`)")
+            }
             for s in app.config.sinks { await s.instance.shutdown() }
         }
         throw ExitCode(Self.status(reports, sinkFailed: failed))
