@@ -113,6 +113,37 @@ def test_a_lost_answer_is_retried_and_the_room_shows_the_message_once(tidings, h
     assert "retrying in" in read_log(d)
 
 
+def test_a_group_is_one_message_and_its_retry_after_a_lost_answer_is_not_posted_twice(tidings, hs, relay):
+    """group_wait through a real Synapse: four events of one poll are one m.room.message (plain
+    body and an HTML list, remote text escaped); Synapse's answer to it is lost, the retry uses
+    the same transaction id, and the room shows the digest once."""
+    bot = hs.bot
+    room = bot.create_room()
+    relay.state["lose_answers"] = 1
+    feed = Feed(tidings)
+    feed.set([])
+    tidings.write_config(sink(tidings, "mx", relay.url, bot.token, room.id) + """
+        [[routes]]
+        sinks = ["mx"]
+        group_wait = "2s"
+        """)
+    assert tidings.check("--deliver").code == 0, "baseline"
+    d = tidings.start_daemon()
+    feed.set([item("a", "Disk <b>full</b> & hot", severity="critical", url="https://example.org/a?x=1&y=2"),
+              item("b", "Backup late", severity="warning"), item("c", "Cert renewed"), item("d", "Fan noisy")])
+    wait_for(lambda: len(puts(relay)) >= 2 and outbox(tidings) == [], timeout=60, what="the digest, its answer lost, retried")
+    first, second = puts(relay)[:2]
+    assert first.lost and second.path == first.path, "the retry reuses the digest's transaction id"
+    messages = bot.messages(room.id)
+    assert len(messages) == 1, messages
+    content = messages[0]["content"]
+    assert content["body"].split("\n")[0] == "Critical: 4 events from feed (grouped)", content
+    assert "[critical] Disk <b>full</b> & hot (new) https://example.org/a?x=1&y=2" in content["body"], content
+    assert "&lt;b&gt;full&lt;/b&gt; &amp; hot" in content["formatted_body"] and "<b>full</b>" not in content["formatted_body"], content
+    assert 'href="https://example.org/a?x=1&amp;y=2"' in content["formatted_body"], content
+    assert "delivered a digest of 4 events (grouped)" in read_log(d)
+
+
 def test_refused_token_forbidden_room_and_unknown_alias_stop_their_sinks_and_keep_events(tidings, hs):
     outsider = hs.register("outsider-" + uuid.uuid4().hex[:6])
     room = hs.bot.create_room()
