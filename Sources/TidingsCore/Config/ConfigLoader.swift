@@ -121,6 +121,12 @@ public struct ConfigLoader: Sendable {
         var monitoring: HTTPSettings? = nil
         collect { if let p = try main.path("plugins_dir") { pluginsDir = p } }
         collect { stateDir = try main.path("state_dir") }
+        var state = StateSettings.sqlite
+        collect {
+            guard let r = try main.subtable("state") else { return }
+            collect { state = try StateSettings(r) }
+            try r.finish()
+        }
         collect { if let v = try main.int("max_concurrent", range: 1...10_000) { maxConcurrent = v } }
         collect { if let v = try main.int("max_per_host", range: 1...1000) { maxPerHost = v } }
         collect { if let v = try main.int("history_days", range: 1...36_500) { historyDays = v } }
@@ -271,7 +277,8 @@ public struct ConfigLoader: Sendable {
         return TidingsConfig(
             file: file, pluginsDir: pluginsDir, stateDir: stateDir, defaults: defaults, sources: sources,
             sinks: sinkConfigs, routes: routes, maxConcurrent: maxConcurrent, maxPerHost: maxPerHost,
-            historyDays: historyDays, shutdownTimeout: shutdownTimeout, deliveryMaxAge: deliveryMaxAge, http: monitoring, warnings: warnings)
+            historyDays: historyDays, shutdownTimeout: shutdownTimeout, deliveryMaxAge: deliveryMaxAge, http: monitoring,
+            warnings: warnings, state: state)
     }
 
     /// A route's `match` table, kept to check the source names it matches once all sources are loaded.

@@ -22,6 +22,8 @@ public struct TidingsConfig: Sendable {
     public var http: HTTPSettings?
     /// Non-fatal findings (e.g. an API budget warning), printed at load.
     public var warnings: [String]
+    /// `[state]`: SQLite in the state directory (the default) or a shared PostgreSQL database.
+    public var state: StateSettings = .sqlite
 
     public func source(named name: String) -> SourceConfig? { sources.first { $0.name == name } }
     public func sink(named name: String) -> SinkConfig? { sinks.first { $0.name == name } }

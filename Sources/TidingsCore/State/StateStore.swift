@@ -139,6 +139,7 @@ public final class StateStore: Sendable {
         }
         AttentionSchema.register(&m)
         ReminderSchema.register(&m)
+        LeaseSchema.register(&m)
         return m
     }
 }
