@@ -1,0 +1,214 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import Synchronization
+import TidingsCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One real PostgreSQL per test process (Debian's `postgresql` package), started on first use
+/// with initdb and pg_ctl in a temp dir on a free loopback port, stopped at exit. Each test
+/// asks for a fresh database of its own (``freshDatabase(poolSize:)``).
+///
+/// initdb and postgres refuse to run as root: as root, both run as `nobody`, which then owns
+/// the temp dir. Authentication is SCRAM with a generated password, so tests of a wrong
+/// password mean something.
+package final class PostgresTestServer: Sendable {
+    package let port: Int
+    /// The Unix socket directory (`-k`).
+    package let socketDirectory: String
+    package static let superuser = "tidings"
+    package var user: String { Self.superuser }
+    package let password: String
+    package let directory: String
+    private let bin: String
+    private let runAs: String?
+    private let counter = Atomic<Int>(0)
+
+    package struct Failure: Error, CustomStringConvertible {
+        package var description: String
+    }
+
+    /// The process's server, started by the first caller. A failure to start is kept: every
+    /// test that needs it reports the same reason.
+    package static func shared() throws -> PostgresTestServer {
+        switch started {
+        case .success(let s): return s
+        case .failure(let e): throw e
+        }
+    }
+
+    private static let started: Result<PostgresTestServer, Failure> = {
+        do {
+            let server = try PostgresTestServer()
+            running.withLock { $0 = server }
+            atexit { PostgresTestServer.running.withLock { $0 }?.stop() }
+            return .success(server)
+        } catch let e as Failure {
+            return .failure(e)
+        } catch {
+            return .failure(Failure(description: "\(error)"))
+        }
+    }()
+
+    private static let running = Mutex<PostgresTestServer?>(nil)
+
+    private init() throws {
+        let bin = try Self.findBinaries()
+        let runAs: String? = getuid() == 0 ? "nobody" : nil
+        let base = runAs != nil ? "/tmp" : NSTemporaryDirectory()
+        var template = Array("\(base)/tidings-pg-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw Failure(description: "cannot create a temp dir in \(base): \(String(cString: strerror(errno)))") }
+        let directory = String(cString: made)
+        let socketDirectory = "\(directory)/sock"
+        let password = (0..<4).map { _ in String(UInt64.random(in: .min ... .max), radix: 36) }.joined()
+        try FileManager.default.createDirectory(atPath: socketDirectory, withIntermediateDirectories: true)
+        try password.write(toFile: "\(directory)/pw", atomically: false, encoding: .utf8)
+        if let runAs {
+            guard let pw = getpwnam(runAs) else { throw Failure(description: "no user '\(runAs)' to run PostgreSQL as (initdb refuses root)") }
+            for path in [directory, socketDirectory, "\(directory)/pw"] {
+                guard chown(path, pw.pointee.pw_uid, pw.pointee.pw_gid) == 0 else {
+                    throw Failure(description: "cannot chown \(path) to \(runAs): \(String(cString: strerror(errno)))")
+                }
+            }
+        }
+        self.bin = bin
+        self.runAs = runAs
+        self.directory = directory
+        self.socketDirectory = socketDirectory
+        self.password = password
+        let user = Self.superuser
+        func run(_ program: String, _ arguments: [String]) throws {
+            try Self.run(program, arguments, bin: bin, runAs: runAs, directory: directory)
+        }
+        try run("initdb", ["-D", "\(directory)/data", "-U", user, "-A", "scram-sha-256", "--pwfile=\(directory)/pw",
+                           "-E", "UTF8", "--locale=C", "--no-sync"])
+        port = try {
+            var lastError: (any Error)?
+            for _ in 0..<3 {
+                let port = try Self.freePort()
+                do {
+                    try run("pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60",
+                                       "-o", "-p \(port) -k \(socketDirectory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+                                       "start"])
+                    return port
+                } catch {
+                    lastError = error
+                }
+            }
+            throw lastError!
+        }()
+    }
+
+    /// `pg_ctl stop -m immediate` and the temp dir removed (at exit).
+    package func stop() {
+        try? run("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// A new, empty database on the shared server, as `[state]` settings (TCP on loopback,
+    /// sslmode disable, the server's password).
+    package static func freshDatabase(poolSize: Int = 4) throws -> StateSettings {
+        let server = try shared()
+        let name = try server.createDatabase()
+        return server.settings(database: name, poolSize: poolSize)
+    }
+
+    package func settings(database: String, poolSize: Int = 4, password: String? = nil, tls: StateSettings.TLSMode = .disable,
+                          unixSocket: Bool = false) -> StateSettings {
+        let url = unixSocket
+            ? URL(string: "postgres://\(user)@/\(database)?host=\(socketDirectory)&port=\(port)")!
+            : URL(string: "postgres://\(user)@127.0.0.1:\(port)/\(database)?sslmode=\(tls.rawValue)")!
+        return StateSettings(url: url, password: Secret(password ?? self.password), tls: tls, poolSize: poolSize, connectTimeout: 10)
+    }
+
+    /// `CREATE DATABASE t_PID_N`; returns its name.
+    package func createDatabase() throws -> String {
+        let name = "t_\(getpid())_\(counter.wrappingAdd(1, ordering: .relaxed).newValue)"
+        try admin("CREATE DATABASE \(name)")
+        return name
+    }
+
+    /// Runs one statement as the superuser in the `postgres` database.
+    package func admin(_ sql: String) throws {
+        let configuration = PostgresConnection.Configuration(host: "127.0.0.1", port: port, username: user, password: password,
+                                                             database: "postgres", tls: .disable)
+        var logger = Logger(label: "tidings-test-postgres")
+        logger.logLevel = .critical
+        let connection = try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration,
+                                                        id: 0, logger: logger).wait()
+        defer { try? connection.close().wait() }
+        do {
+            _ = try connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).wait()
+        } catch let e as PSQLError {
+            throw Failure(description: "\(sql): \(e.serverInfo?[.message] ?? "\(e.code)")")
+        }
+    }
+
+    /// The newest /usr/lib/postgresql/N/bin that has initdb.
+    private static func findBinaries() throws -> String {
+        let root = "/usr/lib/postgresql"
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
+        let found = versions.compactMap { v in Int(v).map { ($0, "\(root)/\(v)/bin") } }
+            .filter { FileManager.default.isExecutableFile(atPath: "\($0.1)/initdb") }
+            .max { $0.0 < $1.0 }
+        guard let found else {
+            throw Failure(description: "no PostgreSQL server binaries in \(root)/*/bin (install Debian's postgresql package: make test-deps)")
+        }
+        return found.1
+    }
+
+    /// A loopback port nothing listens on right now.
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "socket: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = 0
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0
+            }
+        }
+        guard ok else { throw Failure(description: "cannot find a free loopback port: \(String(cString: strerror(errno)))") }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    /// Runs a PostgreSQL program (as `runAs` when root); its output goes to a log in the temp
+    /// dir, quoted in the error when it fails.
+    private func run(_ program: String, _ arguments: [String]) throws {
+        try Self.run(program, arguments, bin: bin, runAs: runAs, directory: directory)
+    }
+
+    private static func run(_ program: String, _ arguments: [String], bin: String, runAs: String?, directory: String) throws {
+        let process = Process()
+        if let runAs {
+            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+            process.arguments = ["-u", runAs, "--", "\(bin)/\(program)"] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: "\(bin)/\(program)")
+            process.arguments = arguments
+        }
+        let logPath = "\(directory)/\(program).out"
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        defer { try? log.close() }
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            let output = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            let serverLog = program == "pg_ctl" ? ((try? String(contentsOfFile: "\(directory)/server.log", encoding: .utf8)) ?? "") : ""
+            throw Failure(description: "\(program) failed (exit \(process.terminationStatus)): \(output.suffix(1500))\(serverLog.suffix(1500))")
+        }
+    }
+}
