@@ -95,6 +95,11 @@ package final class PostgresStateDatabase: StateDatabase {
         await pool.close()
     }
 
+    deinit {
+        // Dropped without close(): its threads stop (the pool closes its connections itself).
+        threads.shutdownGracefully { _ in }
+    }
+
     /// For a failed open: nothing was handed out yet.
     private func shutdownNow() {
         threads.shutdownGracefully { _ in }
@@ -365,7 +370,7 @@ final class ConnectionPool: @unchecked Sendable {
     func release(_ connection: PostgresConnection?, healthy: Bool) {
         condition.lock()
         if let connection { busy.removeAll { $0 === connection } }
-        if let connection, !healthy || closed { connection.close().whenComplete { _ in } }
+        if let connection, !healthy || closed { Self.close(connection) }
         free.append(healthy ? connection : nil)
         condition.signal()
         condition.unlock()
@@ -387,6 +392,14 @@ final class ConnectionPool: @unchecked Sendable {
     }
 
     func closeNow() {
-        for c in takeAll() { c.close().whenComplete { _ in } }
+        for c in takeAll() { Self.close(c) }
+    }
+
+    deinit { closeNow() }
+
+    /// Closes without waiting; the connection is kept until it is closed (postgres-nio
+    /// requires it, and a debug build asserts it).
+    static func close(_ connection: PostgresConnection) {
+        connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
     }
 }

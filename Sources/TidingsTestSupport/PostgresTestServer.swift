@@ -60,6 +60,7 @@ package final class PostgresTestServer: Sendable {
         let bin = try Self.findBinaries()
         let runAs: String? = getuid() == 0 ? "nobody" : nil
         let base = runAs != nil ? "/tmp" : NSTemporaryDirectory()
+        Self.removeAbandoned(in: base, bin: bin, runAs: runAs)
         var template = Array("\(base)/tidings-pg-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw Failure(description: "cannot create a temp dir in \(base): \(String(cString: strerror(errno)))") }
         let directory = String(cString: made)
@@ -67,6 +68,7 @@ package final class PostgresTestServer: Sendable {
         let password = (0..<4).map { _ in String(UInt64.random(in: .min ... .max), radix: 36) }.joined()
         try FileManager.default.createDirectory(atPath: socketDirectory, withIntermediateDirectories: true)
         try password.write(toFile: "\(directory)/pw", atomically: false, encoding: .utf8)
+        try "\(getpid())\n".write(toFile: "\(directory)/owner.pid", atomically: false, encoding: .utf8)
         if let runAs {
             guard let pw = getpwnam(runAs) else { throw Failure(description: "no user '\(runAs)' to run PostgreSQL as (initdb refuses root)") }
             for path in [directory, socketDirectory, "\(directory)/pw"] {
@@ -148,6 +150,23 @@ package final class PostgresTestServer: Sendable {
         }
     }
 
+    /// Servers of test processes that died without their atexit (a crash, kill -9): stopped,
+    /// and their temp dirs removed. A dir's `owner.pid` names the test process.
+    private static func removeAbandoned(in base: String, bin: String, runAs: String?) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []
+        for name in names where name.hasPrefix("tidings-pg-") {
+            let dir = "\(base)/\(name)"
+            guard let text = try? String(contentsOfFile: "\(dir)/owner.pid", encoding: .utf8),
+                  let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)),
+                  kill(pid, 0) != 0 && errno == ESRCH
+            else { continue }
+            if FileManager.default.fileExists(atPath: "\(dir)/data/postmaster.pid") {
+                try? run("pg_ctl", ["-D", "\(dir)/data", "-m", "immediate", "-w", "stop"], bin: bin, runAs: runAs, directory: dir)
+            }
+            try? FileManager.default.removeItem(atPath: dir)
+        }
+    }
+
     /// The newest /usr/lib/postgresql/N/bin that has initdb.
     private static func findBinaries() throws -> String {
         let root = "/usr/lib/postgresql"
@@ -186,29 +205,31 @@ package final class PostgresTestServer: Sendable {
         try Self.run(program, arguments, bin: bin, runAs: runAs, directory: directory)
     }
 
+    /// posix_spawn and waitpid, not Foundation's `Process`: that waits for a descriptor every
+    /// descendant inherits, and the postgres that pg_ctl leaves running would keep it open.
     private static func run(_ program: String, _ arguments: [String], bin: String, runAs: String?, directory: String) throws {
-        let process = Process()
-        if let runAs {
-            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-            process.arguments = ["-u", runAs, "--", "\(bin)/\(program)"] + arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: "\(bin)/\(program)")
-            process.arguments = arguments
-        }
+        let argv = runAs.map { ["/usr/sbin/runuser", "-u", $0, "--", "\(bin)/\(program)"] } ?? ["\(bin)/\(program)"]
+        let all = argv + arguments
         let logPath = "\(directory)/\(program).out"
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        defer { try? log.close() }
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let cArgs = all.map { strdup($0) } + [nil]
+        defer { cArgs.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, all[0], &actions, nil, cArgs, environ)
+        guard spawned == 0 else { throw Failure(description: "cannot run \(all[0]): \(String(cString: strerror(spawned)))") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let exited = status & 0x7f == 0
+        let code = (status >> 8) & 0xff
+        guard exited && code == 0 else {
             let output = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
             let serverLog = program == "pg_ctl" ? ((try? String(contentsOfFile: "\(directory)/server.log", encoding: .utf8)) ?? "") : ""
-            throw Failure(description: "\(program) failed (exit \(process.terminationStatus)): \(output.suffix(1500))\(serverLog.suffix(1500))")
+            throw Failure(description: "\(program) failed (\(exited ? "exit \(code)" : "signal \(status & 0x7f)")): \(output.suffix(1500))\(serverLog.suffix(1500))")
         }
     }
 }
