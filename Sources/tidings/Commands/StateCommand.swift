@@ -86,7 +86,7 @@ struct StateCommand: AsyncParsableCommand {
                 }
                 await target.close()
             } catch {
-                complain("cannot migrate \(sqlitePath) to \(settings.location): \(error)")
+                complain("cannot migrate \(sqlitePath): \(error)")
                 throw ExitCode(Exit.failure)
             }
             withExtendedLifetime(lock) {}
