@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 @testable import TidingsCore
 import XCTest
 
@@ -139,7 +138,8 @@ final class HoldAndDigestTests: XCTestCase {
         XCTAssertTrue(mail.received.isEmpty)
         let backlog = try OutboxStore(store: store).backlog(now: env.time)
         XCTAssertEqual(backlog["mail"], OutboxBacklog(pending: 0, held: 4, dead: 0))
-        XCTAssertEqual(try OutboxStore(store: store).nextRelease(sink: "mail"), Timestamp.parse("2026-11-24T07:00:00Z"))
+        let release = try await OutboxStore(store: store).nextRelease(sink: "mail")
+        XCTAssertEqual(release, Timestamp.parse("2026-11-24T07:00:00Z"))
 
         env.time = Timestamp.parse("2026-11-24T07:00:00Z")!
         _ = await worker.drainOnce()

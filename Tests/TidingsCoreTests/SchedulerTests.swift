@@ -187,7 +187,7 @@ final class SchedulerStateTests: XCTestCase {
     func testAShorterIntervalAppliesToTheStoredDueTime() async throws {
         // A poll under interval 30m stored its next due time 30 minutes ahead.
         let p = CountingProvider()
-        try PollRecorder(store: store).setNextDue("s", provider: "test", at: t0 + 1800)
+        try await PollRecorder(store: store).setNextDue("s", provider: "test", at: t0 + 1800)
         let (scheduler, _) = try scheduler([source("s", p, interval: 3)])
         let task = try await start(scheduler)
         env.time = t0 + 3.1
