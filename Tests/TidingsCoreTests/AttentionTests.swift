@@ -88,7 +88,7 @@ final class HoldAndDigestTests: XCTestCase {
     let quiet = QuietHours(start: .init("22:00")!, end: .init("07:00")!, timeZone: TimeZone(identifier: "UTC")!)
 
     override func setUpWithError() throws {
-        store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+        store = try makeTestStore()
     }
 
     func router(_ attention: RouteAttention, sinks: [String] = ["mail", "hook"]) -> RecordOptions {

@@ -7,9 +7,7 @@ final class NoticeBookTests: XCTestCase {
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
     override func setUpWithError() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("notices-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        store = try StateStore(path: "\(dir)/tidings.sqlite")
+        store = try makeTestStore()
     }
 
     func notice(_ key: String, title: String = "Maintenance", expires: Date? = nil) -> Item {

@@ -12,7 +12,7 @@ final class ReminderTests: XCTestCase {
         file: "test", line: nil, configHash: "h1")
 
     override func setUpWithError() throws {
-        store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+        store = try makeTestStore()
         recorder = PollRecorder(store: store)
     }
 
@@ -117,7 +117,7 @@ final class ReminderTests: XCTestCase {
         try poll([warning("1")], at: 0, routes: [route(sinks: ["a"], every: 60)])
         XCTAssertEqual(reminders(try poll([warning("1")], at: 60, routes: [route(sinks: ["a"], every: 60)])).count, 1)
         // Another process, another route order and interval: the same route by its match and sinks.
-        store = try StateStore(path: store.path)
+        store = try reopenTestStore(store)
         recorder = PollRecorder(store: store)
         let reloaded = [route(sinks: ["b"], every: nil, severity: ["critical"]), route(sinks: ["a"], every: 90)]
         XCTAssertEqual(reminders(try poll([warning("1")], at: 140, routes: reloaded)), [], "90 s after the last reminder, not after the item's appearance")

@@ -24,7 +24,7 @@ final class SchedulerTests: XCTestCase {
     }
 
     func testSpreadAtStartThenCatchUpAfterSuspend() async throws {
-        let store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+        let store = try makeTestStore()
         let providers = (0..<3).map { _ in CountingProvider() }
         var settings = SourceSettings()
         settings.interval = 3600
@@ -136,7 +136,7 @@ final class SchedulerStateTests: XCTestCase {
     var t0 = Date()
 
     override func setUpWithError() throws {
-        store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+        store = try makeTestStore()
         env = FixedEnvironment(draw: 0.5)
         t0 = env.time
     }

@@ -131,7 +131,7 @@ final class SilenceTests: XCTestCase {
     var store: StateStore!
 
     override func setUpWithError() throws {
-        store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+        store = try makeTestStore()
     }
 
     func testAddListAndExpireByPrefix() throws {

@@ -89,3 +89,14 @@ extension StateStore {
     /// The SQLite pool, for the few tests that damage a SQLite file on purpose.
     var sqlitePool: DatabasePool { (database as! SQLiteStateDatabase).pool }
 }
+
+/// A fresh state for a state-level test, in a scratch directory (SQLite). The PostgreSQL run
+/// of the suite swaps this for a fresh database (see TidingsTestSupport).
+func makeTestStore() throws -> StateStore {
+    try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+}
+
+/// The same state opened again, as another process would.
+func reopenTestStore(_ store: StateStore) throws -> StateStore {
+    store.database.dialect == .sqlite ? try StateStore(path: store.path) : StateStore(database: store.database)
+}

@@ -130,7 +130,7 @@ extension OutboxStore {
         try store.database.read { db in try Self.backlog(db, now: now) }
     }
 
-    static func backlog(_ db: any SQLConnection, now: Date) throws -> [String: OutboxBacklog] {
+    package static func backlog(_ db: any SQLConnection, now: Date) throws -> [String: OutboxBacklog] {
         var out: [String: OutboxBacklog] = [:]
         let sql = "SELECT sink, status, CASE WHEN hold_until > ? THEN 1 ELSE 0 END, count(*) FROM delivery GROUP BY 1, 2, 3"
         for r in try db.fetchAll(sql, now) {

@@ -40,10 +40,12 @@ package struct LeaseWants: Sendable, Equatable {
 /// Each instance runs a round every few seconds (``LeaseKeeper``), in one transaction:
 /// 1. its heartbeat (`instance.seen_at`);
 /// 2. it renews every lease it holds, by the lease's own length;
-/// 3. leases whose owner stopped renewing them (expired) are taken at once by whoever comes
-///    first: nobody polls those sources now;
+/// 3. leases whose owner stopped renewing them (expired) are taken up to a fair share,
+///    ⌈wanted / live instances⌉ (a dead instance stops counting as live before its leases
+///    expire, so the survivors' shares cover its sources); any left expired for a round are
+///    taken by whoever comes next, share or not: nobody polls those sources now;
 /// 4. free leases (new ones, or released on a clean stop or to rebalance) are taken only up
-///    to a fair share, ⌈wanted / live instances⌉, so a newcomer gets its share;
+///    to the fair share, so a newcomer gets its share;
 /// 5. an instance holding more than its fair share releases the rest (they become free).
 /// Candidates are locked with `FOR UPDATE SKIP LOCKED`: two instances in their rounds at once
 /// never take the same lease, and neither waits for the other.
@@ -73,7 +75,9 @@ package enum LeaseBook {
     /// One round (see the type's description). `liveWindow`: an instance whose heartbeat is
     /// older is not counted for the fair share. `known`: lease names already created (the
     /// round inserts the others and adds them).
-    package static func round(_ db: any SQLConnection, instance: Instance, wants: LeaseWants, liveWindow: TimeInterval,
+    /// `grace`: how long an expired lease is left to instances under their share before any
+    /// instance takes it (a round).
+    package static func round(_ db: any SQLConnection, instance: Instance, wants: LeaseWants, liveWindow: TimeInterval, grace: TimeInterval,
                               now: Date, known: inout Set<String>) throws -> Held {
         let t = now.timeIntervalSince1970
         try db.execute("""
@@ -89,14 +93,14 @@ package enum LeaseBook {
             known.formUnion(chunk)
         }
         var held = Held(live: live)
-        held.sources = try share(db, prefix: "source:", wants: wants.sources, instance: instance, live: live, now: t)
-        held.sinks = try share(db, prefix: "sink:", wants: wants.sinks, instance: instance, live: live, now: t)
+        held.sources = try share(db, prefix: "source:", wants: wants.sources, instance: instance, live: live, grace: grace, now: t)
+        held.sinks = try share(db, prefix: "sink:", wants: wants.sinks, instance: instance, live: live, grace: grace, now: t)
         return held
     }
 
     /// Steps 2–5 for one kind of lease.
     private static func share(_ db: any SQLConnection, prefix: String, wants: [String: TimeInterval], instance: Instance, live: Int,
-                              now t: Double) throws -> Set<String> {
+                              grace: TimeInterval, now t: Double) throws -> Set<String> {
         // Renew what this instance holds (and drop what it no longer wants: a reload removed it).
         var mine = Set(try db.fetchAll("UPDATE lease SET expires_at = ? + length WHERE owner = ? AND substr(name, 1, length(?)) = ? RETURNING name",
                                        t, instance.id, prefix, prefix).map { try $0[0] as String })
@@ -112,13 +116,18 @@ package enum LeaseBook {
             try release(db, names: excess)
             mine.subtract(excess)
         }
-        // Expired leases (their owner died or hung): all of them, now. Free ones: up to the share.
+        // Expired leases (their owner died or hung) up to the share: the survivors split them
+        // without taking too many and giving them back. Those expired for longer than `grace`
+        // (a round: nobody with room took them) all of them. Then free ones up to the share.
         let expired = try candidates(db, prefix: prefix, condition: "owner IS NOT NULL AND expires_at < ?", t, limit: wants.count)
-            .filter { wants[$0] != nil }
-        let room = max(0, fair - mine.count - expired.count)
+            .filter { wants[$0.name] != nil }
+        let overdue = expired.filter { $0.expires < t - grace }.map(\.name)
+        var room = max(0, fair - mine.count - overdue.count)
+        let recent = expired.filter { $0.expires >= t - grace }.prefix(room).map(\.name)
+        room -= recent.count
         let free = room == 0 ? [] : try candidates(db, prefix: prefix, condition: "owner IS NULL", limit: room + 64)
-            .filter { wants[$0] != nil }.prefix(room)
-        let taking = expired + free
+            .filter { wants[$0.name] != nil }.prefix(room).map(\.name)
+        let taking = overdue + recent + free
         // One UPDATE per distinct length (a few: one per interval in use).
         for (length, names) in Dictionary(grouping: taking, by: { wants[$0]! }) {
             for chunk in stride(from: 0, to: names.count, by: 500).map({ Array(names[$0..<min($0 + 500, names.count)]) }) {
@@ -130,11 +139,12 @@ package enum LeaseBook {
         return mine
     }
 
-    private static func candidates(_ db: any SQLConnection, prefix: String, condition: String, _ arguments: any SQLConvertible..., limit: Int) throws -> [String] {
+    private static func candidates(_ db: any SQLConnection, prefix: String, condition: String, _ arguments: any SQLConvertible...,
+                                   limit: Int) throws -> [(name: String, expires: Double)] {
         guard limit > 0 else { return [] }
         return try db.fetchAll(
-            "SELECT name FROM lease WHERE substr(name, 1, length(?)) = ? AND \(condition) ORDER BY name LIMIT \(limit)" + db.dialect.forUpdateSkipLocked,
-            [prefix.sqlValue, prefix.sqlValue] + arguments.map(\.sqlValue)).map { try $0[0] as String }
+            "SELECT name, expires_at FROM lease WHERE substr(name, 1, length(?)) = ? AND \(condition) ORDER BY name LIMIT \(limit)" + db.dialect.forUpdateSkipLocked,
+            [prefix.sqlValue, prefix.sqlValue] + arguments.map(\.sqlValue)).map { (try $0[0] as String, try $0[1] as Double) }
     }
 
     private static func release(_ db: any SQLConnection, names: [String]) throws {

@@ -9,8 +9,10 @@ import Synchronization
 /// - a round every `period` = ¼ of the shortest source interval, within 0.25 s…10 s;
 /// - a source's lease lasts `max(3·period, min(interval, timeout + 2·period))`: it survives
 ///   two missed rounds, is never longer than an interval, and a source with a short timeout
-///   fails over sooner. An instance killed right after renewing is replaced after at most
-///   lease + one round ≤ 1.75 intervals after its last poll (DESIGN §11: within two);
+///   fails over sooner. A killed instance renewed at most a round after its last poll; its
+///   leases expire a lease later, and survivors take them within two rounds (one with room
+///   in its share, or any after the grace round): polled again within lease + 3 rounds
+///   ≤ 1.75 intervals of the last poll (DESIGN §11: within two);
 /// - a sink's lease lasts `3·period`;
 /// - an instance counts as live for the fair share while its heartbeat is younger than
 ///   `2·period` (shorter than any lease: a dead instance stops counting before its leases
@@ -83,12 +85,12 @@ package final class LeaseKeeper: Sendable {
     @discardableResult
     package func round(_ listener: Listener) async -> Bool {
         let now = env.now()
-        let (instance, wants, window) = (self.instance, self.wants, 2 * period)
+        let (instance, wants, window, grace) = (self.instance, self.wants, 2 * period, period)
         let known = state.withLock { $0.known }
         do {
             let (held, newKnown) = try await database.write { db in
                 var k = known
-                let held = try LeaseBook.round(db, instance: instance, wants: wants, liveWindow: window, now: now, known: &k)
+                let held = try LeaseBook.round(db, instance: instance, wants: wants, liveWindow: window, grace: grace, now: now, known: &k)
                 return (held, k)
             }
             let before = state.withLock { s -> LeaseBook.Held in

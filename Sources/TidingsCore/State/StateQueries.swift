@@ -42,13 +42,15 @@ extension StateStore {
     /// Each stored source's failures in a row and last success: what the daemon's status line
     /// and health metrics start from (cheaper than ``statuses()``, which counts items too).
     package func sourceHealth() throws -> [String: SourceHealth] {
-        try database.read { db in
-            var out: [String: SourceHealth] = [:]
-            for r in try db.fetchAll("SELECT source, failures, last_success FROM source_state") {
-                out[try r[0]] = SourceHealth(failures: try r[1], lastSuccess: try r[2])
-            }
-            return out
+        try database.read { try Self.sourceHealth($0) }
+    }
+
+    package static func sourceHealth(_ db: any SQLConnection) throws -> [String: SourceHealth] {
+        var out: [String: SourceHealth] = [:]
+        for r in try db.fetchAll("SELECT source, failures, last_success FROM source_state") {
+            out[try r[0]] = SourceHealth(failures: try r[1], lastSuccess: try r[2])
         }
+        return out
     }
 
     /// One row of `tidings history`: an event, or a stored row that cannot be read back (written
@@ -92,8 +94,17 @@ extension StateStore {
     /// Deletes events older than `days` that no delivery still needs, and long-gone items.
     @discardableResult
     public func prune(olderThanDays days: Int, now: Date = Date()) throws -> (events: Int, items: Int) {
+        try database.write { try Self.prune($0, olderThanDays: days, now: now) }
+    }
+
+    /// The daemon's hourly prune, off the cooperative pool.
+    package func pruneInBackground(olderThanDays days: Int, now: Date = Date()) async throws -> (events: Int, items: Int) {
+        try await database.write { try Self.prune($0, olderThanDays: days, now: now) }
+    }
+
+    static func prune(_ db: any SQLConnection, olderThanDays days: Int, now: Date) throws -> (events: Int, items: Int) {
         let cutoff = now.addingTimeInterval(-Double(days) * 86_400)
-        return try database.write { db in
+        do {
             let events = try db.execute("DELETE FROM event WHERE observed_at < ? AND seq NOT IN (SELECT event_seq FROM delivery)", cutoff)
             let items = try db.execute("DELETE FROM item WHERE state = 'gone' AND changed_at < ?", cutoff)
             // Notices that ended, were dismissed or expired long ago are no longer pending anywhere.

@@ -137,7 +137,7 @@ final class DaemonService: Service, Sendable {
         await generation.scheduler.update(host)
         // Back online or awake: deliveries waiting out a retry backoff go now, as polls do.
         if before.pause != nil && host.pause == nil { await generation.outbox.retryNow() }
-        notifications.update(DaemonStatus(generation.config, snapshot(), pause: host.pause))
+        notifications.update(DaemonStatus(generation.config, await snapshot(), pause: host.pause))
     }
 
     /// The generation polling now; waits a while during start-up or a reload.
@@ -184,7 +184,7 @@ final class DaemonService: Service, Sendable {
         let runner = PollRunner(store: store, http: App.http)
         let router = Router(routes: config.routes, allSinks: config.sinks.map(\.name))
         let notifications = self.notifications
-        let state = snapshot()
+        let state = await snapshot()
         state?.exportHealth(of: config)
         state?.exportBacklog(sinks: config.sinks)
         let (scheduler, pause) = live.withLock { l in
@@ -212,7 +212,7 @@ final class DaemonService: Service, Sendable {
                 notifications.reloading()
                 fresh = loadFresh()
                 // Refused: the running configuration goes on, and is ready again.
-                if fresh == nil { notifications.ready(DaemonStatus(config, snapshot(), pause: live.withLock { $0.host.pause })) }
+                if fresh == nil { notifications.ready(DaemonStatus(config, await snapshot(), pause: live.withLock { $0.host.pause })) }
             }
             live.withLock { $0.generation = nil }
             await scheduler.stop()
@@ -257,9 +257,9 @@ final class DaemonService: Service, Sendable {
     }
 
     /// The state as the status line and gauges show it; nil (after logging why) when it cannot be read.
-    private func snapshot() -> StateSnapshot? {
+    private func snapshot() async -> StateSnapshot? {
         do {
-            let s = try StateSnapshot(store: store)
+            let s = try await StateSnapshot.read(store)
             statusLog.succeeded("status", "reading source health and outbox backlog from \(store.path) works again", logger: logger)
             return s
         } catch {
@@ -274,7 +274,7 @@ final class DaemonService: Service, Sendable {
             try? await Task.sleep(for: .seconds(Self.statusInterval))
             let (config, pause) = live.withLock { ($0.generation?.config, $0.host.pause) }
             guard let config else { continue }
-            let now = snapshot()
+            let now = await snapshot()
             now?.exportBacklog(sinks: config.sinks)
             notifications.update(DaemonStatus(config, now, pause: pause))
         }
@@ -286,7 +286,7 @@ final class DaemonService: Service, Sendable {
         while !Task.isCancelled {
             let days = historyDays.withLock { $0 }
             do {
-                let r = try store.prune(olderThanDays: days)
+                let r = try await store.pruneInBackground(olderThanDays: days)
                 if r.events + r.items > 0 { logger.info("pruned \(r.events) old events and \(r.items) gone items (history_days = \(days))") }
             } catch {
                 logger.error("pruning failed: \(error)")
