@@ -64,3 +64,39 @@ let quietLogger: Logger = {
     l.logLevel = .critical
     return l
 }()
+
+/// Raw SQL for tests, on whichever backend the store has (the seam's `?` placeholders).
+extension StateStore {
+    func rows(_ sql: String, _ arguments: any SQLConvertible...) throws -> [SQLRow] {
+        try database.read { try $0.fetchAll(sql, arguments.map(\.sqlValue)) }
+    }
+
+    func scalar<T: SQLConvertible>(_ sql: String, _ arguments: any SQLConvertible...) throws -> T? {
+        try database.read { try $0.scalar(sql, arguments.map(\.sqlValue)) }
+    }
+
+    func column<T: SQLConvertible>(_ sql: String, _ arguments: any SQLConvertible...) throws -> [T] {
+        try database.read { try $0.fetchAll(sql, arguments.map(\.sqlValue)).map { try $0[0] as T } }
+    }
+
+    func exec(_ sql: String, _ arguments: any SQLConvertible...) throws {
+        try database.write { try $0.execute(sql, arguments.map(\.sqlValue)) }
+    }
+}
+
+import GRDB
+extension StateStore {
+    /// The SQLite pool, for the few tests that damage a SQLite file on purpose.
+    var sqlitePool: DatabasePool { (database as! SQLiteStateDatabase).pool }
+}
+
+/// A fresh state for a state-level test, in a scratch directory (SQLite). The PostgreSQL run
+/// of the suite swaps this for a fresh database (see TidingsTestSupport).
+func makeTestStore() throws -> StateStore {
+    try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+}
+
+/// The same state opened again, as another process would.
+func reopenTestStore(_ store: StateStore) throws -> StateStore {
+    store.database.dialect == .sqlite ? try StateStore(path: store.path) : StateStore(database: store.database)
+}

@@ -189,17 +189,23 @@ package protocol StateDatabase: Sendable {
     /// Whether several daemons may share this state (sources and sinks are then leased).
     var isShared: Bool { get }
     /// Runs `body` as one transaction on the calling thread (the CLI, tests).
+    @discardableResult
     func transaction<T>(_ kind: TransactionKind, _ body: (any SQLConnection) throws -> T) throws -> T
     /// Runs `body` as one transaction on the backend's own threads, never the cooperative
     /// pool (the daemon's pipeline).
+    @discardableResult
     func perform<T: Sendable>(_ kind: TransactionKind, _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
     /// Closes connections (a clean stop).
     func close() async
 }
 
 extension StateDatabase {
+    @discardableResult
     package func read<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try transaction(.read, body) }
+    @discardableResult
     package func write<T>(_ body: (any SQLConnection) throws -> T) throws -> T { try transaction(.write, body) }
+    @discardableResult
     package func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T { try await perform(.read, body) }
+    @discardableResult
     package func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T { try await perform(.write, body) }
 }
