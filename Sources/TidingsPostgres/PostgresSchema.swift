@@ -136,6 +136,7 @@ package enum PostgresSchema {
               name TEXT PRIMARY KEY,
               owner TEXT,
               expires_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+              length DOUBLE PRECISION NOT NULL DEFAULT 0,
               taken_at DOUBLE PRECISION
             )
             """,

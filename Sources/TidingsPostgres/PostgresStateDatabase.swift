@@ -56,6 +56,7 @@ package final class PostgresStateDatabase: StateDatabase {
 
     // MARK: StateDatabase
 
+    @discardableResult
     package func transaction<T>(_ kind: TransactionKind, _ body: (any SQLConnection) throws -> T) throws -> T {
         let connection = try pool.acquire()
         var healthy = false
@@ -84,6 +85,7 @@ package final class PostgresStateDatabase: StateDatabase {
         return result
     }
 
+    @discardableResult
     package func perform<T: Sendable>(_ kind: TransactionKind, _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
         try await threads.runIfActive { [self] in
             try transaction(kind, body)

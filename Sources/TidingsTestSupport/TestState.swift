@@ -23,10 +23,17 @@ package enum TestState {
     package static func makeDatabase(directory: String, backend: Backend = TestState.backend) throws -> any StateDatabase {
         switch backend {
         case .sqlite:
-            let store = try StateStore.open(directory: directory, logger: logger)
-            return SQLiteStateDatabase(pool: store.db, path: store.path)
+            return try StateStore.open(directory: directory, logger: logger).database
         case .postgres:
             return try PostgresStateDatabase.open(try PostgresTestServer.freshDatabase(), logger: logger)
+        }
+    }
+
+    /// The store on the backend's database (see ``makeDatabase(directory:backend:)``).
+    package static func make(directory: String, backend: Backend = TestState.backend) throws -> StateStore {
+        switch backend {
+        case .sqlite: return try StateStore.open(directory: directory, logger: logger)
+        case .postgres: return StateStore(database: try makeDatabase(directory: directory, backend: .postgres))
         }
     }
 }

@@ -78,7 +78,7 @@ struct StateCommand: AsyncParsableCommand {
                 do {
                     counts = try await onOwnThread {
                         let store = try StateStore.open(directory: stateDir, logger: Log.logger("state"))
-                        return try StateCopy.copy(from: SQLiteStateDatabase(pool: store.db, path: store.path), to: target)
+                        return try StateCopy.copy(from: store.database, to: target)
                     }
                 } catch {
                     await target.close()
