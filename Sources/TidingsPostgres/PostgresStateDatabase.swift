@@ -114,7 +114,11 @@ package final class PostgresStateDatabase: StateDatabase {
     func postgresSQL(_ sql: String) -> String {
         if let done = rewrites.withLock({ $0[sql] }) { return done }
         let rewritten = Self.numberPlaceholders(sql)
-        rewrites.withLock { $0[sql] = rewritten }
+        rewrites.withLock { cache in
+            // Statements are mostly fixed texts; `IN (?, ?, …)` lists of every length are not.
+            if cache.count >= 4096 { cache.removeAll(keepingCapacity: true) }
+            cache[sql] = rewritten
+        }
         return rewritten
     }
 
@@ -242,7 +246,16 @@ package struct PostgresStateError: Error, CustomStringConvertible {
     static func describe(_ error: any Error) -> String {
         if let e = error as? PostgresStateError { return e.reason }
         if let e = error as? IOError { return "\(e.description)" }
-        if let e = error as? NIOSSLError { return "TLS: \(e)" }
+        if let e = error as? NIOSSLExtraError, e == .failedToValidateHostname {
+            return "TLS: the server's certificate does not name the host connected to (verify-full checks the name; verify-ca only the chain)"
+        }
+        if let e = error as? NIOSSLExtraError { return "TLS: \(e)" }
+        if let e = error as? NIOSSLError {
+            if "\(e)".contains("CERTIFICATE_VERIFY_FAILED") {
+                return "TLS: the server's certificate is not signed by a CA in ca_file (or, without ca_file, the system's) (\(e))"
+            }
+            return "TLS: \(e)"
+        }
         if let e = error as? BoringSSLError { return "TLS: \(e)" }
         if let e = error as? ChannelError, case .connectTimeout(let t) = e {
             return "no connection within \(Double(t.nanoseconds) / 1e9) s"

@@ -34,29 +34,38 @@ package final class PostgresTestServer: Sendable {
 
     /// The process's server, started by the first caller. A failure to start is kept: every
     /// test that needs it reports the same reason.
-    package static func shared() throws -> PostgresTestServer {
-        switch started {
-        case .success(let s): return s
-        case .failure(let e): throw e
-        }
-    }
+    package static func shared() throws -> PostgresTestServer { try plain.get() }
 
-    private static let started: Result<PostgresTestServer, Failure> = {
+    /// A second server, with TLS (`ssl=on`, a certificate for DNS:localhost only, signed by a
+    /// CA of its own: ``caFile``), for the sslmode tests. Started on first use.
+    package static func sharedTLS() throws -> PostgresTestServer { try withTLS.get() }
+
+    private static let plain = start(tls: false)
+    private static let withTLS = start(tls: true)
+
+    private static func start(tls: Bool) -> Result<PostgresTestServer, Failure> {
         do {
-            let server = try PostgresTestServer()
-            running.withLock { $0 = server }
-            atexit { PostgresTestServer.running.withLock { $0 }?.stop() }
+            let server = try PostgresTestServer(tls: tls)
+            let first = running.withLock { list in
+                list.append(server)
+                return list.count == 1
+            }
+            if first { atexit { for s in PostgresTestServer.running.withLock({ $0 }) { s.stop() } } }
             return .success(server)
         } catch let e as Failure {
             return .failure(e)
         } catch {
             return .failure(Failure(description: "\(error)"))
         }
-    }()
+    }
 
-    private static let running = Mutex<PostgresTestServer?>(nil)
+    private static let running = Mutex<[PostgresTestServer]>([])
 
-    private init() throws {
+    /// With TLS: the CA that signed the server's certificate, and one that did not.
+    package var caFile: String { "\(directory)/ca.crt" }
+    package var otherCAFile: String { "\(directory)/other-ca.crt" }
+
+    private init(tls: Bool) throws {
         let bin = try Self.findBinaries()
         let runAs: String? = getuid() == 0 ? "nobody" : nil
         let base = runAs != nil ? "/tmp" : NSTemporaryDirectory()
@@ -83,6 +92,7 @@ package final class PostgresTestServer: Sendable {
         self.socketDirectory = socketDirectory
         self.password = password
         let user = Self.superuser
+        let tlsOptions = tls ? try Self.makeCertificates(in: directory, bin: bin, runAs: runAs) : ""
         func run(_ program: String, _ arguments: [String]) throws {
             try Self.run(program, arguments, bin: bin, runAs: runAs, directory: directory)
         }
@@ -94,7 +104,7 @@ package final class PostgresTestServer: Sendable {
                 let port = try Self.freePort()
                 do {
                     try run("pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60",
-                                       "-o", "-p \(port) -k \(socketDirectory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+                                       "-o", "-p \(port) -k \(socketDirectory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200\(tlsOptions)",
                                        "start"])
                     return port
                 } catch {
@@ -120,11 +130,11 @@ package final class PostgresTestServer: Sendable {
     }
 
     package func settings(database: String, poolSize: Int = 4, password: String? = nil, tls: StateSettings.TLSMode = .disable,
-                          unixSocket: Bool = false) -> StateSettings {
+                          caFile: String? = nil, host: String = "127.0.0.1", unixSocket: Bool = false) -> StateSettings {
         let url = unixSocket
             ? URL(string: "postgres://\(user)@/\(database)?host=\(socketDirectory)&port=\(port)")!
-            : URL(string: "postgres://\(user)@127.0.0.1:\(port)/\(database)?sslmode=\(tls.rawValue)")!
-        return StateSettings(url: url, password: Secret(password ?? self.password), tls: tls, poolSize: poolSize, connectTimeout: 10)
+            : URL(string: "postgres://\(user)@\(host):\(port)/\(database)?sslmode=\(tls.rawValue)")!
+        return StateSettings(url: url, password: Secret(password ?? self.password), tls: tls, caFile: caFile, poolSize: poolSize, connectTimeout: 10)
     }
 
     /// `CREATE DATABASE t_PID_N`; returns its name.
@@ -148,6 +158,29 @@ package final class PostgresTestServer: Sendable {
         } catch let e as PSQLError {
             throw Failure(description: "\(sql): \(e.serverInfo?[.message] ?? "\(e.code)")")
         }
+    }
+
+    /// A CA, a server certificate it signs (subjectAltName DNS:localhost, not the IP), and an
+    /// unrelated CA; returns postgres's options to use them.
+    private static func makeCertificates(in dir: String, bin: String, runAs: String?) throws -> String {
+        try "subjectAltName=DNS:localhost\n".write(toFile: "\(dir)/san.ext", atomically: false, encoding: .utf8)
+        let steps: [[String]] = [
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/ca.key", "-out", "\(dir)/ca.crt", "-days", "2", "-subj", "/CN=tidings test CA"],
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/other-ca.key", "-out", "\(dir)/other-ca.crt", "-days", "2", "-subj", "/CN=tidings other CA"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/server.key", "-out", "\(dir)/server.csr", "-subj", "/CN=localhost"],
+            ["x509", "-req", "-in", "\(dir)/server.csr", "-CA", "\(dir)/ca.crt", "-CAkey", "\(dir)/ca.key", "-CAcreateserial",
+             "-out", "\(dir)/server.crt", "-days", "2", "-extfile", "\(dir)/san.ext"],
+        ]
+        for step in steps {
+            try run("openssl", step, bin: bin, runAs: nil, directory: dir, executable: "/usr/bin/openssl")
+        }
+        guard chmod("\(dir)/server.key", 0o600) == 0 else { throw Failure(description: "chmod server.key: \(String(cString: strerror(errno)))") }
+        if let runAs, let pw = getpwnam(runAs) {
+            for file in ["server.key", "server.crt", "ca.crt"] where chown("\(dir)/\(file)", pw.pointee.pw_uid, pw.pointee.pw_gid) != 0 {
+                throw Failure(description: "cannot chown \(file) to \(runAs): \(String(cString: strerror(errno)))")
+            }
+        }
+        return " -c ssl=on -c ssl_cert_file=\(dir)/server.crt -c ssl_key_file=\(dir)/server.key"
     }
 
     /// Servers of test processes that died without their atexit (a crash, kill -9): stopped,
@@ -207,8 +240,10 @@ package final class PostgresTestServer: Sendable {
 
     /// posix_spawn and waitpid, not Foundation's `Process`: that waits for a descriptor every
     /// descendant inherits, and the postgres that pg_ctl leaves running would keep it open.
-    private static func run(_ program: String, _ arguments: [String], bin: String, runAs: String?, directory: String) throws {
-        let argv = runAs.map { ["/usr/sbin/runuser", "-u", $0, "--", "\(bin)/\(program)"] } ?? ["\(bin)/\(program)"]
+    private static func run(_ program: String, _ arguments: [String], bin: String, runAs: String?, directory: String,
+                            executable: String? = nil) throws {
+        let path = executable ?? "\(bin)/\(program)"
+        let argv = runAs.map { ["/usr/sbin/runuser", "-u", $0, "--", path] } ?? [path]
         let all = argv + arguments
         let logPath = "\(directory)/\(program).out"
         var actions = posix_spawn_file_actions_t()

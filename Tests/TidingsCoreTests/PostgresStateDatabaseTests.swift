@@ -268,6 +268,44 @@ final class PostgresStateDatabaseTests: XCTestCase {
         }
     }
 
+    // MARK: TLS (a second server with ssl=on; its certificate names DNS:localhost only)
+
+    func tlsSettings(_ mode: StateSettings.TLSMode, caFile: (PostgresTestServer) -> String?, host: String = "127.0.0.1") throws -> StateSettings {
+        let server = try PostgresTestServer.sharedTLS()
+        return server.settings(database: try server.createDatabase(), tls: mode, caFile: caFile(server), host: host)
+    }
+
+    /// The connection is really encrypted: the server's own view of it.
+    func assertEncrypted(_ settings: StateSettings, file: StaticString = #filePath, line: UInt = #line) throws {
+        let db = try open(settings)
+        let ssl: Int? = try db.read { try $0.scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()") }
+        XCTAssertEqual(ssl, 1, "sslmode \(settings.tls.rawValue)", file: file, line: line)
+    }
+
+    func assertRefused(_ settings: StateSettings, _ expected: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertThrowsError(try PostgresStateDatabase.open(settings, logger: TestState.logger), file: file, line: line) { error in
+            let text = "\(error)"
+            XCTAssertTrue(text.contains("cannot connect") && text.contains(settings.location), text, file: file, line: line)
+            XCTAssertTrue(text.localizedCaseInsensitiveContains(expected), "\(text) lacks \(expected)", file: file, line: line)
+        }
+    }
+
+    func testSSLModeRequireEncryptsWithoutCheckingTheCertificate() throws {
+        try assertEncrypted(try tlsSettings(.require, caFile: { $0.otherCAFile }))
+    }
+
+    func testSSLModeVerifyCAChecksTheChainNotTheName() throws {
+        // 127.0.0.1 is not in the certificate: verify-ca does not care, verify-full does.
+        try assertEncrypted(try tlsSettings(.verifyCA, caFile: { $0.caFile }))
+        assertRefused(try tlsSettings(.verifyCA, caFile: { $0.otherCAFile }), "not signed by a CA in ca_file")
+    }
+
+    func testSSLModeVerifyFullChecksChainAndName() throws {
+        try assertEncrypted(try tlsSettings(.verifyFull, caFile: { $0.caFile }, host: "localhost"))
+        assertRefused(try tlsSettings(.verifyFull, caFile: { $0.caFile }), "certificate does not name the host")
+        assertRefused(try tlsSettings(.verifyFull, caFile: { $0.otherCAFile }, host: "localhost"), "not signed by a CA in ca_file")
+    }
+
     func testNoServerFailsWithinTheConnectTimeout() throws {
         var settings = try PostgresTestServer.shared().settings(database: "none")
         settings.url = URL(string: "postgres://tidings@127.0.0.1:1/none?sslmode=disable")
