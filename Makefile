@@ -16,7 +16,7 @@ BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev pkg-config
 # Debian package tools, lintian.
 TEST_PACKAGES  := python3 python3-pytest python3-venv python3-dbusmock dbus dbus-x11 libnotify-bin \
                   prometheus-alertmanager prometheus dunst xvfb \
-                  systemd man-db bash-completion dpkg-dev lintian
+                  systemd man-db bash-completion dpkg-dev lintian postgresql openssl
 # Needed by `make deb` (dpkg-shlibdeps, dpkg-gencontrol, dpkg-deb, strip).
 DEB_PACKAGES   := dpkg-dev binutils
 
