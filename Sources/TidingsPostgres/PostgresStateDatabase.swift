@@ -62,27 +62,32 @@ package final class PostgresStateDatabase: StateDatabase {
         var healthy = false
         defer { pool.release(connection, healthy: healthy) }
         let sql = PostgresSQLConnection(connection: connection, database: self)
-        try sql.execute(kind == .read ? "BEGIN READ ONLY" : "BEGIN", [])
+        try sql.control(kind == .read ? "BEGIN READ ONLY" : "BEGIN")
         let result: T
         do {
             result = try body(sql)
         } catch {
-            // A connection that cannot even roll back is dropped (and replaced on next use).
-            healthy = (try? sql.execute("ROLLBACK", [])) != nil
+            // A connection that is gone, or cannot even roll back, is dropped (and replaced on
+            // next use).
+            healthy = !Self.lostConnection(error, connection) && (try? sql.control("ROLLBACK")) != nil
             throw error
         }
         if kind == .dryRun {
-            try sql.execute("ROLLBACK", [])
+            try sql.control("ROLLBACK")
         } else {
             do {
                 try sql.execute("COMMIT", [])
             } catch {
-                healthy = !connection.isClosed && (try? sql.execute("ROLLBACK", [])) != nil
+                healthy = !Self.lostConnection(error, connection) && (try? sql.control("ROLLBACK")) != nil
                 throw error
             }
         }
         healthy = true
         return result
+    }
+
+    static func lostConnection(_ error: any Error, _ connection: PostgresConnection) -> Bool {
+        connection.isClosed || (error as? PostgresStateError)?.connectionLost == true
     }
 
     @discardableResult
@@ -202,6 +207,8 @@ package struct PostgresStateError: Error, CustomStringConvertible {
     package var reason: String
     /// The server's SQLSTATE (`23505` a unique violation, `40001` a serialization failure…).
     package var sqlState: String?
+    /// The connection ended with it (a FATAL error from the server, a closed socket).
+    package var connectionLost = false
 
     package init(location: String, what: String, reason: String, sqlState: String? = nil) {
         self.location = location
@@ -225,6 +232,7 @@ package struct PostgresStateError: Error, CustomStringConvertible {
             if let detail = info[.detail] { reason += "; \(detail)" }
             if let hint = info[.hint] { reason += " (hint: \(hint))" }
             self.init(location: location, what: what, reason: reason, sqlState: info[.sqlState])
+            connectionLost = ["FATAL", "PANIC"].contains(info[.severity] ?? "")
             return
         }
         var reason: String
@@ -241,6 +249,7 @@ package struct PostgresStateError: Error, CustomStringConvertible {
         }
         if let underlying = e.underlying { reason += ": \(Self.describe(underlying))" }
         self.init(location: location, what: what, reason: reason)
+        connectionLost = [.serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown].contains(e.code)
     }
 
     static func describe(_ error: any Error) -> String {
@@ -288,6 +297,28 @@ struct PostgresSQLConnection: SQLConnection {
             return try connection.query(query, logger: connection.logger).wait()
         } catch {
             throw PostgresStateError(location: database.location, what: "statement failed (\(Self.excerpt(sql)))", error: error)
+        }
+    }
+
+    /// BEGIN and ROLLBACK, which the server answers at once: a connection that does not answer
+    /// within 10 s (one closing under it) is closed, and the transaction fails.
+    func control(_ sql: String) throws {
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<Result<PostgresQueryResult, any Error>?>(nil)
+        connection.query(PostgresQuery(unsafeSQL: sql), logger: connection.logger).whenComplete { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + 10) == .success, let result = outcome.withLock({ $0 }) else {
+            ConnectionPool.close(connection)
+            var e = PostgresStateError(location: database.location, what: "\(sql) failed", reason: "no answer within 10 s; the connection is closed")
+            e.connectionLost = true
+            throw e
+        }
+        do {
+            _ = try result.get()
+        } catch {
+            throw PostgresStateError(location: database.location, what: "\(sql) failed", error: error)
         }
     }
 
