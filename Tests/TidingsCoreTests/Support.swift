@@ -4,6 +4,7 @@ import TidingsCore
 import TidingsProviders
 import TidingsSinks
 import TidingsCurl
+import TidingsTestSupport
 import XCTest
 
 /// A scratch directory removed after the test.
@@ -90,10 +91,11 @@ extension StateStore {
     var sqlitePool: DatabasePool { (database as! SQLiteStateDatabase).pool }
 }
 
-/// A fresh state for a state-level test, in a scratch directory (SQLite). The PostgreSQL run
-/// of the suite swaps this for a fresh database (see TidingsTestSupport).
+/// A fresh state for a state-level test: SQLite in a scratch directory, or with
+/// TIDINGS_TEST_BACKEND=postgres a fresh database on the test process's PostgreSQL
+/// (TidingsTestSupport's ``TestState``).
 func makeTestStore() throws -> StateStore {
-    try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+    try TestState.make(directory: try scratchDirectory())
 }
 
 /// The same state opened again, as another process would.
