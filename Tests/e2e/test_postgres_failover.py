@@ -33,20 +33,6 @@ SINKS, BATCH = 1, 1
 RUN_BEFORE_KILL = RUN_AFTER_KILL = 15.0
 
 
-def config(world: ChurnWorld, hook: FakeServer, pg_db) -> str:
-    return (f"""
-[defaults]
-interval = "{INTERVAL:.0f}s"
-jitter = 0.0
-timeout = "5s"
-
-[sinks.hook]
-type = "webhook"
-url = "{hook.url}/hook"
-timeout = "5s"
-""" + pg_db.state_toml() + world.all_toml())
-
-
 def accepted(hook: FakeServer) -> list:
     """(monotonic time, event id) of each 2xx-answered POST to the hook."""
     out = []
@@ -65,7 +51,7 @@ def test_three_daemons_share_sources_and_survive_kill_9(tmp_path, pg_db):
         nodes = [Tidings(tmp_path / f"node{n}") for n in range(3)]
         try:
             for t in nodes:
-                t.write_config(config(world, hook, pg_db))
+                t.write_config(world.daemon_config(hook.url, pg_db.state_toml(), INTERVAL))
             daemons = [t.start_daemon() for t in nodes]
             wait_for(lambda: all(world.served(i) for i in range(SOURCES)), timeout=90, interval=0.5,
                      what="every source polled once (the three daemons started on an empty database)")

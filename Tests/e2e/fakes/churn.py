@@ -84,6 +84,14 @@ class ChurnWorld:
     def all_toml(self, extra: str = "") -> str:
         return "".join(self.toml(i, extra) for i in range(self.sources))
 
+    def daemon_config(self, hook_url: str, state_toml: str, interval: float, secret_file=None) -> str:
+        """A tidings.toml polling every feed every `interval` s (no jitter), delivering to a
+        webhook at HOOK/hook (signed when `secret_file`), state as `state_toml` says."""
+        secret = f'secret_file = "{secret_file}"\n' if secret_file else ""
+        return (f'\n[defaults]\ninterval = "{interval:g}s"\njitter = 0.0\ntimeout = "5s"\n'
+                f'\n[sinks.hook]\ntype = "webhook"\nurl = "{hook_url}/hook"\ntimeout = "5s"\n{secret}'
+                + state_toml + self.all_toml())
+
     def served(self, i: int) -> list:
         with self.server.httpd.lock:
             return list(self.log[i])
