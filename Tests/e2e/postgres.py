@@ -109,10 +109,13 @@ class PostgresServer:
             raise RuntimeError(why)
         self.bin = bin_dir()
         self.max_connections = max_connections
+        # root/ belongs to whoever runs the tests (tidings refuses a password file below a
+        # directory someone else owns); root/run/ (socket, log) and root/data/ to the server's
+        # owner, who can traverse root/ (0711) but not list it.
         self.root = Path(tempfile.mkdtemp(prefix="tidings-pg-"))
         self.data = self.root / "data"
-        self.sockets = self.root / "sock"
-        self.logfile = self.root / "postgres.log"
+        self.sockets = self.root / "run"
+        self.logfile = self.sockets / "postgres.log"
         self.port = 0
         self.password = "pg-" + secrets.token_urlsafe(24)        # the role tidings
         self.admin_password = "pg-admin-" + secrets.token_urlsafe(24)
@@ -134,7 +137,7 @@ class PostgresServer:
 
     def _run(self, cmd: list, timeout=120):
         p = subprocess.run(self._as_owner(cmd), capture_output=True, text=True, timeout=timeout,
-                           cwd=self.root, env={**os.environ, "LC_ALL": "C"})
+                           cwd=self.sockets, env={**os.environ, "LC_ALL": "C"})
         if p.returncode != 0:
             log = self.logfile.read_text(errors="replace")[-3000:] if self.logfile.exists() else ""
             raise RuntimeError(f"{Path(cmd[0]).name} failed (exit {p.returncode}): {p.stdout[-2000:]}{p.stderr[-2000:]}\n{log}")
@@ -145,11 +148,12 @@ class PostgresServer:
             os.chown(path, self.uid, self.gid)
 
     def start(self):
-        self.sockets.mkdir()
-        self._chown(self.root)
-        self._chown(self.sockets)
+        os.chmod(self.root, 0o711)
+        for d in (self.sockets, self.data):
+            d.mkdir(mode=0o700)
+            self._chown(d)
         # The superuser's password for initdb, readable by the server's owner only; removed after.
-        pwfile = self.root / "admin.pw"
+        pwfile = self.sockets / "admin.pw"
         pwfile.write_text(self.admin_password + "\n")
         os.chmod(pwfile, 0o600)
         self._chown(pwfile)
@@ -164,7 +168,7 @@ class PostgresServer:
                     f"-c shared_buffers=32MB")
             p = subprocess.run(self._as_owner([str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.logfile),
                                                "-w", "-t", "60", "-o", opts, "start"]),
-                               capture_output=True, text=True, cwd=self.root, env={**os.environ, "LC_ALL": "C"})
+                               capture_output=True, text=True, cwd=self.sockets, env={**os.environ, "LC_ALL": "C"})
             if p.returncode == 0:
                 break
             log = self.logfile.read_text(errors="replace") if self.logfile.exists() else ""
