@@ -436,6 +436,9 @@ SHARED_INTERVAL = 2.0
 # Feeds change every 8 s, more than the longest gap between two polls of a source across a
 # kill (interval + two intervals of lease + a margin), so a generation is seldom skipped.
 SHARED_PERIOD = 8.0
+# One feed in 5 changes (~15 events a second with 300 feeds): what one webhook sink delivers
+# with room to spare, so the phase measures losses and duplicates, not a growing backlog.
+SHARED_CHANGING = 5
 # On top of the two intervals a lease outlives a killed holder: a survivor's next lease round
 # and starting the poll (see Tests/e2e/test_postgres_failover.py).
 SHARED_TAKEOVER_MARGIN = 1.5
@@ -450,7 +453,7 @@ def phase_shared(work: Path, seconds: float, kill_every: float, sources: int, rn
     with ExitStack() as stack:
         pg = stack.enter_context(postgres.PostgresServer())
         db = pg.create_database("soak")
-        world = stack.enter_context(ChurnWorld(sources, SHARED_PERIOD))
+        world = stack.enter_context(ChurnWorld(sources, SHARED_PERIOD, SHARED_CHANGING))
         rx = Receiver()
         stack.callback(rx.stop)
         nodes = [Tidings(work / "shared" / f"node{n}") for n in range(3)]

@@ -20,6 +20,9 @@ INTERVAL = 2.0
 # polls of a source (interval, or up to interval + takeover after the kill: ~2 + 4 + margin),
 # so that no generation is skipped and the expected history is exact (fakes/churn.py).
 PERIOD = 8.0
+# One feed in CHANGING changes (30 of 300: ~7.5 events a second); the debug build delivers
+# some 20 webhooks a second on 2 shared cores, so the outbox keeps up and drains in seconds.
+CHANGING = 10
 # A takeover is due within two intervals of the kill (the lease outlives its holder by at
 # most that). The margin covers what comes on top on this machine: the next lease round of a
 # surviving instance (it looks for expired leases at least once per interval), then the
@@ -47,7 +50,7 @@ def first_after(times: list, t: float) -> float | None:
 
 
 def test_three_daemons_share_sources_and_survive_kill_9(tmp_path, pg_db):
-    with ChurnWorld(SOURCES, PERIOD) as world, FakeServer(WebhookReceiver, state=receiver_state()) as hook:
+    with ChurnWorld(SOURCES, PERIOD, CHANGING) as world, FakeServer(WebhookReceiver, state=receiver_state()) as hook:
         nodes = [Tidings(tmp_path / f"node{n}") for n in range(3)]
         try:
             for t in nodes:

@@ -1,7 +1,7 @@
 """Many http-json feeds whose items change on a known schedule (the failover e2e test and the
 soak's shared-state phase). Python standard library only.
 
-    with ChurnWorld(sources=300, period=8.0) as world:
+    with ChurnWorld(sources=300, period=8.0, every=10) as world:
         world.url(i)          -> http://127.0.0.1:PORT/s/i
         world.toml(i)         -> a `[sources.sNNN]` table polling it
         world.freeze()        -> the feeds stop changing (to drain and compare)
@@ -10,7 +10,9 @@ soak's shared-state phase). Python standard library only.
 
 Feed i serves ONE item whose key names its generation, `s{i}-g{g}`, where
 g = floor((t - t0) / period + i / sources): the feeds change one after another, spread
-evenly over the period, not all at once. A key is never served again once its generation
+evenly over the period, not all at once. Only every `every`-th feed changes (i % every == 0);
+the others keep generation 0 (polled, never news), so that the event rate stays what a sink
+can take on a small machine while every feed is still polled. A key is never served again once its generation
 is over, so each change is one `new` and, when the next generation is seen, one `removed`
 event; (source, event, key) is unique in a correct history, and with polls more frequent than
 the period (and no gap longer than one period) no generation is skipped, so the history is
@@ -55,8 +57,9 @@ class ChurnHandler(FakeHandler):
 
 
 class ChurnWorld:
-    def __init__(self, sources: int, period: float):
+    def __init__(self, sources: int, period: float, every: int = 1):
         self.sources = sources
+        self.every = every
         self.period = period
         self.t0 = time.monotonic()
         self.frozen_at: float | None = None
@@ -65,6 +68,8 @@ class ChurnWorld:
         self.server.httpd.world = self
 
     def generation(self, i: int, at: float | None = None) -> int:
+        if i % self.every:
+            return 0
         t = time.monotonic() if at is None else at
         if self.frozen_at is not None:
             t = min(t, self.frozen_at)
