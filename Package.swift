@@ -25,6 +25,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
+        // Shared state (DESIGN §11): the PostgreSQL backend, in TidingsPostgres only.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.25.0"),
     ],
     targets: [
         /// The pipeline: model, config, state, scheduler, dedupe, routing, outbox,
@@ -95,11 +98,36 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        /// The PostgreSQL ``StateDatabase`` (postgres-nio), its schema, and `tidings state
+        /// migrate`'s copy. Its own target: the core and its SQLite default do not link it.
+        .target(
+            name: "TidingsPostgres",
+            dependencies: [
+                "TidingsCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        /// For tests only: a real PostgreSQL started per test process, and the state a test
+        /// works on (SQLite, or PostgreSQL with TIDINGS_TEST_BACKEND=postgres).
+        .target(
+            name: "TidingsTestSupport",
+            dependencies: [
+                "TidingsCore", "TidingsPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "tidings",
             dependencies: [
                 "TidingsCore", "TidingsProviders", "TidingsSinks", "TidingsCurl",
-                "TidingsMonitoring", "TidingsSystemBus",
+                "TidingsMonitoring", "TidingsSystemBus", "TidingsPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -115,7 +143,7 @@ let package = Package(
             name: "TidingsCoreTests",
             dependencies: [
                 "TidingsCore", "TidingsProviders", "TidingsSinks", "TidingsCurl",
-                "TidingsMonitoring", "TidingsSystemBus",
+                "TidingsMonitoring", "TidingsSystemBus", "TidingsPostgres", "TidingsTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             // Raw inputs that crashed `make fuzz`, read by FuzzRegressionTests through #filePath.

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 @testable import TidingsCore
 import XCTest
 
@@ -89,7 +88,7 @@ final class HoldAndDigestTests: XCTestCase {
     let quiet = QuietHours(start: .init("22:00")!, end: .init("07:00")!, timeZone: TimeZone(identifier: "UTC")!)
 
     override func setUpWithError() throws {
-        store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+        store = try makeTestStore()
     }
 
     func router(_ attention: RouteAttention, sinks: [String] = ["mail", "hook"]) -> RecordOptions {
@@ -139,7 +138,8 @@ final class HoldAndDigestTests: XCTestCase {
         XCTAssertTrue(mail.received.isEmpty)
         let backlog = try OutboxStore(store: store).backlog(now: env.time)
         XCTAssertEqual(backlog["mail"], OutboxBacklog(pending: 0, held: 4, dead: 0))
-        XCTAssertEqual(try OutboxStore(store: store).nextRelease(sink: "mail"), Timestamp.parse("2026-11-24T07:00:00Z"))
+        let release = try await OutboxStore(store: store).nextRelease(sink: "mail")
+        XCTAssertEqual(release, Timestamp.parse("2026-11-24T07:00:00Z"))
 
         env.time = Timestamp.parse("2026-11-24T07:00:00Z")!
         _ = await worker.drainOnce()

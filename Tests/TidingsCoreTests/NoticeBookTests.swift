@@ -7,9 +7,7 @@ final class NoticeBookTests: XCTestCase {
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
     override func setUpWithError() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("notices-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        store = try StateStore(path: "\(dir)/tidings.sqlite")
+        store = try makeTestStore()
     }
 
     func notice(_ key: String, title: String = "Maintenance", expires: Date? = nil) -> Item {
@@ -19,7 +17,7 @@ final class NoticeBookTests: XCTestCase {
     func apply(_ type: EventType, _ item: Item, at now: Date, ttl: TimeInterval = 7 * 86_400) throws -> Event {
         let change = Deduplicator.Change(type: type, item: item, previous: type == .new ? nil : item)
         let event = Event(source: "status", provider: "messagebox", kind: item.kind, event: type, key: item.key, title: item.title, observedAt: now)
-        try store.db.write { db in
+        try store.database.write { db in
             try NoticeBook.record(db, source: "status", changes: [change], events: [event], ttl: ttl, now: now)
             var silenced: [String: String] = [:]
             _ = try PollRecorder.insert(db, events: [event], options: RecordOptions(router: nil), now: now, silenced: &silenced)
@@ -72,15 +70,12 @@ final class NoticeBookTests: XCTestCase {
     /// delivered) got a second row at the next start, and was delivered twice.
     func testRedeliveryAddsNoSecondRowForASinkThatStillHasIt() throws {
         let a = try apply(.new, notice("a"), at: t0)
-        try store.db.write { db in
-            let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM event WHERE id = ?", arguments: [a.id])!
-            try db.execute(sql: "INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at) VALUES (?, 'desktop', 'b', 'pending', 0, 0)",
-                           arguments: [seq])
-        }
+        let seq: Int64 = try XCTUnwrap(try store.scalar("SELECT seq FROM event WHERE id = ?", a.id))
+        try store.exec("INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at) VALUES (?, 'desktop', 'b', 'pending', 0, 0)", seq)
         let router = Router(routes: [], allSinks: ["desktop", "ops"])
         let again = try NoticeBook.redeliverUnseen(store, router: router, now: t0.addingTimeInterval(1))
         XCTAssertEqual(again.map(\.id), [a.id], "ops did not have it")
-        let rows = try store.db.read { try String.fetchAll($0, sql: "SELECT sink FROM delivery ORDER BY sink") }
+        let rows: [String] = try store.column("SELECT sink FROM delivery ORDER BY sink")
         XCTAssertEqual(rows, ["desktop", "ops"], "one row per sink, never two")
     }
 
@@ -91,7 +86,7 @@ final class NoticeBookTests: XCTestCase {
         let router = Router(routes: [], allSinks: ["desktop", "ops"])
         let again = try NoticeBook.redeliverUnseen(store, router: router, now: t0.addingTimeInterval(1))
         XCTAssertEqual(again.map(\.id), [a.id])
-        let rows = try store.db.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM delivery") }
+        let rows: Int? = try store.scalar("SELECT count(*) FROM delivery")
         XCTAssertEqual(rows, 2)
         XCTAssertEqual(try NoticeBook.redeliverUnseen(store, router: router, now: t0.addingTimeInterval(2)).count, 0)
     }

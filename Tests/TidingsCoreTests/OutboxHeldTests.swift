@@ -21,7 +21,7 @@ final class OutboxHeldTests: XCTestCase {
     /// A store after a baseline and one poll of items a and b, routed to sink `mail` by a route
     /// with `attention`.
     func polled(_ attention: RouteAttention) throws -> StateStore {
-        let store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+        let store = try makeTestStore()
         let source = SourceConfig(
             name: "s", provider: "scripted", settings: SourceSettings(), flapWindow: 0, instance: ScriptedProvider(),
             file: "test", line: nil, configHash: "h1")

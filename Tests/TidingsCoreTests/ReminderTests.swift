@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 @testable import TidingsCore
 import XCTest
 
@@ -13,7 +12,7 @@ final class ReminderTests: XCTestCase {
         file: "test", line: nil, configHash: "h1")
 
     override func setUpWithError() throws {
-        store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+        store = try makeTestStore()
         recorder = PollRecorder(store: store)
     }
 
@@ -39,9 +38,7 @@ final class ReminderTests: XCTestCase {
 
     /// The sinks each event was queued for.
     func sinks(_ event: Event) throws -> [String] {
-        try store.db.read { db in
-            try String.fetchAll(db, sql: "SELECT sink FROM delivery JOIN event ON event.seq = delivery.event_seq WHERE event.id = ? ORDER BY sink", arguments: [event.id])
-        }
+        try store.column("SELECT sink FROM delivery JOIN event ON event.seq = delivery.event_seq WHERE event.id = ? ORDER BY sink", event.id)
     }
 
     func testAReminderComesOnceTheIntervalPassedNotBefore() throws {
@@ -95,7 +92,7 @@ final class ReminderTests: XCTestCase {
         XCTAssertEqual(reminders(try poll([warning("1")], at: 60, routes: routes)).count, 1)
         let gone = try poll([], at: 90, routes: routes)
         XCTAssertEqual(gone.map(\.event), [.removed])
-        XCTAssertEqual(try store.db.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM reminder") }, 0, "its rows went with it")
+        XCTAssertEqual(try store.scalar("SELECT count(*) FROM reminder") as Int?, 0, "its rows went with it")
         XCTAssertEqual(reminders(try poll([], at: 200, routes: routes)), [])
         XCTAssertEqual(try poll([warning("1")], at: 210, routes: routes).map(\.event), [.new])
         XCTAssertEqual(reminders(try poll([warning("1")], at: 260, routes: routes)), [], "an interval after it returned, not after the old reminder")
@@ -120,7 +117,7 @@ final class ReminderTests: XCTestCase {
         try poll([warning("1")], at: 0, routes: [route(sinks: ["a"], every: 60)])
         XCTAssertEqual(reminders(try poll([warning("1")], at: 60, routes: [route(sinks: ["a"], every: 60)])).count, 1)
         // Another process, another route order and interval: the same route by its match and sinks.
-        store = try StateStore(path: store.path)
+        store = try reopenTestStore(store)
         recorder = PollRecorder(store: store)
         let reloaded = [route(sinks: ["b"], every: nil, severity: ["critical"]), route(sinks: ["a"], every: 90)]
         XCTAssertEqual(reminders(try poll([warning("1")], at: 140, routes: reloaded)), [], "90 s after the last reminder, not after the item's appearance")
@@ -169,9 +166,7 @@ final class ReminderTests: XCTestCase {
         grouped.attention.groupWait = 30
         try poll([warning("1")], at: 0, routes: [grouped])
         let due = reminders(try poll([warning("1")], at: 60, routes: [grouped]))
-        let hold = try store.db.read { db in
-            try String.fetchAll(db, sql: "SELECT hold FROM delivery JOIN event ON event.seq = delivery.event_seq WHERE event.id = ?", arguments: [due[0].id])
-        }
+        let hold: [String] = try store.column("SELECT hold FROM delivery JOIN event ON event.seq = delivery.event_seq WHERE event.id = ?", due[0].id)
         XCTAssertEqual(hold, [Digest.Reason.grouped.rawValue])
     }
 

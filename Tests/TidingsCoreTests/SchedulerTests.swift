@@ -24,7 +24,7 @@ final class SchedulerTests: XCTestCase {
     }
 
     func testSpreadAtStartThenCatchUpAfterSuspend() async throws {
-        let store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+        let store = try makeTestStore()
         let providers = (0..<3).map { _ in CountingProvider() }
         var settings = SourceSettings()
         settings.interval = 3600
@@ -136,7 +136,7 @@ final class SchedulerStateTests: XCTestCase {
     var t0 = Date()
 
     override func setUpWithError() throws {
-        store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+        store = try makeTestStore()
         env = FixedEnvironment(draw: 0.5)
         t0 = env.time
     }
@@ -187,7 +187,7 @@ final class SchedulerStateTests: XCTestCase {
     func testAShorterIntervalAppliesToTheStoredDueTime() async throws {
         // A poll under interval 30m stored its next due time 30 minutes ahead.
         let p = CountingProvider()
-        try PollRecorder(store: store).setNextDue("s", provider: "test", at: t0 + 1800)
+        try await PollRecorder(store: store).setNextDue("s", provider: "test", at: t0 + 1800)
         let (scheduler, _) = try scheduler([source("s", p, interval: 3)])
         let task = try await start(scheduler)
         env.time = t0 + 3.1

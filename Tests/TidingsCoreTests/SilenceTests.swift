@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 @testable import TidingsCore
 import XCTest
 
@@ -132,7 +131,7 @@ final class SilenceTests: XCTestCase {
     var store: StateStore!
 
     override func setUpWithError() throws {
-        store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+        store = try makeTestStore()
     }
 
     func testAddListAndExpireByPrefix() throws {
@@ -157,11 +156,9 @@ final class SilenceTests: XCTestCase {
     }
 
     func testAmbiguousPrefixNamesTheCandidates() throws {
-        try store.db.write { db in
-            for id in ["abcd000001", "abcd000002"] {
-                try db.execute(sql: "INSERT INTO silence(id, matchers, created_by, created_at, starts_at, ends_at) VALUES (?, '[{\"name\":\"key\",\"op\":\"=\",\"value\":\"x\"}]', 'me', ?, ?, ?)",
-                               arguments: [id, t0.timeIntervalSince1970, t0.timeIntervalSince1970, t0.addingTimeInterval(60).timeIntervalSince1970])
-            }
+        for id in ["abcd000001", "abcd000002"] {
+            try store.exec("INSERT INTO silence(id, matchers, created_by, created_at, starts_at, ends_at) VALUES (?, '[{\"name\":\"key\",\"op\":\"=\",\"value\":\"x\"}]', 'me', ?, ?, ?)",
+                           id, t0, t0, t0.addingTimeInterval(60))
         }
         XCTAssertThrowsError(try SilenceStore.expire(store, id: "ABCD", now: t0)) {
             XCTAssertEqual(($0 as? SilenceStore.ExpireError)?.candidates.map(\.id), ["abcd000001", "abcd000002"])
@@ -184,10 +181,8 @@ final class SilenceTests: XCTestCase {
         XCTAssertEqual(record.events.map(\.key), ["1", "2"], "silenced events are still events")
         let fire = record.events[0].id
         XCTAssertEqual(record.silenced, [fire: s.id])
-        let rows = try store.db.read { db in
-            try Row.fetchAll(db, sql: "SELECT e.key, e.silenced_by, count(d.id) FROM event e LEFT JOIN delivery d ON d.event_seq = e.seq GROUP BY e.seq ORDER BY e.key")
-                .map { [$0[0] as String, ($0[1] as String?) ?? "-", "\($0[2] as Int)"] }
-        }
+        let rows = try store.rows("SELECT e.key, e.silenced_by, count(d.id) FROM event e LEFT JOIN delivery d ON d.event_seq = e.seq GROUP BY e.seq, e.key, e.silenced_by ORDER BY e.key")
+            .map { [try $0[0] as String, (try $0[1] as String?) ?? "-", "\(try $0[2] as Int)"] }
         XCTAssertEqual(rows, [["1", s.id, "0"], ["2", "-", "1"]], "in history, no delivery row")
         XCTAssertEqual(try SilenceStore.all(store).map(\.silenced), [1])
         let history = try store.history(source: nil, limit: 10).compactMap { entry -> String? in
@@ -205,13 +200,13 @@ final class SilenceTests: XCTestCase {
             now: t0.addingTimeInterval(60), options: options)
         XCTAssertEqual(later.events.map(\.key), ["3"])
         XCTAssertEqual(later.silenced, [:])
-        XCTAssertEqual(try store.db.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM delivery") }, 2)
+        XCTAssertEqual(try store.scalar("SELECT count(*) FROM delivery") as Int?, 2)
     }
 
     func testAnUnreadableStoredSilenceIsSkippedNotAppliedToEverything() throws {
-        try store.db.write { db in
-            try db.execute(sql: "INSERT INTO silence(id, matchers, created_by, created_at, starts_at, ends_at) VALUES ('bad0000000', '[{\"name\":\"host\",\"op\":\"=\",\"value\":\"x\"}]', 'me', ?, ?, ?)",
-                           arguments: [t0.timeIntervalSince1970, t0.timeIntervalSince1970, t0.addingTimeInterval(60).timeIntervalSince1970])
+        try store.database.write { db in
+            try db.execute("INSERT INTO silence(id, matchers, created_by, created_at, starts_at, ends_at) VALUES ('bad0000000', '[{\"name\":\"host\",\"op\":\"=\",\"value\":\"x\"}]', 'me', ?, ?, ?)",
+                           t0, t0, t0.addingTimeInterval(60))
             XCTAssertEqual(try SilenceStore.active(db, at: t0), [])
         }
     }

@@ -37,11 +37,11 @@ final class StateAndOutboxTests: XCTestCase {
 
     override func setUpWithError() throws {
         dir = try scratchDirectory()
-        store = try StateStore.open(directory: dir, logger: quietLogger)
+        store = try makeTestStore()
     }
 
     func count(_ table: String) throws -> Int {
-        try store.db.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM \(table)")! }
+        try store.scalar("SELECT count(*) FROM \(table)") ?? -1
     }
 
     func testPollRecordsItemsEventsAndOutboxTogether() throws {
@@ -108,7 +108,7 @@ final class StateAndOutboxTests: XCTestCase {
         let back = try rec.recordSuccess(source, result: .snapshot([a, b]), now: t0 + 180, options: opts)
         XCTAssertEqual(back.events.map(\.event), [.new])
         XCTAssertEqual(try count("item"), 2)
-        let firstSeen = try store.db.read { try Double.fetchOne($0, sql: "SELECT first_seen FROM item WHERE key = 'b'") }
+        let firstSeen: Double? = try store.scalar("SELECT first_seen FROM item WHERE key = 'b'")
         XCTAssertEqual(firstSeen, (t0 + 180).timeIntervalSince1970)
     }
 
@@ -117,7 +117,7 @@ final class StateAndOutboxTests: XCTestCase {
     func testNextDueIsStoredWithThePoll() async throws {
         let runner = PollRunner(store: store, http: CurlHTTPClient())
         func stored() throws -> Double? {
-            try store.db.read { try Double.fetchOne($0, sql: "SELECT next_due FROM source_state WHERE source = ?", arguments: [self.source.name]) }
+            try store.scalar("SELECT next_due FROM source_state WHERE source = ?", self.source.name) as Double?
         }
         let ok = await runner.poll(source, options: RecordOptions(router: nil), logger: quietLogger)
         XCTAssertTrue(ok.nextDueStored)
@@ -133,8 +133,8 @@ final class StateAndOutboxTests: XCTestCase {
         let rec = PollRecorder(store: store)
         let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
         let t0 = Date()
-        _ = try rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
-        let events = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: t0, options: route).events
+        _ = try await rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
+        let events = try await rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: t0, options: route).events
         let sink = ScriptedSink()
         sink.failures = [DeliveryError(.retryable, "503")]
         let env = FixedEnvironment(time: t0)
@@ -153,15 +153,15 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(try count("delivery"), 0)
 
         // A permanent failure is dead at once; a retryable one past max_age too.
-        let more = try rec.recordSuccess(source, result: .snapshot([
+        let more = try await rec.recordSuccess(source, result: .snapshot([
             Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b"), Item(key: "3", kind: "k", title: "c"),
         ]), now: env.time, options: route).events
         XCTAssertEqual(more.map(\.key), ["3"])
         sink.failures = [DeliveryError(.permanent, "400 bad request")]
         _ = await worker.drainOnce()
-        let dead = try store.db.read { try Row.fetchAll($0, sql: "SELECT status, last_error FROM delivery") }
-        XCTAssertEqual(dead.map { $0[0] as String }, ["dead"])
-        XCTAssertEqual(dead.map { $0[1] as String }, ["400 bad request"])
+        let dead = try store.rows("SELECT status, last_error FROM delivery")
+        XCTAssertEqual(try dead.map { try $0[0] as String }, ["dead"])
+        XCTAssertEqual(try dead.map { try $0[1] as String }, ["400 bad request"])
         XCTAssertFalse(sink.delivered.contains(more[0].id))
     }
 
@@ -172,9 +172,10 @@ final class StateAndOutboxTests: XCTestCase {
         let rec = PollRecorder(store: store)
         let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
         let t0 = Date()
-        _ = try rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
-        let events = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b"), Item(key: "3", kind: "k", title: "c")]), now: t0, options: route).events
-        try await store.db.writeWithoutTransaction { db in
+        _ = try await rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
+        let events = try await rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b"), Item(key: "3", kind: "k", title: "c")]), now: t0, options: route).events
+        try XCTSkipIf(store.database.dialect != .sqlite, "a SQLite file edited by hand (foreign keys off)")
+        try await store.sqlitePool.writeWithoutTransaction { db in
             try db.execute(sql: "UPDATE event SET payload = '{}' WHERE id = ?", arguments: [events[0].id])
             // An event row that is gone altogether (foreign keys off, as a hand-edited file could be).
             try db.execute(sql: "PRAGMA foreign_keys = OFF")
@@ -191,11 +192,11 @@ final class StateAndOutboxTests: XCTestCase {
         let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(), env: FixedEnvironment(time: t0), logger: quietLogger)
         let failures = await worker.drainOnce()
         XCTAssertEqual(sink.delivered, [events[2].id], "the sink goes on with the next row")
-        let rows = try store.db.read { try Row.fetchAll($0, sql: "SELECT status, last_error, attempts FROM delivery ORDER BY id") }
-        XCTAssertEqual(rows.map { $0[0] as String }, ["dead", "dead"])
-        XCTAssertEqual(rows.map { $0[1] as String }, ["cannot read the stored event: event: missing 'event'",
+        let rows = try store.rows("SELECT status, last_error, attempts FROM delivery ORDER BY id")
+        XCTAssertEqual(try rows.map { try $0[0] as String }, ["dead", "dead"])
+        XCTAssertEqual(try rows.map { try $0[1] as String }, ["cannot read the stored event: event: missing 'event'",
                                                       "cannot read the stored event: its event is missing from the state"])
-        XCTAssertEqual(rows.map { $0[2] as Int }, [0, 0], "never attempted")
+        XCTAssertEqual(try rows.map { try $0[2] as Int }, [0, 0], "never attempted")
         XCTAssertEqual(failures["x"]?.outcome, .dead)
         let json = try XCTUnwrap(OutboxStore(store: store).entries().first?.json)
         XCTAssertEqual(json["event"], .null)
@@ -207,9 +208,9 @@ final class StateAndOutboxTests: XCTestCase {
     func testDaemonLoopGetsPastAnUnreadableHead() async throws {
         let rec = PollRecorder(store: store)
         let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
-        _ = try rec.recordSuccess(source, result: .snapshot([]), now: Date(), options: route)
-        let events = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: Date(), options: route).events
-        try await store.db.write { try $0.execute(sql: "UPDATE event SET payload = '{}' WHERE id = ?", arguments: [events[0].id]) }
+        _ = try await rec.recordSuccess(source, result: .snapshot([]), now: Date(), options: route)
+        let events = try await rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: Date(), options: route).events
+        try store.exec("UPDATE event SET payload = '{}' WHERE id = ?", events[0].id)
         let sink = ScriptedSink()
         let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(), logger: quietLogger)
         let running = Task { await worker.run() }
@@ -224,13 +225,13 @@ final class StateAndOutboxTests: XCTestCase {
         let rec = PollRecorder(store: store)
         let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
         let t0 = Date()
-        _ = try rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
+        _ = try await rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
         let sink = ScriptedSink()
         let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(maxAge: 100), env: FixedEnvironment(time: t0), logger: quietLogger)
         var items: [Item] = []
         func failing(_ error: DeliveryError) async throws -> OutboxWorker.Failure? {
             items.append(Item(key: "\(items.count)", kind: "k", title: "t"))
-            _ = try rec.recordSuccess(source, result: .snapshot(items), now: t0, options: route)
+            _ = try await rec.recordSuccess(source, result: .snapshot(items), now: t0, options: route)
             sink.failures = [error]
             return await worker.drainOnce()["x"]
         }
@@ -238,7 +239,7 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(refused?.outcome, .dead)
         let down = try await failing(DeliveryError(.retryable, "HTTP 503"))
         XCTAssertEqual(down?.outcome, .queued)
-        try await store.db.write { try $0.execute(sql: "DELETE FROM delivery WHERE status = 'pending'") }
+        try store.exec("DELETE FROM delivery WHERE status = 'pending'")
         let gone = try await failing(DeliveryError(.gone, "HTTP 410"))
         XCTAssertEqual(gone?.outcome, .sinkDisabled)
     }
@@ -256,12 +257,12 @@ final class StateAndOutboxTests: XCTestCase {
         let rec = PollRecorder(store: store)
         let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
         let t0 = Date()
-        let first = try rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 1))]), now: t0, options: route)
+        let first = try await rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 1))]), now: t0, options: route)
         XCTAssertEqual(first.warnings, ["cut 1 item to size (key 'd': data nested deeper than 64 levels); the stored item and its events carry a visible marker"])
-        let changed = try rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 2))]), now: t0, options: route)
-        let later = try rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 2)), Item(key: "n", kind: "k", title: "next")]), now: t0, options: route)
+        let changed = try await rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 2))]), now: t0, options: route)
+        let later = try await rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 2)), Item(key: "n", kind: "k", title: "next")]), now: t0, options: route)
         XCTAssertEqual(later.warnings, [], "an unchanged item cut the same way is not reported again")
-        let payloads = try await store.db.read { try String.fetchAll($0, sql: "SELECT payload FROM event ORDER BY seq") }
+        let payloads: [String] = try store.column("SELECT payload FROM event ORDER BY seq")
         XCTAssertEqual(payloads.count, 2)
         for p in payloads { XCTAssertNoThrow(try Event.decode(jsonLine: p), String(p.prefix(200))) }
         XCTAssertTrue(payloads[0].contains("nested deeper than 64 levels; cut by tidings"), String(payloads[0].prefix(300)))
@@ -298,7 +299,8 @@ final class StateAndOutboxTests: XCTestCase {
 
     /// Issue 9, item 16: a state migrated by a newer tidings is refused, naming the file.
     func testStateFromANewerVersionIsRefused() throws {
-        try store.db.write { try $0.execute(sql: "INSERT INTO grdb_migrations(identifier) VALUES ('v99-from-the-future')") }
+        let store = try StateStore.open(directory: dir, logger: quietLogger)
+        try store.exec("INSERT INTO grdb_migrations(identifier) VALUES ('v99-from-the-future')")
         XCTAssertThrowsError(try StateStore.open(directory: dir, logger: quietLogger)) { error in
             let text = "\(error)"
             XCTAssertTrue(text.contains("\(self.dir)/tidings.sqlite"), text)
@@ -324,23 +326,24 @@ final class StateAndOutboxTests: XCTestCase {
         let rec = PollRecorder(store: store)
         let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
         let t0 = Date()
-        _ = try rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
-        _ = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a")]), now: t0, options: route)
+        _ = try await rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
+        _ = try await rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a")]), now: t0, options: route)
         let sink = ScriptedSink()
         sink.failures = Array(repeating: DeliveryError(.retryable, "down"), count: 10)
         let env = FixedEnvironment(time: t0 + 101)
         let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(maxAge: 100), env: env, logger: quietLogger)
         _ = await worker.drainOnce()
-        let row = try store.db.read { try Row.fetchOne($0, sql: "SELECT status, attempts, last_error FROM delivery")! }
-        XCTAssertEqual(row[0] as String, "dead")
-        XCTAssertTrue((row[2] as String).hasPrefix("gave up after 1 attempts"), row[2] as String)
+        let row = try XCTUnwrap(try store.rows("SELECT status, attempts, last_error FROM delivery").first)
+        XCTAssertEqual(try row[0] as String, "dead")
+        let error: String = try row[2]
+        XCTAssertTrue(error.hasPrefix("gave up after 1 attempts"), error)
     }
 
     func testCorruptDatabaseIsMovedAsideAndStartsFresh() throws {
         let d = try scratchDirectory()
         try write(String(repeating: "this is not sqlite ", count: 500), to: "\(d)/tidings.sqlite")
         let s = try StateStore.open(directory: d, logger: quietLogger)
-        XCTAssertEqual(try s.db.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM item") }, 0)
+        XCTAssertEqual(try s.scalar("SELECT count(*) FROM item") as Int?, 0)
         let names = try FileManager.default.contentsOfDirectory(atPath: d)
         XCTAssertTrue(names.contains { $0.hasPrefix("tidings.sqlite.corrupt-") }, "\(names)")
     }
@@ -390,11 +393,11 @@ final class StateAndOutboxTests: XCTestCase {
 /// without polling blind: the source might be waiting after rejected credentials.
 final class PollRunnerStateErrorTests: XCTestCase {
     func testAnUnreadableStateFailsThePollWithoutPolling() async throws {
-        let store = try StateStore.open(directory: try scratchDirectory(), logger: quietLogger)
+        let store = try makeTestStore()
         let provider = CountingProvider()
         let source = SourceConfig(name: "s", provider: "counting", settings: SourceSettings(), flapWindow: 0, instance: provider,
                                   file: "t", line: nil, configHash: "h")
-        try await store.db.write { try $0.execute(sql: "ALTER TABLE source_state RENAME COLUMN etag TO etag_gone") }
+        try store.exec("ALTER TABLE source_state RENAME COLUMN etag TO etag_gone")
         let outcome = await PollRunner(store: store, http: CurlHTTPClient()).poll(source, options: RecordOptions(router: nil), logger: quietLogger)
         XCTAssertEqual(provider.count, 0, "not polled blind")
         XCTAssertTrue(outcome.error?.message.contains("could not read the state database") == true, "\(String(describing: outcome.error))")

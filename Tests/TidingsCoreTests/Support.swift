@@ -4,6 +4,7 @@ import TidingsCore
 import TidingsProviders
 import TidingsSinks
 import TidingsCurl
+import TidingsTestSupport
 import XCTest
 
 /// A scratch directory removed after the test.
@@ -64,3 +65,40 @@ let quietLogger: Logger = {
     l.logLevel = .critical
     return l
 }()
+
+/// Raw SQL for tests, on whichever backend the store has (the seam's `?` placeholders).
+extension StateStore {
+    func rows(_ sql: String, _ arguments: any SQLConvertible...) throws -> [SQLRow] {
+        try database.read { try $0.fetchAll(sql, arguments.map(\.sqlValue)) }
+    }
+
+    func scalar<T: SQLConvertible>(_ sql: String, _ arguments: any SQLConvertible...) throws -> T? {
+        try database.read { try $0.scalar(sql, arguments.map(\.sqlValue)) }
+    }
+
+    func column<T: SQLConvertible>(_ sql: String, _ arguments: any SQLConvertible...) throws -> [T] {
+        try database.read { try $0.fetchAll(sql, arguments.map(\.sqlValue)).map { try $0[0] as T } }
+    }
+
+    func exec(_ sql: String, _ arguments: any SQLConvertible...) throws {
+        try database.write { try $0.execute(sql, arguments.map(\.sqlValue)) }
+    }
+}
+
+import GRDB
+extension StateStore {
+    /// The SQLite pool, for the few tests that damage a SQLite file on purpose.
+    var sqlitePool: DatabasePool { (database as! SQLiteStateDatabase).pool }
+}
+
+/// A fresh state for a state-level test: SQLite in a scratch directory, or with
+/// TIDINGS_TEST_BACKEND=postgres a fresh database on the test process's PostgreSQL
+/// (TidingsTestSupport's ``TestState``).
+func makeTestStore() throws -> StateStore {
+    try TestState.make(directory: try scratchDirectory())
+}
+
+/// The same state opened again, as another process would.
+func reopenTestStore(_ store: StateStore) throws -> StateStore {
+    store.database.dialect == .sqlite ? try StateStore(path: store.path) : StateStore(database: store.database)
+}

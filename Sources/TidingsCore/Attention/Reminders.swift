@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// `repeat_interval` (DESIGN §10): a `reminder` event for an item still present with severity
 /// warning or critical, through each route whose interval has passed since the item last
@@ -34,7 +33,7 @@ enum Reminders {
     /// The reminders due in this poll, as events to insert: one per item, or over the source's
     /// `max_events` one summary through every route concerned (the rows are written either way,
     /// so the next ones come an interval later, not at the next poll).
-    static func batch(_ db: Database, source: SourceConfig, router: Router, now: Date) throws -> Batch {
+    static func batch(_ db: any SQLConnection, source: SourceConfig, router: Router, now: Date) throws -> Batch {
         let due = try due(db, source: source, router: router, now: now)
         var batch = Batch()
         if due.count <= source.settings.maxEvents {
@@ -50,7 +49,7 @@ enum Reminders {
     }
 
     /// The reminders due in this poll for `source`, with their `reminder` rows written.
-    private static func due(_ db: Database, source: SourceConfig, router: Router, now: Date) throws -> [Due] {
+    private static func due(_ db: any SQLConnection, source: SourceConfig, router: Router, now: Date) throws -> [Due] {
         let intervals = router.routes.compactMap(\.attention.repeatInterval)
         guard let shortest = intervals.min() else { return [] }
         let sent = try SentReminders.fetch(db, source: source.name)
@@ -86,9 +85,8 @@ enum Reminders {
 
     /// A returning item starts afresh: its rows go when it is gone (removal reported, or
     /// vanished during a baseline).
-    static func forget(_ db: Database, source: String, upserts: [StoredItem]) throws {
-        let stmt = try db.cachedStatement(sql: "DELETE FROM reminder WHERE source = ? AND key = ?")
-        for u in upserts where u.state == .gone { try stmt.execute(arguments: [source, u.key]) }
+    static func forget(_ db: any SQLConnection, source: String, upserts: [StoredItem]) throws {
+        for u in upserts where u.state == .gone { try db.execute("DELETE FROM reminder WHERE source = ? AND key = ?", source, u.key) }
     }
 
     /// An item that may be due: present, unchanged for at least the shortest interval, with
@@ -100,22 +98,27 @@ enum Reminders {
 
     /// The candidates, oldest first. The severity is read from the stored JSON by SQLite, so
     /// long-lived info items are not decoded on every poll.
-    private static func candidates(_ db: Database, source: String, changedBefore: Date) throws -> [Candidate] {
+    private static func candidates(_ db: any SQLConnection, source: String, changedBefore: Date) throws -> [Candidate] {
         // Our own constants, not input: written into the SQL.
         let listed = severities.map { "'\($0.rawValue)'" }.joined(separator: ", ")
-        let rows = try Row.fetchCursor(
-            db.cachedStatement(sql: """
-                SELECT key, kind, fingerprint, content_hash, first_seen, changed_at, snapshot, json_extract(snapshot, '$.severity') AS severity
-                FROM item WHERE source = ? AND state = 'present' AND changed_at <= ? AND severity IN (\(listed))
-                ORDER BY first_seen, key
-                """),
-            arguments: [source, changedBefore.timeIntervalSince1970])
+        // SQLite reads the severity out of the stored JSON; elsewhere the rows are filtered
+        // here (PostgreSQL's JSON types refuse some text JSON allows, such as \u0000).
+        let severity = db.dialect == .sqlite ? "json_extract(snapshot, '$.severity')" : "NULL"
+        let filter = db.dialect == .sqlite ? " AND severity IN (\(listed))" : ""
+        let rows = try db.fetchAll("""
+            SELECT key, kind, fingerprint, content_hash, first_seen, changed_at, snapshot, \(severity) AS severity
+            FROM item WHERE source = ? AND state = 'present' AND changed_at <= ?\(filter)
+            ORDER BY first_seen, key
+            """, source, changedBefore)
         var out: [Candidate] = []
-        while let r = try rows.next() {
+        for r in rows {
             let stored = StoredItem(
-                key: r[0], kind: r[1], fingerprint: r[2], contentHash: r[3], state: .present, firstSeen: Date(timeIntervalSince1970: r[4]),
-                changedAt: Date(timeIntervalSince1970: r[5]), missingSince: nil, snapshot: r[6])
-            out.append(Candidate(stored: stored, severity: Severity(rawValue: r[7]) ?? .warning))
+                key: try r[0], kind: try r[1], fingerprint: try r[2], contentHash: try r[3], state: .present, firstSeen: try r[4],
+                changedAt: try r[5], missingSince: nil, snapshot: try r[6])
+            let level: String? = try r[7]
+            let severity = level.map { Severity(rawValue: $0) ?? .warning } ?? stored.item.severity
+            guard severities.contains(severity) else { continue }
+            out.append(Candidate(stored: stored, severity: severity))
         }
         return out
     }
@@ -129,20 +132,19 @@ private struct SentReminders {
         var count: Int
     }
 
-    static func fetch(_ db: Database, source: String) throws -> [String: [String: Sent]] {
+    static func fetch(_ db: any SQLConnection, source: String) throws -> [String: [String: Sent]] {
         var out: [String: [String: Sent]] = [:]
-        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT key, route, last_at, count FROM reminder WHERE source = ?"), arguments: [source])
-        while let r = try rows.next() {
-            out[r[0], default: [:]][r[1]] = Sent(at: Date(timeIntervalSince1970: r[2]), count: r[3])
+        for r in try db.fetchAll("SELECT key, route, last_at, count FROM reminder WHERE source = ?", source) {
+            out[try r[0], default: [:]][try r[1]] = Sent(at: try r[2], count: try r[3])
         }
         return out
     }
 
-    static func record(_ db: Database, source: String, key: String, route: String, at: Date, count: Int) throws {
-        try db.cachedStatement(sql: """
+    static func record(_ db: any SQLConnection, source: String, key: String, route: String, at: Date, count: Int) throws {
+        try db.execute("""
             INSERT INTO reminder(source, key, route, last_at, count) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT(source, key, route) DO UPDATE SET last_at = excluded.last_at, count = excluded.count
-            """).execute(arguments: [source, key, route, at.timeIntervalSince1970, count])
+            """, source, key, route, at, count)
     }
 }
 

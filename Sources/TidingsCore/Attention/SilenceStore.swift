@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// Silences in the state's `silence` table (migration v4-attention). The CLI and the desktop
 /// sink write here directly, also while a daemon runs: the daemon reads the active silences in
@@ -10,49 +9,48 @@ package enum SilenceStore {
     package static func add(
         _ store: StateStore, matchers: [SilenceMatcher], comment: String, createdBy: String, now: Date = Date(), until end: Date
     ) throws -> Silence {
-        try store.db.write { db in
+        try store.database.write { db in
             var silence = Silence(id: "", matchers: matchers, comment: comment, createdBy: createdBy, createdAt: now, startsAt: now, endsAt: end)
             repeat {
                 silence.id = SilenceID.make()
-            } while try Bool.fetchOne(db, sql: "SELECT 1 FROM silence WHERE id = ?", arguments: [silence.id]) == true
+            } while try db.fetchOne("SELECT 1 FROM silence WHERE id = ?", silence.id) != nil
             try db.execute(
-                sql: "INSERT INTO silence(id, matchers, comment, created_by, created_at, starts_at, ends_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                arguments: [silence.id, JSONValue.array(matchers.map(\.json)).jsonString(), comment, createdBy,
-                            now.timeIntervalSince1970, now.timeIntervalSince1970, end.timeIntervalSince1970])
+                "INSERT INTO silence(id, matchers, comment, created_by, created_at, starts_at, ends_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                silence.id, JSONValue.array(matchers.map(\.json)).jsonString(), comment, createdBy, now, now, end)
             return silence
         }
     }
 
     /// Every stored silence, oldest first (``Silence/state(at:)`` tells the ended ones).
     package static func all(_ store: StateStore) throws -> [Silence] {
-        try store.db.read { db in try fetch(db, endingAfter: nil) }
+        try store.database.read { db in try fetch(db, endingAfter: nil) }
     }
 
     /// The silences active at `now`, read inside a poll's transaction.
-    static func active(_ db: Database, at now: Date) throws -> [Silence] {
+    static func active(_ db: any SQLConnection, at now: Date) throws -> [Silence] {
         try fetch(db, endingAfter: now).filter { $0.state(at: now) == .active }
     }
 
     /// Counts one more event kept from its sinks by silence `id` (inside the poll's transaction).
-    static func countSilenced(_ db: Database, id: String) throws {
-        try db.cachedStatement(sql: "UPDATE silence SET silenced = silenced + 1 WHERE id = ?").execute(arguments: [id])
+    static func countSilenced(_ db: any SQLConnection, id: String) throws {
+        try db.execute("UPDATE silence SET silenced = silenced + 1 WHERE id = ?", id)
     }
 
     /// A stored silence whose matchers cannot be read back (edited by hand, or written by a
     /// newer version) is left out: applying it with fewer matchers would silence too much.
-    private static func fetch(_ db: Database, endingAfter now: Date?) throws -> [Silence] {
+    private static func fetch(_ db: any SQLConnection, endingAfter now: Date?) throws -> [Silence] {
         var sql = "SELECT id, matchers, comment, created_by, created_at, starts_at, ends_at, silenced FROM silence"
-        var arguments: StatementArguments = []
+        var arguments: [SQLValue] = []
         if let now {
             sql += " WHERE ends_at > ?"
-            arguments = [now.timeIntervalSince1970]
+            arguments = [now.sqlValue]
         }
-        sql += " ORDER BY created_at, rowid"
-        return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).compactMap { r -> Silence? in
-            guard let matchers = try? Self.matchers(json: r[1]) else { return nil }
+        sql += " ORDER BY created_at, id"
+        return try db.fetchAll(sql, arguments).compactMap { r -> Silence? in
+            guard let matchers = try? Self.matchers(json: try r[1]) else { return nil }
             return Silence(
-                id: r[0], matchers: matchers, comment: r[2], createdBy: r[3], createdAt: Date(timeIntervalSince1970: r[4]),
-                startsAt: Date(timeIntervalSince1970: r[5]), endsAt: Date(timeIntervalSince1970: r[6]), silenced: r[7])
+                id: try r[0], matchers: matchers, comment: try r[2], createdBy: try r[3], createdAt: try r[4],
+                startsAt: try r[5], endsAt: try r[6], silenced: try r[7])
         }
     }
 
@@ -90,7 +88,7 @@ package enum SilenceStore {
     /// Ends a silence now, by id or a unique prefix of it (any case). Returns it as it is now.
     @discardableResult
     package static func expire(_ store: StateStore, id: String, now: Date = Date()) throws -> Silence {
-        try store.db.write { db in
+        try store.database.write { db in
             let all = try fetch(db, endingAfter: nil)
             var chosen: Silence
             switch IDPrefix.resolve(id, among: all.map(\.id), minimum: SilenceID.minimumPrefix) {
@@ -101,7 +99,7 @@ package enum SilenceStore {
             }
             guard chosen.state(at: now) != .expired else { throw ExpireError.alreadyExpired(chosen) }
             chosen.endsAt = now
-            try db.execute(sql: "UPDATE silence SET ends_at = ? WHERE id = ?", arguments: [now.timeIntervalSince1970, chosen.id])
+            try db.execute("UPDATE silence SET ends_at = ? WHERE id = ?", now, chosen.id)
             return chosen
         }
     }

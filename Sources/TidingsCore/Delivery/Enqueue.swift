@@ -1,23 +1,21 @@
 import Foundation
-import GRDB
 
 /// Outbox rows for one event, as the router decided: sent as soon as the worker gets to them,
 /// or held for a route's quiet hours or `group_wait` (``HeldPlacement``). The one place that
 /// inserts `delivery` rows.
 enum Enqueue {
     /// `batch`: the poll's batch (a batching sink gets the poll's events together).
-    static func deliveries(_ db: Database, eventSeq: Int64, _ decisions: [RouteDecision], batch: String, now: Date) throws {
-        let insert = try db.cachedStatement(sql: """
+    static func deliveries(_ db: any SQLConnection, eventSeq: Int64, _ decisions: [RouteDecision], batch: String, now: Date) throws {
+        let insert = """
             INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at, hold_until, hold) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)
-            """)
-        let t = now.timeIntervalSince1970
+            """
         for decision in decisions {
             guard let hold = decision.hold else {
-                try insert.execute(arguments: [eventSeq, decision.sink, batch, t, t, nil, nil])
+                try db.execute(insert, eventSeq, decision.sink, batch, now, now, SQLValue.null, SQLValue.null)
                 continue
             }
             let held = try HeldPlacement.place(db, hold: hold, sink: decision.sink, now: now)
-            try insert.execute(arguments: [eventSeq, decision.sink, held.batch, t, t, held.until.timeIntervalSince1970, held.reason.rawValue])
+            try db.execute(insert, eventSeq, decision.sink, held.batch, now, now, held.until, held.reason.rawValue)
         }
     }
 }
@@ -33,20 +31,18 @@ struct HeldPlacement: Equatable {
     /// goes out together. `group_wait`: the sink's open group of that route if one is still
     /// collecting, else a new group closing `wait` from now (Alertmanager's group_wait: counted
     /// from the first event).
-    static func place(_ db: Database, hold: Hold, sink: String, now: Date) throws -> HeldPlacement {
+    static func place(_ db: any SQLConnection, hold: Hold, sink: String, now: Date) throws -> HeldPlacement {
         switch hold {
         case .quietHours(let until, let route):
             return HeldPlacement(batch: "quiet:\(route):\(Int(until.timeIntervalSince1970)):\(sink)", until: until, reason: .quietHours)
         case .group(let wait, let route):
             let prefix = "group:\(route):"
-            if let open = try Row.fetchOne(
-                db.cachedStatement(sql: """
-                    SELECT batch, hold_until FROM delivery
-                    WHERE sink = ? AND status = 'pending' AND hold = 'group' AND hold_until > ? AND substr(batch, 1, ?) = ?
-                    ORDER BY id DESC LIMIT 1
-                    """),
-                arguments: [sink, now.timeIntervalSince1970, prefix.utf8.count, prefix]) {
-                return HeldPlacement(batch: open[0], until: Date(timeIntervalSince1970: open[1]), reason: .grouped)
+            if let open = try db.fetchOne("""
+                SELECT batch, hold_until FROM delivery
+                WHERE sink = ? AND status = 'pending' AND hold = 'group' AND hold_until > ? AND substr(batch, 1, length(?)) = ?
+                ORDER BY id DESC LIMIT 1
+                """, sink, now, prefix, prefix) {
+                return HeldPlacement(batch: try open[0], until: try open[1], reason: .grouped)
             }
             return HeldPlacement(batch: prefix + EventID.make(at: now), until: now.addingTimeInterval(wait), reason: .grouped)
         }

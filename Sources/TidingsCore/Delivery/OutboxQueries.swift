@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// One outbox row as `tidings outbox` shows it.
 public struct OutboxEntry: Sendable {
@@ -128,28 +127,31 @@ package struct OutboxBacklog: Sendable, Equatable {
 extension OutboxStore {
     /// Queued, held and dead deliveries per sink at `now`; a sink with none is absent.
     package func backlog(now: Date = Date()) throws -> [String: OutboxBacklog] {
-        try store.db.read { db in
-            var out: [String: OutboxBacklog] = [:]
-            let sql = "SELECT sink, status, coalesce(hold_until > ?, 0), count(*) FROM delivery GROUP BY 1, 2, 3"
-            for r in try Row.fetchAll(db, sql: sql, arguments: [now.timeIntervalSince1970]) {
-                let n: Int = r[3]
-                if (r[1] as String) == "dead" {
-                    out[r[0], default: OutboxBacklog()].dead += n
-                } else if (r[2] as Bool) {
-                    out[r[0], default: OutboxBacklog()].held += n
-                } else {
-                    out[r[0], default: OutboxBacklog()].pending += n
-                }
+        try store.database.read { db in try Self.backlog(db, now: now) }
+    }
+
+    package static func backlog(_ db: any SQLConnection, now: Date) throws -> [String: OutboxBacklog] {
+        var out: [String: OutboxBacklog] = [:]
+        let sql = "SELECT sink, status, CASE WHEN hold_until > ? THEN 1 ELSE 0 END, count(*) FROM delivery GROUP BY 1, 2, 3"
+        for r in try db.fetchAll(sql, now) {
+            let n: Int = try r[3]
+            let sink: String = try r[0]
+            if (try r[1] as String) == "dead" {
+                out[sink, default: OutboxBacklog()].dead += n
+            } else if (try r[2] as Bool) {
+                out[sink, default: OutboxBacklog()].held += n
+            } else {
+                out[sink, default: OutboxBacklog()].pending += n
             }
-            return out
         }
+        return out
     }
 
     /// Every queued, held and dead delivery (also those whose event cannot be read), by sink,
     /// oldest first, with their status at `now`.
     public func entries(now: Date = Date()) throws -> [OutboxEntry] {
-        try store.db.read { db in
-            try Row.fetchAll(db, sql: DeliveryRow.select + " ORDER BY d.sink, d.id").map { OutboxEntry(DeliveryRow($0), now: now) }
+        try store.database.read { db in
+            try db.fetchAll(DeliveryRow.select + " ORDER BY d.sink, d.id").map { OutboxEntry(try DeliveryRow($0), now: now) }
         }
     }
 
@@ -157,19 +159,16 @@ extension OutboxStore {
     /// delivery of the event with this id. They start over (attempts and age reset). Returns how many.
     @discardableResult
     public func requeueDead(_ selector: String?, now: Date = Date()) throws -> Int {
-        try store.db.write { db in
+        try store.database.write { db in
             let set = "UPDATE delivery SET status = 'pending', attempts = 0, next_attempt = ?, created_at = ?, last_error = NULL WHERE status = 'dead'"
-            let t = now.timeIntervalSince1970
             guard let selector else {
-                try db.execute(sql: set, arguments: [t, t])
-                return db.changesCount
+                return try db.execute(set, now, now)
             }
             if let id = Int64(selector.hasPrefix("#") ? String(selector.dropFirst()) : selector) {
-                try db.execute(sql: set + " AND id = ?", arguments: [t, t, id])
+                return try db.execute(set + " AND id = ?", now, now, id)
             } else {
-                try db.execute(sql: set + " AND event_seq IN (SELECT seq FROM event WHERE id = ?)", arguments: [t, t, selector])
+                return try db.execute(set + " AND event_seq IN (SELECT seq FROM event WHERE id = ?)", now, now, selector)
             }
-            return db.changesCount
         }
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// One queued delivery of one event to one sink.
 public struct Delivery: Sendable {
@@ -57,13 +56,13 @@ struct DeliveryRow {
     var heldUntil: Date?
     var hold: Digest.Reason?
 
-    init(_ r: Row) {
-        id = r[0]; sink = r[1]; batch = r[2]; dead = (r[3] as String) == "dead"; attempts = r[4]
-        nextAttempt = Date(timeIntervalSince1970: r[5]); createdAt = Date(timeIntervalSince1970: r[6]); lastError = r[7]
-        eventID = r[8]
-        heldUntil = (r[10] as Double?).map { Date(timeIntervalSince1970: $0) }
-        hold = (r[11] as String?).flatMap(Digest.Reason.init(rawValue:))
-        if let payload = r[9] as String? {
+    init(_ r: SQLRow) throws {
+        id = try r[0]; sink = try r[1]; batch = try r[2]; dead = (try r[3] as String) == "dead"; attempts = try r[4]
+        nextAttempt = try r[5]; createdAt = try r[6]; lastError = try r[7]
+        eventID = try r[8]
+        heldUntil = try r[10]
+        hold = (try r[11] as String?).flatMap(Digest.Reason.init(rawValue:))
+        if let payload = try r[9] as String? {
             event = Result { () throws(JSONParseError) in try Event.decode(jsonLine: payload) }
         } else {
             event = .failure(JSONParseError(message: "its event is missing from the state"))
@@ -92,67 +91,75 @@ public struct OutboxStore: Sendable {
     /// its poll, or of its digest when it was held. With `digests` (a sink that renders them)
     /// a held row brings the rest of its batch too, but a poll's rows still come one by one:
     /// one refused event must not take the rest of its poll with it.
-    public func head(sink: String, batch wantBatch: Bool, digests: Bool = false, now: Date) throws -> OutboxHead {
-        try store.db.read { db in
-            let pending = DeliveryRow.select + " WHERE d.sink = ? AND d.status = 'pending'"
-            let released = " AND (d.hold_until IS NULL OR d.hold_until <= ?)"
-            guard let first = try Row.fetchOne(db, sql: pending + released + " ORDER BY d.id LIMIT 1", arguments: [sink, now.timeIntervalSince1970])
-                .map(DeliveryRow.init) else {
-                return .empty
-            }
-            if let bad = first.unreadable { return .unreadable(bad) }
-            guard wantBatch || (digests && first.hold != nil) else { return .due([first.delivery!]) }
-            // A digest may gather a whole night: up to 10,000 rows go as one (its sinks cut the
-            // text to their limits and say how many more); a poll's batch is capped lower.
-            let limit = first.hold == nil ? 1000 : 10_000
-            let rows = try Row.fetchAll(db, sql: pending + " AND d.batch = ? ORDER BY d.id LIMIT \(limit)", arguments: [sink, first.batch])
-            return .due(Array(rows.lazy.map(DeliveryRow.init).prefix { $0.unreadable == nil }.compactMap(\.delivery)))
+    public func head(sink: String, batch wantBatch: Bool, digests: Bool = false, now: Date) async throws -> OutboxHead {
+        try await store.database.read { try Self.head($0, sink: sink, batch: wantBatch, digests: digests, now: now) }
+    }
+
+    static func head(_ db: any SQLConnection, sink: String, batch wantBatch: Bool, digests: Bool, now: Date) throws -> OutboxHead {
+        let pending = DeliveryRow.select + " WHERE d.sink = ? AND d.status = 'pending'"
+        let released = " AND (d.hold_until IS NULL OR d.hold_until <= ?)"
+        guard let first = try db.fetchOne(pending + released + " ORDER BY d.id LIMIT 1", sink, now).map(DeliveryRow.init) else {
+            return .empty
         }
+        if let bad = first.unreadable { return .unreadable(bad) }
+        guard wantBatch || (digests && first.hold != nil) else { return .due([first.delivery!]) }
+        // A digest may gather a whole night: up to 10,000 rows go as one (its sinks cut the
+        // text to their limits and say how many more); a poll's batch is capped lower.
+        let limit = first.hold == nil ? 1000 : 10_000
+        let rows = try db.fetchAll(pending + " AND d.batch = ? ORDER BY d.id LIMIT \(limit)", sink, first.batch).map(DeliveryRow.init)
+        return .due(Array(rows.lazy.prefix { $0.unreadable == nil }.compactMap(\.delivery)))
     }
 
     /// Delivered: the rows go away (the event stays in history).
-    public func markDelivered(_ ids: [Int64]) throws {
-        try store.db.write { db in
-            try db.execute(sql: "DELETE FROM delivery WHERE id IN (\(ids.map { _ in "?" }.joined(separator: ",")))", arguments: StatementArguments(ids))
+    public func markDelivered(_ ids: [Int64]) async throws {
+        try await store.database.write { db in
+            try db.execute("DELETE FROM delivery WHERE id IN (\(Self.list(ids)))", ids.map(\.sqlValue))
         }
     }
 
-    public func markRetry(_ ids: [Int64], attempts: Int, next: Date, error: String) throws {
-        try store.db.write { db in
-            try db.execute(
-                sql: "UPDATE delivery SET attempts = ?, next_attempt = ?, last_error = ? WHERE id IN (\(ids.map { _ in "?" }.joined(separator: ",")))",
-                arguments: StatementArguments([attempts, next.timeIntervalSince1970, error] as [any DatabaseValueConvertible]) + StatementArguments(ids))
+    public func markRetry(_ ids: [Int64], attempts: Int, next: Date, error: String) async throws {
+        try await store.database.write { db in
+            try db.execute("UPDATE delivery SET attempts = ?, next_attempt = ?, last_error = ? WHERE id IN (\(Self.list(ids)))",
+                           [attempts.sqlValue, next.sqlValue, error.sqlValue] + ids.map(\.sqlValue))
         }
     }
+
+    /// `?, ?, …` for the ids of an `IN (…)`.
+    private static func list(_ ids: [Int64]) -> String { Array(repeating: "?", count: ids.count).joined(separator: ", ") }
 
     /// Dead letters: never tried again unless `tidings outbox retry` requeues them.
     /// `attempts` nil keeps the count (a row that was never tried).
-    public func markDead(_ ids: [Int64], attempts: Int?, error: String) throws {
-        try store.db.write { db in
-            try db.execute(
-                sql: "UPDATE delivery SET status = 'dead', attempts = COALESCE(?, attempts), last_error = ? WHERE id IN (\(ids.map { _ in "?" }.joined(separator: ",")))",
-                arguments: StatementArguments([attempts, error] as [(any DatabaseValueConvertible)?]) + StatementArguments(ids))
+    public func markDead(_ ids: [Int64], attempts: Int?, error: String) async throws {
+        try await store.database.write { db in
+            try db.execute("UPDATE delivery SET status = 'dead', attempts = COALESCE(?, attempts), last_error = ? WHERE id IN (\(Self.list(ids)))",
+                           [attempts.sqlValue, error.sqlValue] + ids.map(\.sqlValue))
         }
     }
 
-    /// At daemon start: pending deliveries are retried right away.
-    public func retryPendingNow(_ now: Date) throws {
-        try store.db.write { db in
-            try db.execute(sql: "UPDATE delivery SET next_attempt = ? WHERE status = 'pending' AND next_attempt > ?",
-                           arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970])
+    /// At daemon start: pending deliveries are retried right away. `sinks`: only those (the
+    /// sinks this instance delivers to, where daemons share the state); nil: all.
+    public func retryPendingNow(_ now: Date, sinks: [String]? = nil) async throws {
+        try await store.database.write { db in
+            var sql = "UPDATE delivery SET next_attempt = ? WHERE status = 'pending' AND next_attempt > ?"
+            var args = [now.sqlValue, now.sqlValue]
+            if let sinks {
+                guard !sinks.isEmpty else { return }
+                sql += " AND sink IN (\(Array(repeating: "?", count: sinks.count).joined(separator: ", ")))"
+                args += sinks.map(\.sqlValue)
+            }
+            try db.execute(sql, args)
         }
     }
 
     /// When the next held delivery of `sink` is released (quiet hours end, a group closes).
-    public func nextRelease(sink: String) throws -> Date? {
-        try store.db.read { db in
-            try Double.fetchOne(db, sql: "SELECT min(hold_until) FROM delivery WHERE sink = ? AND status = 'pending' AND hold_until IS NOT NULL",
-                                arguments: [sink]).map { Date(timeIntervalSince1970: $0) }
+    public func nextRelease(sink: String) async throws -> Date? {
+        try await store.database.read { db in
+            try db.scalar("SELECT min(hold_until) FROM delivery WHERE sink = ? AND status = 'pending' AND hold_until IS NOT NULL", [sink.sqlValue])
         }
     }
 
     /// Sinks that have pending rows (including sinks no longer configured).
-    public func sinksWithPending() throws -> [String] {
-        try store.db.read { db in try String.fetchAll(db, sql: "SELECT DISTINCT sink FROM delivery WHERE status = 'pending'") }
+    public func sinksWithPending() async throws -> [String] {
+        try await store.database.read { db in try db.fetchAll("SELECT DISTINCT sink FROM delivery WHERE status = 'pending'").map { try $0[0] } }
     }
 }

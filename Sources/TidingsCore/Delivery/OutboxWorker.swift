@@ -60,9 +60,24 @@ public final class OutboxWorker: Sendable {
     public static let stateRetry: TimeInterval = 5
     /// Upper bound for one sink call, beyond the sink's own timeouts.
     public let callTimeout: TimeInterval
+    /// Where daemons share the state: whether this instance delivers to a sink now (it holds
+    /// the sink's lease, so per-sink order holds across instances). Nil: every sink.
+    private let gate: (@Sendable (String) -> Bool)?
 
-    public init(store: StateStore, sinks: [String: any Sink], policy: RetryPolicy, env: any Environment = SystemEnvironment(), logger: Logger, callTimeout: TimeInterval = 120) {
+    public convenience init(store: StateStore, sinks: [String: any Sink], policy: RetryPolicy, env: any Environment = SystemEnvironment(), logger: Logger, callTimeout: TimeInterval = 120) {
+        self.init(store: store, sinks: sinks, policy: policy, env: env, logger: logger, callTimeout: callTimeout, leases: nil)
+    }
+
+    /// `leases`: where daemons share the state, this instance's (it delivers only to the sinks
+    /// whose leases it holds).
+    package init(store: StateStore, sinks: [String: any Sink], policy: RetryPolicy, env: any Environment = SystemEnvironment(), logger: Logger,
+                 callTimeout: TimeInterval = 120, leases: LeaseKeeper?) {
         self.callTimeout = callTimeout
+        if let leases {
+            self.gate = { @Sendable sink in leases.holds(sink: sink) }
+        } else {
+            self.gate = nil
+        }
         self.outbox = OutboxStore(store: store)
         self.sinks = sinks
         self.policy = policy
@@ -76,8 +91,8 @@ public final class OutboxWorker: Sendable {
     public func nudge() { wakeups.values.forEach { $0.signal() } }
 
     /// Deliveries waiting for a retry are due now (the network came back, the host woke up).
-    public func retryNow() {
-        do { try outbox.retryPendingNow(env.now()) } catch { logger.error("outbox: \(error)") }
+    public func retryNow() async {
+        do { try await outbox.retryPendingNow(env.now(), sinks: Array(sinks.keys)) } catch { logger.error("outbox: \(error)") }
         nudge()
     }
 
@@ -97,8 +112,8 @@ public final class OutboxWorker: Sendable {
 
     /// One loop per sink until ``stop()`` or cancellation.
     public func run() async {
-        do { try outbox.retryPendingNow(env.now()) } catch { logger.error("outbox: \(error)") }
-        if let orphans = try? outbox.sinksWithPending().filter({ sinks[$0] == nil }), !orphans.isEmpty {
+        do { try await outbox.retryPendingNow(env.now(), sinks: Array(sinks.keys)) } catch { logger.error("outbox: \(error)") }
+        if let orphans = try? await outbox.sinksWithPending().filter({ sinks[$0] == nil }), !orphans.isEmpty {
             logger.warning("outbox has pending deliveries for sinks that are no longer configured: \(orphans.sorted().joined(separator: ", ")) (see `tidings outbox`)")
         }
         await withTaskGroup(of: Void.self) { group in
@@ -117,7 +132,7 @@ public final class OutboxWorker: Sendable {
                 continue
             case .unrecorded(let ids):
                 await wake.wait(seconds: Self.stateRetry)
-                recordDelivered(name, ids)
+                await recordDelivered(name, ids)
                 continue
             case .stalled(let failing):
                 await wake.wait(seconds: Self.stateRetry)
@@ -126,9 +141,14 @@ public final class OutboxWorker: Sendable {
             case .ready, .failing:
                 break
             }
+            if let gate, !gate(name) {
+                // Another instance delivers to this sink (or none may yet): wait for the lease.
+                await wake.wait(seconds: 1)
+                continue
+            }
             let head: OutboxHead
             do {
-                head = try outbox.head(sink: name, batch: sink.acceptsBatches, digests: sink.rendersDigests, now: env.now())
+                head = try await outbox.head(sink: name, batch: sink.acceptsBatches, digests: sink.rendersDigests, now: env.now())
                 stateLog.succeeded("read \(name)", "outbox: reading deliveries for sink \(name) works again", logger: logger)
             } catch {
                 stateLog.failed("read \(name)", "outbox: cannot read deliveries for sink \(name) from \(outbox.store.path): \(error)", logger: logger)
@@ -139,10 +159,10 @@ public final class OutboxWorker: Sendable {
             case .empty:
                 // Nothing to send now: sleep until new rows (a nudge), the next held row's
                 // release, or a minute.
-                let release = (try? outbox.nextRelease(sink: name)).flatMap { $0 }.map { $0.timeIntervalSince(env.now()) }
+                let release = (try? await outbox.nextRelease(sink: name)).flatMap { $0 }.map { $0.timeIntervalSince(env.now()) }
                 await wake.wait(seconds: max(0.01, min(60, release ?? 60)))
             case .unreadable(let row):
-                deadLetter(name, row)
+                await deadLetter(name, row)
             case .due(let rows):
                 let wait = rows[0].nextAttempt.timeIntervalSince(env.now())
                 if wait > 0 {
@@ -162,7 +182,7 @@ public final class OutboxWorker: Sendable {
             drain: while true {
                 let head: OutboxHead
                 do {
-                    head = try outbox.head(sink: name, batch: sink.acceptsBatches, digests: sink.rendersDigests, now: env.now())
+                    head = try await outbox.head(sink: name, batch: sink.acceptsBatches, digests: sink.rendersDigests, now: env.now())
                 } catch {
                     // A state error must reach the caller's exit status, not pass for an empty queue.
                     failures[name] = Failure(outcome: .queued, message: "cannot read its deliveries from \(outbox.store.path): \(error)")
@@ -173,7 +193,7 @@ public final class OutboxWorker: Sendable {
                 case .empty:
                     break drain
                 case .unreadable(let row):
-                    failure = deadLetter(name, row)
+                    failure = await deadLetter(name, row)
                 case .due(let rows):
                     guard rows[0].nextAttempt <= env.now().addingTimeInterval(0.5) else { break drain }
                     failure = await attempt(name, sink, rows)
@@ -198,7 +218,7 @@ public final class OutboxWorker: Sendable {
                 if let digest { try await sink.deliverDigest(digest) } else { try await sink.deliver(rows.map(\.event)) }
             }
         } catch {
-            let failure = failed(name, rows, (error as? DeliveryError) ?? DeliveryError(.retryable, "\(error)"), log: log)
+            let failure = await failed(name, rows, (error as? DeliveryError) ?? DeliveryError(.retryable, "\(error)"), log: log)
             TidingsMetrics.delivered(sink: name, failure.outcome.metric, count: rows.count)
             return failure
         }
@@ -206,7 +226,7 @@ public final class OutboxWorker: Sendable {
         if let digest { log.info("delivered a digest of \(rows.count) events (\(digest.reason == .quietHours ? "held for quiet hours" : "grouped")), id \(digest.id)") }
         for e in rows.map(\.event) { log.info("delivered \(e.event.rawValue) \(e.kind) \(e.id) (\(e.source))") }
         if setState(name, .ready) == .failing { log.notice("sink \(name) recovered") }
-        return recordDelivered(name, rows.map(\.id))
+        return await recordDelivered(name, rows.map(\.id))
     }
 
     /// Several rows held together, for a sink that shows them as one message: their digest.
@@ -220,9 +240,9 @@ public final class OutboxWorker: Sendable {
     /// The sink has these: the rows go. When the outbox cannot record that (disk full), the
     /// sink waits in ``SinkState/unrecorded(_:)`` so they are not sent again.
     @discardableResult
-    private func recordDelivered(_ name: String, _ ids: [Int64]) -> Failure? {
+    private func recordDelivered(_ name: String, _ ids: [Int64]) async -> Failure? {
         do {
-            try outbox.markDelivered(ids)
+            try await outbox.markDelivered(ids)
         } catch {
             setState(name, .unrecorded(ids))
             let message = "outbox: cannot record deliveries to sink \(name) in \(outbox.store.path): \(error)"
@@ -240,11 +260,11 @@ public final class OutboxWorker: Sendable {
     /// A row whose event cannot be read: a dead letter with the reason, logged once (it is no
     /// longer pending), and the sink goes on with the next.
     @discardableResult
-    private func deadLetter(_ name: String, _ row: UnreadableDelivery) -> Failure {
+    private func deadLetter(_ name: String, _ row: UnreadableDelivery) async -> Failure {
         var log = logger
         log[metadataKey: "sink"] = "\(name)"
-        let failure = recordOutcome(name, log: log, failing: state(name) == .failing, what: "a delivery whose event cannot be read") {
-            try outbox.markDead([row.id], attempts: nil, error: row.reason)
+        let failure = await recordOutcome(name, log: log, failing: state(name) == .failing, what: "a delivery whose event cannot be read") {
+            try await outbox.markDead([row.id], attempts: nil, error: row.reason)
             log.error("sink \(name): delivery #\(row.id) (event \(row.eventID ?? "missing")) is a dead letter: \(row.reason) (see `tidings outbox`)")
             return Failure(outcome: .dead, message: "delivery #\(row.id): \(row.reason)")
         }
@@ -253,18 +273,18 @@ public final class OutboxWorker: Sendable {
     }
 
     /// Records a failed attempt: dead letter, disabled sink, or a retry with backoff.
-    private func failed(_ name: String, _ rows: [Delivery], _ de: DeliveryError, log: Logger) -> Failure {
+    private func failed(_ name: String, _ rows: [Delivery], _ de: DeliveryError, log: Logger) async -> Failure {
         let ids = rows.map(\.id)
         let attempts = (rows.map(\.attempts).max() ?? 0) + 1
         let now = env.now()
-        return recordOutcome(name, log: log, failing: de.category == .retryable || state(name) == .failing, what: "a failed delivery") {
+        return await recordOutcome(name, log: log, failing: de.category == .retryable || state(name) == .failing, what: "a failed delivery") {
             switch de.category {
             case .permanent:
-                try outbox.markDead(ids, attempts: attempts, error: de.message)
+                try await outbox.markDead(ids, attempts: attempts, error: de.message)
                 log.error("sink \(name) refused event \(rows[0].event.id): \(de.message); not retrying (see `tidings outbox`)")
                 return Failure(outcome: .dead, message: de.message)
             case .gone:
-                try outbox.markRetry(ids, attempts: attempts, next: now, error: de.message)
+                try await outbox.markRetry(ids, attempts: attempts, next: now, error: de.message)
                 setState(name, .disabled)
                 log.critical("SINK \(name) DISABLED until reload: \(de.message). Its deliveries stay queued; fix the sink and send SIGHUP.")
                 return Failure(outcome: .sinkDisabled, message: de.message)
@@ -272,12 +292,12 @@ public final class OutboxWorker: Sendable {
                 let age = now.timeIntervalSince(rows.map(\.createdAt).min() ?? now)
                 if age >= policy.maxAge {
                     let msg = "gave up after \(attempts) attempts over \(DurationParser.format(age)): \(de.message)"
-                    try outbox.markDead(ids, attempts: attempts, error: msg)
+                    try await outbox.markDead(ids, attempts: attempts, error: msg)
                     log.error("sink \(name): \(msg)")
                     return Failure(outcome: .dead, message: msg)
                 }
                 let delay = policy.delay(afterAttempts: attempts, unit: env.unit(), retryAfter: de.retryAfter)
-                try outbox.markRetry(ids, attempts: attempts, next: now.addingTimeInterval(delay), error: de.message)
+                try await outbox.markRetry(ids, attempts: attempts, next: now.addingTimeInterval(delay), error: de.message)
                 let first = setState(name, .failing) != .failing
                 let text = "delivery to sink \(name) failed (attempt \(attempts)): \(de.message); retrying in \(DurationParser.format(delay))"
                 if first { log.warning("\(text)") } else { log.debug("\(text)") }
@@ -288,9 +308,9 @@ public final class OutboxWorker: Sendable {
 
     /// Runs `write`, which records an outcome in the outbox. If the state cannot be written,
     /// nothing changed: the sink stalls for a moment and the row stays queued as it was.
-    private func recordOutcome(_ name: String, log: Logger, failing: Bool, what: String, _ write: () throws -> Failure) -> Failure {
+    private func recordOutcome(_ name: String, log: Logger, failing: Bool, what: String, _ write: () async throws -> Failure) async -> Failure {
         do {
-            let outcome = try write()
+            let outcome = try await write()
             stateLog.succeeded(name, "outbox: \(outbox.store.path) is writable again", logger: log)
             return outcome
         } catch {

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// A broadcast notice that is still pending: not dismissed, not expired, not ended upstream.
 public struct PendingNotice: Sendable, Equatable {
@@ -29,13 +28,13 @@ public enum NoticeBook {
 
     /// Applies one poll's changes; `events[i]` is the event made from `changes[i]`.
     /// Runs inside the poll's transaction (see ``PollRecorder``).
-    static func record(_ db: Database, source: String, changes: [Deduplicator.Change], events: [Event], ttl: TimeInterval, now: Date) throws {
+    static func record(_ db: any SQLConnection, source: String, changes: [Deduplicator.Change], events: [Event], ttl: TimeInterval, now: Date) throws {
         for (change, event) in zip(changes, events) where change.item.kind == kind {
             let expires = (change.item.expiresAt ?? now.addingTimeInterval(ttl)).timeIntervalSince1970
             switch change.type {
             case .new, .changed:
                 try db.execute(
-                    sql: """
+                    """
                         INSERT INTO notice(source, key, event_id, title, body, url, severity, created_at, updated_at, expires_at)
                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         ON CONFLICT(source, key) DO UPDATE SET event_id = excluded.event_id, title = excluded.title,
@@ -44,11 +43,9 @@ public enum NoticeBook {
                           updated_at = excluded.updated_at, expires_at = excluded.expires_at,
                           seen_at = NULL, dismissed_at = NULL, ended_at = NULL, redelivered_at = NULL
                         """,
-                    arguments: [source, event.key, event.id, event.title, event.body, event.url, event.severity.rawValue,
-                                now.timeIntervalSince1970, now.timeIntervalSince1970, expires])
+                    source, event.key, event.id, event.title, event.body, event.url, event.severity.rawValue, now, now, expires)
             case .removed:
-                try db.execute(sql: "UPDATE notice SET ended_at = ? WHERE source = ? AND key = ? AND ended_at IS NULL",
-                               arguments: [now.timeIntervalSince1970, source, event.key])
+                try db.execute("UPDATE notice SET ended_at = ? WHERE source = ? AND key = ? AND ended_at IS NULL", now, source, event.key)
             default:
                 continue
             }
@@ -59,17 +56,16 @@ public enum NoticeBook {
 
     /// Pending notices, newest first.
     public static func pending(_ store: StateStore, now: Date = Date(), source: String? = nil) throws -> [PendingNotice] {
-        try store.db.read { db in
+        try store.database.read { db in
             var sql = "SELECT event_id, source, key, title, body, url, severity, created_at, updated_at, expires_at, seen_at FROM notice WHERE \(pendingSQL)"
-            var args: [DatabaseValueConvertible?] = [now.timeIntervalSince1970]
-            if let source { sql += " AND source = ?"; args.append(source) }
+            var args = [now.sqlValue]
+            if let source { sql += " AND source = ?"; args.append(source.sqlValue) }
             sql += " ORDER BY updated_at DESC, source, key"
-            return try Row.fetchAll(db, sql: sql, arguments: StatementArguments(args)).map { r in
+            return try db.fetchAll(sql, args).map { r in
                 PendingNotice(
-                    id: r[0], source: r[1], key: r[2], title: r[3], body: r[4], url: r[5],
-                    severity: Severity(rawValue: r[6]) ?? .info, createdAt: Date(timeIntervalSince1970: r[7]),
-                    updatedAt: Date(timeIntervalSince1970: r[8]), expiresAt: Date(timeIntervalSince1970: r[9]),
-                    seenAt: (r[10] as Double?).map { Date(timeIntervalSince1970: $0) })
+                    id: try r[0], source: try r[1], key: try r[2], title: try r[3], body: try r[4], url: try r[5],
+                    severity: Severity(rawValue: try r[6]) ?? .info, createdAt: try r[7],
+                    updatedAt: try r[8], expiresAt: try r[9], seenAt: try r[10])
             }
         }
     }
@@ -77,9 +73,9 @@ public enum NoticeBook {
     /// Marks notices as seen by the user (listing them interactively).
     public static func markSeen(_ store: StateStore, ids: [String], now: Date = Date()) throws {
         guard !ids.isEmpty else { return }
-        try store.db.write { db in
+        try store.database.write { db in
             for id in ids {
-                try db.execute(sql: "UPDATE notice SET seen_at = ? WHERE event_id = ?", arguments: [now.timeIntervalSince1970, id])
+                try db.execute("UPDATE notice SET seen_at = ? WHERE event_id = ?", now, id)
             }
         }
     }
@@ -122,9 +118,8 @@ public enum NoticeBook {
         case .ambiguous(let ids): throw DismissError.ambiguous(id, notices(ids))
         case .tooShort(let ids): throw DismissError.tooShort(id, notices(ids))
         }
-        try store.db.write { db in
-            try db.execute(sql: "UPDATE notice SET dismissed_at = ? WHERE source = ? AND key = ?",
-                           arguments: [now.timeIntervalSince1970, chosen.source, chosen.key])
+        try store.database.write { db in
+            try db.execute("UPDATE notice SET dismissed_at = ? WHERE source = ? AND key = ?", now, chosen.source, chosen.key)
         }
         return chosen
     }
@@ -132,10 +127,8 @@ public enum NoticeBook {
     /// Dismisses every pending notice; returns how many.
     @discardableResult
     public static func dismissAll(_ store: StateStore, now: Date = Date()) throws -> Int {
-        try store.db.write { db in
-            try db.execute(sql: "UPDATE notice SET dismissed_at = ? WHERE \(pendingSQL)",
-                           arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970])
-            return db.changesCount
+        try store.database.write { db in
+            try db.execute("UPDATE notice SET dismissed_at = ? WHERE \(pendingSQL)", now, now)
         }
     }
 
@@ -146,25 +139,24 @@ public enum NoticeBook {
     /// Returns the events queued.
     @discardableResult
     public static func redeliverUnseen(_ store: StateStore, router: Router, now: Date = Date()) throws -> [Event] {
-        try store.db.write { db in
-            let rows = try Row.fetchAll(db, sql: """
+        try store.database.write { db in
+            let rows = try db.fetchAll("""
                 SELECT n.source, n.key, e.seq, e.payload FROM notice n JOIN event e ON e.id = n.event_id
                 WHERE n.dismissed_at IS NULL AND n.ended_at IS NULL AND n.expires_at > ?
                   AND n.seen_at IS NULL AND n.redelivered_at IS NULL AND e.silenced_by IS NULL
                 ORDER BY n.updated_at
-                """, arguments: [now.timeIntervalSince1970])
+                """, now)
             guard !rows.isEmpty else { return [] }
             let batch = EventID.make(at: now)
             var out: [Event] = []
             for r in rows {
-                let seq: Int64 = r[2]
-                guard let event = try? Event.decode(jsonLine: r[3]) else { continue }
-                let queued = try Set(String.fetchAll(db, sql: "SELECT sink FROM delivery WHERE event_seq = ?", arguments: [seq]))
+                let seq: Int64 = try r[2]
+                guard let event = try? Event.decode(jsonLine: try r[3] as String) else { continue }
+                let queued = Set(try db.fetchAll("SELECT sink FROM delivery WHERE event_seq = ?", seq).map { try $0[0] as String })
                 // Quiet hours and group_wait apply as to any event routed now.
                 let decisions = router.decisions(for: event, at: now).filter { !queued.contains($0.sink) }
                 try Enqueue.deliveries(db, eventSeq: seq, decisions, batch: batch, now: now)
-                try db.execute(sql: "UPDATE notice SET redelivered_at = ? WHERE source = ? AND key = ?",
-                               arguments: [now.timeIntervalSince1970, r[0] as String, r[1] as String])
+                try db.execute("UPDATE notice SET redelivered_at = ? WHERE source = ? AND key = ?", now, try r[0] as String, try r[1] as String)
                 if !decisions.isEmpty { out.append(event) }
             }
             return out

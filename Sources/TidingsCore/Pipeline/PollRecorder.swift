@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import Logging
 
 /// What one recorded poll produced.
@@ -33,6 +32,10 @@ public struct RecordOptions: Sendable {
     /// Whether this poll sends `repeat_interval` reminders: one that routes, is kept, and counts
     /// for the schedule (the daemon's polls, `check --deliver` without a daemon).
     var remindsOfItems: Bool { router != nil && !dryRun && accounting == .counted }
+    /// Where daemons share the state: this instance's id. The poll is recorded only while it
+    /// holds the source's lease (a poll that outlived its lease changes nothing).
+    package var fence: String?
+    var transaction: TransactionKind { dryRun ? .dryRun : .write }
     public init(router: Router?, dryRun: Bool = false) {
         self.router = router
         self.dryRun = dryRun
@@ -49,9 +52,19 @@ public struct PollRecorder: Sendable {
     /// Records a successful poll and returns the events it produced. `nextDue`, when given, is
     /// stored in the same transaction (one commit per poll).
     public func recordSuccess(_ source: SourceConfig, result: PollResult, now: Date, options: RecordOptions, nextDue: Date? = nil) throws -> PollRecord {
-        try transaction(options) { db in
+        try store.database.transaction(options.transaction) { try Self.success($0, source, result: result, now: now, options: options, nextDue: nextDue) }
+    }
+
+    /// ``recordSuccess(_:result:now:options:nextDue:)`` from async code: the transaction runs on
+    /// the state backend's threads, not the cooperative pool.
+    public func recordSuccess(_ source: SourceConfig, result: PollResult, now: Date, options: RecordOptions, nextDue: Date? = nil) async throws -> PollRecord {
+        try await store.database.perform(options.transaction) { try Self.success($0, source, result: result, now: now, options: options, nextDue: nextDue) }
+    }
+
+    static func success(_ db: any SQLConnection, _ source: SourceConfig, result: PollResult, now: Date, options: RecordOptions, nextDue: Date?) throws -> PollRecord {
+        do {
             var record = PollRecord()
-            let status = try SourceRow.fetch(db, source: source)
+            let status = try SourceRow.fetch(db, source: source, fence: options.fence)
             var events: [Event] = []
             if case .snapshot(let items, let validators) = result {
                 let intake = ItemIntake.take(items)
@@ -78,24 +91,20 @@ public struct PollRecorder: Sendable {
                     let notices = outcome.changes.filter { $0.item.kind == NoticeBook.kind }
                     try NoticeBook.record(db, source: source.name, changes: notices, events: notices.map(event), ttl: source.settings.noticeTTL, now: now)
                 }
-                try db.cachedStatement(
-                    sql: "UPDATE source_state SET etag = ?, last_modified = ?, baseline_at = COALESCE(baseline_at, ?) WHERE source = ?").execute(
-                    arguments: [validators.etag, validators.lastModified, now.timeIntervalSince1970, source.name])
+                try db.execute("UPDATE source_state SET etag = ?, last_modified = ?, baseline_at = COALESCE(baseline_at, ?) WHERE source = ?",
+                               validators.etag, validators.lastModified, now, source.name)
             }
             switch options.accounting {
             case .counted:
                 if status.errorReported {
                     events.append(EventFactory.health(source: source, type: .recovered, message: "recovered after \(status.failures) failed polls", failures: status.failures, now: now))
                 }
-                try db.cachedStatement(
-                    sql: """
-                        UPDATE source_state SET last_poll = ?, last_success = ?, failures = 0, error_reported = 0,
-                          auth_failed_hash = NULL, next_due = COALESCE(?, next_due), not_before = NULL WHERE source = ?
-                        """).execute(
-                    arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970, nextDue?.timeIntervalSince1970, source.name])
+                try db.execute("""
+                    UPDATE source_state SET last_poll = ?, last_success = ?, failures = 0, error_reported = 0,
+                      auth_failed_hash = NULL, next_due = COALESCE(?, next_due), not_before = NULL WHERE source = ?
+                    """, now, now, nextDue, source.name)
             case .uncounted:
-                try db.cachedStatement(sql: "UPDATE source_state SET last_poll = ?, last_success = ? WHERE source = ?").execute(
-                    arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970, source.name])
+                try db.execute("UPDATE source_state SET last_poll = ?, last_success = ? WHERE source = ?", now, now, source.name)
             }
             var through: [String: Set<String>] = [:]
             if let router = options.router, options.remindsOfItems {
@@ -117,9 +126,28 @@ public struct PollRecorder: Sendable {
         _ source: SourceConfig, error: PollError, now: Date, options: RecordOptions, notBefore: Date? = nil,
         nextDue: (Int) -> Date? = { _ in nil }
     ) throws -> PollRecord {
-        try transaction(options) { db in
+        try store.database.transaction(options.transaction) {
+            try Self.failure($0, source, error: error, now: now, options: options, notBefore: notBefore, nextDue: nextDue)
+        }
+    }
+
+    /// ``recordFailure(_:error:now:options:notBefore:nextDue:)`` from async code, off the cooperative pool.
+    public func recordFailure(
+        _ source: SourceConfig, error: PollError, now: Date, options: RecordOptions, notBefore: Date? = nil,
+        nextDue: @escaping @Sendable (Int) -> Date? = { _ in nil }
+    ) async throws -> PollRecord {
+        try await store.database.perform(options.transaction) {
+            try Self.failure($0, source, error: error, now: now, options: options, notBefore: notBefore, nextDue: nextDue)
+        }
+    }
+
+    static func failure(
+        _ db: any SQLConnection, _ source: SourceConfig, error: PollError, now: Date, options: RecordOptions, notBefore: Date?,
+        nextDue: (Int) -> Date?
+    ) throws -> PollRecord {
+        do {
             var record = PollRecord()
-            let status = try SourceRow.fetch(db, source: source)
+            let status = try SourceRow.fetch(db, source: source, fence: options.fence)
             let failures = status.failures + 1
             record.failures = failures
             var events: [Event] = []
@@ -129,37 +157,22 @@ public struct PollRecorder: Sendable {
                 events.append(EventFactory.health(source: source, type: .error, message: what, failures: failures, now: now, auth: isAuth))
             }
             record.authFailed = isAuth
-            try db.cachedStatement(
-                sql: """
-                    UPDATE source_state SET last_poll = ?, last_error = ?, last_error_at = ?, failures = ?,
-                      error_reported = ?, auth_failed_hash = ?, next_due = COALESCE(?, next_due), not_before = ? WHERE source = ?
-                    """).execute(
-                arguments: [now.timeIntervalSince1970, error.message, now.timeIntervalSince1970, failures,
-                            status.errorReported || !events.isEmpty, isAuth ? source.configHash : nil,
-                            nextDue(failures)?.timeIntervalSince1970, notBefore?.timeIntervalSince1970, source.name])
+            try db.execute("""
+                UPDATE source_state SET last_poll = ?, last_error = ?, last_error_at = ?, failures = ?,
+                  error_reported = ?, auth_failed_hash = ?, next_due = COALESCE(?, next_due), not_before = ? WHERE source = ?
+                """, now, error.message, now, failures, status.errorReported || !events.isEmpty, isAuth ? source.configHash : nil,
+                nextDue(failures), notBefore, source.name)
             record.events = try Self.insert(db, events: events, options: options, now: now, silenced: &record.silenced)
             return record
         }
     }
 
     /// Stores when the scheduler will poll the source next (survives restarts).
-    public func setNextDue(_ source: String, provider: String, at date: Date) throws {
-        try store.db.write { db in
+    public func setNextDue(_ source: String, provider: String, at date: Date) async throws {
+        try await store.database.write { db in
             try SourceRow.ensure(db, source: source, provider: provider)
-            try db.cachedStatement(sql: "UPDATE source_state SET next_due = ? WHERE source = ?").execute(arguments: [date.timeIntervalSince1970, source])
+            try db.execute("UPDATE source_state SET next_due = ? WHERE source = ?", date, source)
         }
-    }
-
-    private func transaction<T>(_ options: RecordOptions, _ body: (Database) throws -> T) throws -> T {
-        if !options.dryRun { return try store.db.write(body) }
-        var result: T?
-        try store.db.writeWithoutTransaction { db in
-            try db.inTransaction {
-                result = try body(db)
-                return .rollback
-            }
-        }
-        return result!
     }
 
     /// One line naming the items cut to size, if this poll stored any of them (an unchanged
@@ -177,34 +190,32 @@ public struct PollRecorder: Sendable {
     /// The source's present and missing items. `gone` rows (removal reported) are left out:
     /// de-duplication treats a gone item that returns exactly like one never seen (`new`,
     /// first seen now), and they pile up between prunes.
-    static func items(_ db: Database, source: String) throws -> [String: StoredItem] {
+    static func items(_ db: any SQLConnection, source: String) throws -> [String: StoredItem] {
         var out: [String: StoredItem] = [:]
-        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT key, kind, fingerprint, content_hash, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ? AND state <> 'gone'"), arguments: [source])
-        while let r = try rows.next() {
-            let key: String = r[0]
+        let rows = try db.fetchAll("SELECT key, kind, fingerprint, content_hash, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ? AND state <> 'gone'", source)
+        out.reserveCapacity(rows.count)
+        for r in rows {
+            let key: String = try r[0]
             out[key] = StoredItem(
-                key: key, kind: r[1], fingerprint: r[2], contentHash: r[3], state: StoredItem.State(rawValue: r[4]) ?? .present,
-                firstSeen: Date(timeIntervalSince1970: r[5]), changedAt: Date(timeIntervalSince1970: r[6]),
-                missingSince: (r[7] as Double?).map { Date(timeIntervalSince1970: $0) }, snapshot: r[8])
+                key: key, kind: try r[1], fingerprint: try r[2], contentHash: try r[3], state: StoredItem.State(rawValue: try r[4]) ?? .present,
+                firstSeen: try r[5], changedAt: try r[6], missingSince: try r[7], snapshot: try r[8])
         }
         return out
     }
 
-    static func write(_ db: Database, source: String, upserts: [StoredItem]) throws {
+    static func write(_ db: any SQLConnection, source: String, upserts: [StoredItem]) throws {
         guard !upserts.isEmpty else { return }
-        let stmt = try db.cachedStatement(sql: """
+        let sql = """
             INSERT INTO item(source, key, kind, fingerprint, content_hash, state, first_seen, changed_at, missing_since, snapshot)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(source, key) DO UPDATE SET kind = excluded.kind, fingerprint = excluded.fingerprint,
               content_hash = excluded.content_hash, state = excluded.state, first_seen = excluded.first_seen,
               changed_at = excluded.changed_at, missing_since = excluded.missing_since, snapshot = excluded.snapshot
-            """)
-        for u in upserts {
-            try stmt.execute(arguments: [
-                source, u.key, u.kind, u.fingerprint, u.contentHash == u.fingerprint ? nil : u.contentHash, u.state.rawValue,
-                u.firstSeen.timeIntervalSince1970, u.changedAt.timeIntervalSince1970, u.missingSince?.timeIntervalSince1970, u.snapshotJSON,
-            ])
-        }
+            """
+        try db.executeMany(sql, upserts.map { u in
+            [source.sqlValue, u.key.sqlValue, u.kind.sqlValue, u.fingerprint.sqlValue, (u.contentHash == u.fingerprint ? nil : u.contentHash).sqlValue,
+             u.state.rawValue.sqlValue, u.firstSeen.sqlValue, u.changedAt.sqlValue, u.missingSince.sqlValue, u.snapshotJSON.sqlValue]
+        })
     }
 
     /// Inserts events and, when routing, one outbox row per (event, sink): sent as soon as the
@@ -212,22 +223,25 @@ public struct PollRecorder: Sendable {
     /// `through`: event id → the only routes that event goes through (reminders). An event that
     /// an active silence matches is inserted (history) but not routed; it is added to
     /// `silenced`. Returns the events.
-    static func insert(_ db: Database, events: [Event], options: RecordOptions, now: Date, through: [String: Set<String>] = [:],
+    static func insert(_ db: any SQLConnection, events: [Event], options: RecordOptions, now: Date, through: [String: Set<String>] = [:],
                        silenced: inout [String: String]) throws -> [Event] {
         guard !events.isEmpty else { return events }
         let batch = EventID.make(at: now)
         let silences = try SilenceStore.active(db, at: now)
-        let insertEvent = try db.cachedStatement(sql: "INSERT INTO event(id, source, kind, type, key, observed_at, payload, silenced_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        let insertEvent = "INSERT INTO event(id, source, kind, type, key, observed_at, payload, silenced_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq"
         for e in events {
             let silence = silences.first { $0.matches(e) }
-            try insertEvent.execute(arguments: [e.id, e.source, e.kind, e.event.rawValue, e.key, e.observedAt.timeIntervalSince1970, e.jsonLine(), silence?.id])
+            guard let seq: Int64 = try db.scalar(insertEvent, [e.id.sqlValue, e.source.sqlValue, e.kind.sqlValue, e.event.rawValue.sqlValue, e.key.sqlValue, e.observedAt.sqlValue,
+                                                                 e.jsonLine().sqlValue, silence?.id.sqlValue ?? .null]) else {
+                throw SQLDecodingError(column: 0, value: .null, expected: "event seq")
+            }
             if let silence {
                 try SilenceStore.countSilenced(db, id: silence.id)
                 silenced[e.id] = silence.id
                 continue
             }
             guard let router = options.router else { continue }
-            try Enqueue.deliveries(db, eventSeq: db.lastInsertedRowID, router.decisions(for: e, at: now, through: through[e.id]), batch: batch, now: now)
+            try Enqueue.deliveries(db, eventSeq: seq, router.decisions(for: e, at: now, through: through[e.id]), batch: batch, now: now)
         }
         return events
     }
@@ -239,14 +253,20 @@ struct SourceRow {
     var errorReported: Bool
     var baselineAt: Double?
 
-    static func ensure(_ db: Database, source: String, provider: String) throws {
-        try db.cachedStatement(sql: "INSERT INTO source_state(source, provider) VALUES (?, ?) ON CONFLICT(source) DO UPDATE SET provider = excluded.provider")
-            .execute(arguments: [source, provider])
+    static func ensure(_ db: any SQLConnection, source: String, provider: String) throws {
+        try db.execute("INSERT INTO source_state(source, provider) VALUES (?, ?) ON CONFLICT(source) DO UPDATE SET provider = excluded.provider",
+                       source, provider)
     }
 
-    static func fetch(_ db: Database, source: SourceConfig) throws -> SourceRow {
+    /// The row, locked until the poll's transaction ends where several daemons share the state.
+    /// `fence`: the instance that must hold the source's lease (``LeaseBook``), else
+    /// ``LeaseLost`` and nothing is recorded.
+    static func fetch(_ db: any SQLConnection, source: SourceConfig, fence: String? = nil) throws -> SourceRow {
+        if let fence { try LeaseBook.check(db, name: LeaseBook.sourceLease(source.name), owner: fence) }
         try ensure(db, source: source.name, provider: source.provider)
-        let r = try Row.fetchOne(db.cachedStatement(sql: "SELECT failures, error_reported, baseline_at FROM source_state WHERE source = ?"), arguments: [source.name])!
-        return SourceRow(failures: r[0], errorReported: r[1], baselineAt: r[2])
+        guard let r = try db.fetchOne("SELECT failures, error_reported, baseline_at FROM source_state WHERE source = ?" + db.dialect.forUpdate, source.name) else {
+            throw SQLDecodingError(column: 0, value: .null, expected: "source_state row")
+        }
+        return SourceRow(failures: try r[0], errorReported: try r[1], baselineAt: try r[2])
     }
 }

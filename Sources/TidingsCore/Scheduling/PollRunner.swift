@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import Logging
 import Synchronization
 
@@ -49,7 +48,7 @@ public final class PollRunner: Sendable {
         // If it fails, the poll fails: polling blind could retry rejected credentials, and a
         // state error must reach the exit status of `check`, not only the log.
         let validators: Validators
-        switch readState(source) {
+        switch await readState(source) {
         case .ready(let v, let notBefore):
             // A poll on request keeps the server's Retry-After too (the schedule always does).
             if options.accounting == .uncounted, let notBefore, notBefore > env.now() {
@@ -103,13 +102,13 @@ public final class PollRunner: Sendable {
                 log.notice("poll on request failed: \(error.message) (not counted: failures, backoff and next poll unchanged)")
                 return PollOutcome(source: source.name, record: PollRecord(), error: error, nextDue: .distantFuture, nextDueStored: true)
             case (.success(let value), .uncounted):
-                let record = try recorder.recordSuccess(source, result: value, now: now, options: options)
+                let record = try await recorder.recordSuccess(source, result: value, now: now, options: options)
                 stateSucceeded(logger: log)
                 logBaseline(record, source: source, logger: log)
                 return PollOutcome(source: source.name, record: record, nextDue: .distantFuture, nextDueStored: true)
             case (.success(let value), .counted):
                 let next = now.addingTimeInterval(Backoff.afterSuccess(interval: settings.interval, jitter: settings.jitter, unit: env.unit()))
-                let record = try recorder.recordSuccess(source, result: value, now: now, options: options, nextDue: next)
+                let record = try await recorder.recordSuccess(source, result: value, now: now, options: options, nextDue: next)
                 stateSucceeded(logger: log)
                 for warning in record.warnings { log.warning("\(warning)") }
                 if let n = failing.withLock({ $0.removeValue(forKey: source.name) }) {
@@ -119,13 +118,13 @@ public final class PollRunner: Sendable {
                 return PollOutcome(source: source.name, record: record, nextDue: next, nextDueStored: true)
             case (.failure(let error), .counted):
                 let unit = env.unit()
-                let wait = { (failures: Int) in
+                let wait: @Sendable (Int) -> TimeInterval = { failures in
                     Backoff.afterFailure(interval: settings.interval, failures: failures, maxBackoff: settings.maxBackoff,
                                          jitter: settings.jitter, unit: unit, retryAfter: error.retryAfter)
                 }
                 let isAuth = error.category == .auth
                 let notBefore = error.retryAfter.map { now.addingTimeInterval($0) }
-                let record = try recorder.recordFailure(source, error: error, now: now, options: options, notBefore: notBefore) { failures in
+                let record = try await recorder.recordFailure(source, error: error, now: now, options: options, notBefore: notBefore) { failures in
                     isAuth ? .distantFuture : now.addingTimeInterval(wait(failures))
                 }
                 stateSucceeded(logger: log)
@@ -143,6 +142,10 @@ public final class PollRunner: Sendable {
                 }
                 return PollOutcome(source: source.name, record: record, error: error, nextDue: now.addingTimeInterval(delay), nextDueStored: true)
             }
+        } catch let lost as LeaseLost {
+            // Another instance owns the source now (this one lost its lease mid-poll): it polls it.
+            log.info("\(lost)")
+            return PollOutcome(source: source.name, record: PollRecord(), error: PollError(.transient, lost.description), nextDue: .distantFuture, nextDueStored: true)
         } catch {
             // The state could not be written: nothing was recorded, so nothing is lost; try again later.
             let err = PollError(.transient, "could not record the poll in the state database \(store.path): \(error)")
@@ -161,15 +164,15 @@ public final class PollRunner: Sendable {
         case unreadable(any Error)
     }
 
-    private func readState(_ source: SourceConfig) -> StateBeforePoll {
+    private func readState(_ source: SourceConfig) async -> StateBeforePoll {
         do {
-            let row = try store.db.read { db in
-                try Row.fetchOne(db.cachedStatement(sql: "SELECT auth_failed_hash, etag, last_modified, not_before FROM source_state WHERE source = ?"),
-                                 arguments: [source.name])
+            let name = source.name
+            let row = try await store.database.read { db in
+                try db.fetchOne("SELECT auth_failed_hash, etag, last_modified, not_before FROM source_state WHERE source = ?", name)
             }
             guard let row else { return .ready(Validators(), notBefore: nil) }
-            if (row[0] as String?) == source.configHash { return .authFailed }
-            return .ready(Validators(etag: row[1], lastModified: row[2]), notBefore: (row[3] as Double?).map(Date.init(timeIntervalSince1970:)))
+            if (try row[0] as String?) == source.configHash { return .authFailed }
+            return .ready(Validators(etag: try row[1], lastModified: try row[2]), notBefore: try row[3])
         } catch {
             return .unreadable(error)
         }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import Logging
 
 /// The daemon's polling loop (DESIGN §6): jittered waits, start-up spread, catch-up after
@@ -44,6 +43,9 @@ public actor Scheduler {
     public private(set) var lateness = LatenessStats()
     /// The same since the last periodic report.
     private var recentLateness = LatenessStats()
+    /// Where daemons share the state: the sources whose leases this instance holds (the only
+    /// ones it polls on schedule). Nil: it polls every source.
+    private var leased: Set<String>?
     /// How often the scheduler logs one `scheduler: polls=…` line at info level.
     public static let reportInterval: TimeInterval = 60
 
@@ -54,8 +56,10 @@ public actor Scheduler {
     }
 
     /// `host`: the network and sleep state now (a scheduler built on a reload carries it on).
+    /// `leases`: where daemons share the state, this instance's (its polls start with the
+    /// sources it holds; ``leasesChanged(_:)`` tells it the rest).
     package init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
-                 host: HostConditions, logger: Logger, onEvents: @escaping @Sendable () -> Void,
+                 host: HostConditions, leases: LeaseKeeper? = nil, logger: Logger, onEvents: @escaping @Sendable () -> Void,
                  heartbeat: @escaping @Sendable () -> Void = {}) {
         self.config = config
         self.byName = Dictionary(config.sources.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
@@ -64,7 +68,9 @@ public actor Scheduler {
         self.sharedHost = SharedHostConditions(host)
         var options = RecordOptions(router: router)
         options.host = sharedHost
+        options.fence = leases?.instance.id
         self.options = options
+        self.leased = leases?.sources
         var requestOptions = RecordOptions(router: router)
         requestOptions.accounting = .uncounted
         self.requestOptions = requestOptions
@@ -78,7 +84,7 @@ public actor Scheduler {
 
     /// Polls until cancelled or ``stop()``; then waits for in-flight polls to finish.
     public func run() async {
-        seed()
+        await seed()
         logger.info("scheduler: \(queue.count) source\(queue.count == 1 ? "" : "s") scheduled\(host.pause.map { "; polls paused (\($0.rawValue))" } ?? "")")
         // A discarding group frees each poll's task when it finishes; a plain task group keeps
         // every finished child until its result is consumed (~15 KiB per poll, forever).
@@ -104,7 +110,7 @@ public actor Scheduler {
                 }
                 while host.pause == nil, let top = queue.peek, top.due <= now {
                     _ = queue.pop()
-                    guard let source = byName[top.name] else { continue }
+                    guard let source = byName[top.name], leased?.contains(top.name) ?? true else { continue }
                     guard !inFlight.contains(top.name) else {
                         deferred.insert(top.name)
                         continue
@@ -189,33 +195,49 @@ public actor Scheduler {
 
     /// Queues every enabled source: a stored due time is kept only if it fits the settings
     /// now loaded (``StoredSchedule``); new sources start spread; removed ones are not queued.
-    private func seed() {
+    private func seed() async {
+        await schedule(leased.map(Array.init))
+    }
+
+    /// Queues `names` (nil: every source) from their stored schedules. `takeover`: sources
+    /// another instance polled until now; overdue ones (their owner died) are spread over a
+    /// short window only, not the start-up window (DESIGN §11: polled again within two intervals).
+    private func schedule(_ names: [String]?, takeover: Bool = false) async {
         var schedules: [String: StoredSchedule] = [:]
         /// The configuration hash under which each source's credentials were rejected.
         var authFailed: [String: String] = [:]
+        if names?.isEmpty == true { return }
         do {
-            try runner.store.db.read { db in
-                for r in try Row.fetchAll(db, sql: "SELECT source, next_due, failures, not_before, auth_failed_hash FROM source_state") {
-                    let name: String = r[0]
-                    schedules[name] = StoredSchedule(nextDue: (r[1] as Double?).map(Date.init(timeIntervalSince1970:)), failures: r[2],
-                                                     notBefore: (r[3] as Double?).map(Date.init(timeIntervalSince1970:)))
-                    authFailed[name] = r[4]
-                }
-            }
+            (schedules, authFailed) = try await runner.store.database.read { db in try StoredSchedule.all(db, names: names) }
         } catch {
             runner.stateFailed("could not read the schedule from the state database \(runner.store.path): \(error); starting every source afresh", logger: logger)
         }
         let now = env.now()
-        let active = config.sources.filter { $0.settings.enabled }
+        let wanted = names.map(Set.init)
+        let all = config.sources.filter { $0.settings.enabled }
+        let active = wanted.map { w in all.filter { w.contains($0.name) } } ?? all
         for s in active {
             if authFailed[s.name] == s.configHash {
                 logger.warning("source \(s.name) is waiting for a config change (credentials were rejected); not polling it")
                 continue
             }
-            let window = Backoff.spreadWindow(count: active.count, interval: s.settings.interval)
+            let window = takeover ? min(s.settings.interval / 8, Double(active.count) * 0.005)
+                : Backoff.spreadWindow(count: active.count, interval: s.settings.interval)
             let schedule = schedules[s.name] ?? StoredSchedule(nextDue: nil)
             queue.push(schedule.firstDue(settings: s.settings, now: now, spread: window, unit: env.unit()), s.name)
         }
+    }
+
+    /// The sources whose leases this instance holds changed (``LeaseKeeper``): new ones are
+    /// queued from the schedule the state holds (the previous owner's), lost ones are no
+    /// longer polled (a queued entry is dropped when it comes up).
+    package func leasesChanged(_ sources: Set<String>) async {
+        guard let before = leased, before != sources, !stopping else { return }
+        leased = sources
+        let gained = sources.subtracting(before).filter { !inFlight.contains($0) }
+        guard !gained.isEmpty else { return }
+        await schedule(Array(gained), takeover: true)
+        wakeup.signal()
     }
 
     /// After a suspend or a clock jump: overdue sources are polled soon, spread; dates
@@ -292,7 +314,7 @@ public actor Scheduler {
         if !outcome.record.events.isEmpty { onEvents() }
         if !outcome.nextDueStored {
             do {
-                try runner.recorder.setNextDue(source.name, provider: source.provider, at: outcome.nextDue)
+                try await runner.recorder.setNextDue(source.name, provider: source.provider, at: outcome.nextDue)
             } catch {
                 runner.stateFailed("could not store the next due time of \(source.name) in \(runner.store.path): \(error)", logger: logger)
             }

@@ -38,3 +38,20 @@ package struct StoredSchedule: Sendable, Equatable {
         return Backoff.afterFailure(interval: s.interval, failures: failures, maxBackoff: s.maxBackoff, jitter: s.jitter, unit: unit)
     }
 }
+
+extension StoredSchedule {
+    /// Every stored source's schedule, and the configuration hash under which each source's
+    /// credentials were rejected. `names`: only these sources (nil: all).
+    static func all(_ db: any SQLConnection, names: [String]? = nil) throws -> (schedules: [String: StoredSchedule], authFailed: [String: String]) {
+        var schedules: [String: StoredSchedule] = [:]
+        var authFailed: [String: String] = [:]
+        var sql = "SELECT source, next_due, failures, not_before, auth_failed_hash FROM source_state"
+        if let names { sql += " WHERE source IN (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))" }
+        for r in try db.fetchAll(sql, (names ?? []).map(\.sqlValue)) {
+            let name: String = try r[0]
+            schedules[name] = StoredSchedule(nextDue: try r[1], failures: try r[2], notBefore: try r[3])
+            authFailed[name] = try r[4]
+        }
+        return (schedules, authFailed)
+    }
+}

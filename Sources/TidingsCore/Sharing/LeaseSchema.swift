@@ -21,6 +21,7 @@ enum LeaseSchema {
                   name TEXT PRIMARY KEY,
                   owner TEXT,                   -- instance.id; NULL when released
                   expires_at DOUBLE NOT NULL DEFAULT 0,
+                  length DOUBLE NOT NULL DEFAULT 0,  -- seconds a renewal extends it by
                   taken_at DOUBLE
                 );
                 CREATE INDEX lease_by_owner ON lease(owner);

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// An item the latest successful poll of a source saw (what is "wrong right now").
 public struct CurrentItem: Sendable {
@@ -43,7 +42,7 @@ extension CurrentItem: JSONObjectShape {
 extension StateStore {
     /// The items a source currently has (present, or missing within the flap window), in key order.
     public func currentItems(source: String) throws -> [CurrentItem] {
-        try db.read { db in
+        try database.read { db in
             try PollRecorder.items(db, source: source).values
                 .filter { $0.state != .gone }
                 .sorted { ($0.firstSeen, $0.key) < ($1.firstSeen, $1.key) }

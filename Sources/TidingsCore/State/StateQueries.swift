@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// A source's health and schedule as stored (for `tidings sources`).
 public struct SourceStatus: Sendable {
@@ -12,6 +11,8 @@ public struct SourceStatus: Sendable {
     public var authFailedHash: String?
     public var baselineDone: Bool
     public var items: Int
+    /// Where daemons share the state: the instance polling it now ("HOST:PID"), if any.
+    public var owner: String?
 }
 
 /// A source's health as stored: see ``StateStore/sourceHealth()``.
@@ -23,16 +24,16 @@ package struct SourceHealth: Sendable, Equatable {
 
 extension StateStore {
     public func statuses() throws -> [String: SourceStatus] {
-        try db.read { db in
-            let counts = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT source, count(*) FROM item WHERE state != 'gone' GROUP BY source").map { ($0[0] as String, $0[1] as Int) })
+        try database.read { db in
+            let counts = Dictionary(uniqueKeysWithValues: try db.fetchAll("SELECT source, count(*) FROM item WHERE state != 'gone' GROUP BY source").map { (try $0[0] as String, try $0[1] as Int) })
+            let owners = database.isShared ? try LeaseBook.sourceOwners(db, now: Date()) : [:]
             var out: [String: SourceStatus] = [:]
-            for r in try Row.fetchAll(db, sql: "SELECT source, last_success, last_error, last_error_at, failures, next_due, auth_failed_hash, baseline_at FROM source_state") {
-                let name: String = r[0]
+            for r in try db.fetchAll("SELECT source, last_success, last_error, last_error_at, failures, next_due, auth_failed_hash, baseline_at FROM source_state") {
+                let name: String = try r[0]
                 out[name] = SourceStatus(
-                    source: name, lastSuccess: (r[1] as Double?).map(Date.init(timeIntervalSince1970:)), lastError: r[2],
-                    lastErrorAt: (r[3] as Double?).map(Date.init(timeIntervalSince1970:)), failures: r[4],
-                    nextDue: (r[5] as Double?).map(Date.init(timeIntervalSince1970:)), authFailedHash: r[6],
-                    baselineDone: (r[7] as Double?) != nil, items: counts[name] ?? 0)
+                    source: name, lastSuccess: try r[1], lastError: try r[2], lastErrorAt: try r[3], failures: try r[4],
+                    nextDue: try r[5], authFailedHash: try r[6], baselineDone: (try r[7] as Double?) != nil, items: counts[name] ?? 0,
+                    owner: owners[name])
             }
             return out
         }
@@ -41,13 +42,15 @@ extension StateStore {
     /// Each stored source's failures in a row and last success: what the daemon's status line
     /// and health metrics start from (cheaper than ``statuses()``, which counts items too).
     package func sourceHealth() throws -> [String: SourceHealth] {
-        try db.read { db in
-            var out: [String: SourceHealth] = [:]
-            for r in try Row.fetchAll(db, sql: "SELECT source, failures, last_success FROM source_state") {
-                out[r[0]] = SourceHealth(failures: r[1], lastSuccess: (r[2] as Double?).map(Date.init(timeIntervalSince1970:)))
-            }
-            return out
+        try database.read { try Self.sourceHealth($0) }
+    }
+
+    package static func sourceHealth(_ db: any SQLConnection) throws -> [String: SourceHealth] {
+        var out: [String: SourceHealth] = [:]
+        for r in try db.fetchAll("SELECT source, failures, last_success FROM source_state") {
+            out[try r[0]] = SourceHealth(failures: try r[1], lastSuccess: try r[2])
         }
+        return out
     }
 
     /// One row of `tidings history`: an event, or a stored row that cannot be read back (written
@@ -60,12 +63,12 @@ extension StateStore {
 
     /// Recent events, newest last.
     public func history(source: String?, limit: Int) throws -> [HistoryEntry] {
-        try db.read { db in
+        try database.read { db in
             let sql = "SELECT id, source, payload, silenced_by FROM event \(source == nil ? "" : "WHERE source = ? ")ORDER BY seq DESC LIMIT ?"
-            let arguments: StatementArguments = source.map { [$0, limit] } ?? [limit]
-            return try Row.fetchAll(db, sql: sql, arguments: arguments).reversed().map { r in
-                do { return .event(try Event.decode(jsonLine: r[2]), silencedBy: r[3]) } catch {
-                    return .unreadable(id: r[0], source: r[1], reason: "\(error)")
+            let arguments: [SQLValue] = (source.map { [$0.sqlValue] } ?? []) + [limit.sqlValue]
+            return try db.fetchAll(sql, arguments).reversed().map { r in
+                do { return .event(try Event.decode(jsonLine: try r[2] as String), silencedBy: try r[3]) } catch {
+                    return .unreadable(id: try r[0], source: try r[1], reason: "\(error)")
                 }
             }
         }
@@ -79,12 +82,11 @@ extension StateStore {
     /// Drops a source's items, status and notices: its next poll is a silent baseline. History stays.
     @discardableResult
     public func forget(source: String) throws -> Int {
-        try db.write { db in
-            try db.execute(sql: "DELETE FROM item WHERE source = ?", arguments: [source])
-            let items = db.changesCount
-            try db.execute(sql: "DELETE FROM source_state WHERE source = ?", arguments: [source])
-            try db.execute(sql: "DELETE FROM notice WHERE source = ?", arguments: [source])
-            try db.execute(sql: "DELETE FROM reminder WHERE source = ?", arguments: [source])
+        try database.write { db in
+            let items = try db.execute("DELETE FROM item WHERE source = ?", source)
+            try db.execute("DELETE FROM source_state WHERE source = ?", source)
+            try db.execute("DELETE FROM notice WHERE source = ?", source)
+            try db.execute("DELETE FROM reminder WHERE source = ?", source)
             return items
         }
     }
@@ -92,19 +94,26 @@ extension StateStore {
     /// Deletes events older than `days` that no delivery still needs, and long-gone items.
     @discardableResult
     public func prune(olderThanDays days: Int, now: Date = Date()) throws -> (events: Int, items: Int) {
-        let cutoff = now.addingTimeInterval(-Double(days) * 86_400).timeIntervalSince1970
-        return try db.write { db in
-            try db.execute(sql: "DELETE FROM event WHERE observed_at < ? AND seq NOT IN (SELECT event_seq FROM delivery)", arguments: [cutoff])
-            let events = db.changesCount
-            try db.execute(sql: "DELETE FROM item WHERE state = 'gone' AND changed_at < ?", arguments: [cutoff])
-            let items = db.changesCount
+        try database.write { try Self.prune($0, olderThanDays: days, now: now) }
+    }
+
+    /// The daemon's hourly prune, off the cooperative pool.
+    package func pruneInBackground(olderThanDays days: Int, now: Date = Date()) async throws -> (events: Int, items: Int) {
+        try await database.write { try Self.prune($0, olderThanDays: days, now: now) }
+    }
+
+    static func prune(_ db: any SQLConnection, olderThanDays days: Int, now: Date) throws -> (events: Int, items: Int) {
+        let cutoff = now.addingTimeInterval(-Double(days) * 86_400)
+        do {
+            let events = try db.execute("DELETE FROM event WHERE observed_at < ? AND seq NOT IN (SELECT event_seq FROM delivery)", cutoff)
+            let items = try db.execute("DELETE FROM item WHERE state = 'gone' AND changed_at < ?", cutoff)
             // Notices that ended, were dismissed or expired long ago are no longer pending anywhere.
-            try db.execute(sql: """
+            try db.execute("""
                 DELETE FROM notice WHERE updated_at < ?
                   AND (ended_at IS NOT NULL OR dismissed_at IS NOT NULL OR expires_at < ?)
-                """, arguments: [cutoff, cutoff])
+                """, cutoff, cutoff)
             // Silences that ended long ago (history keeps the ids of the events they held back).
-            try db.execute(sql: "DELETE FROM silence WHERE ends_at < ?", arguments: [cutoff])
+            try db.execute("DELETE FROM silence WHERE ends_at < ?", cutoff)
             return (events, items)
         }
     }

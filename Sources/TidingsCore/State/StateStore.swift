@@ -2,12 +2,19 @@ import Foundation
 import GRDB
 import Logging
 
-/// The one SQLite file: items, source status, events and the outbox (WAL, migrations).
+/// The state: items, source status, events, the outbox, notices, silences and leases, in a
+/// ``StateDatabase`` (the SQLite file in the state directory, or PostgreSQL: DESIGN §11).
 ///
 /// All writes that belong to one poll happen in one transaction (see ``PollRecorder``).
 public final class StateStore: Sendable {
-    public let path: String
-    public let db: DatabasePool
+    /// Where every statement goes (the storage seam).
+    package let database: any StateDatabase
+    /// For messages: the SQLite file, or the PostgreSQL URL without its password.
+    public var path: String { database.location }
+
+    package init(database: any StateDatabase) {
+        self.database = database
+    }
 
     /// Opens (or creates) `DIR/tidings.sqlite`, once ``StateDirectory`` found the directory and
     /// files safe. A file that is not a readable SQLite database is moved aside
@@ -27,8 +34,8 @@ public final class StateStore: Sendable {
         }
     }
 
-    public init(path: String) throws {
-        self.path = path
+    /// Opens (or creates) the SQLite state at `path`.
+    public convenience init(path: String) throws {
         var config = Configuration()
         config.busyMode = .timeout(10)
         config.prepareDatabase { db in
@@ -38,12 +45,13 @@ public final class StateStore: Sendable {
         // `tidings outbox` runs) race on switching to WAL ("database is locked") and on the
         // migration ("table already exists"). The loser retries and finds it all in place.
         var attempt = 0
+        var opened: DatabasePool
         while true {
             do {
                 let pool = try DatabasePool(path: path, configuration: config)
                 try Self.refuseNewerSchema(pool, path: path)
                 try Self.migrator.migrate(pool)
-                db = pool
+                opened = pool
                 break
             } catch let e as DatabaseError where attempt < 5 && ![.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(e.resultCode) {
                 attempt += 1
@@ -51,7 +59,8 @@ public final class StateStore: Sendable {
             }
         }
         // Touch the schema so a corrupt file fails here, not mid-poll.
-        _ = try db.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM sqlite_master") }
+        _ = try opened.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM sqlite_master") }
+        self.init(database: SQLiteStateDatabase(pool: opened, path: path))
     }
 
     /// The state was migrated by a newer tidings than this one.
@@ -59,6 +68,10 @@ public final class StateStore: Sendable {
         public var path: String
         /// The migrations this version does not know.
         public var unknown: [String]
+        package init(path: String, unknown: [String]) {
+            self.path = path
+            self.unknown = unknown
+        }
         public var description: String {
             "\(path) was written by a newer version of tidings (schema migrations unknown here: \(unknown.joined(separator: ", "))); "
                 + "refusing to open it. Run that version, or move the file away to start afresh (each source's next poll is then a silent baseline)."

@@ -66,6 +66,16 @@ struct App {
     /// `writable`: fail unless the state directory can be written (the daemon: SQLite could
     /// open a file on a read-only file system and then fail every write).
     func openStore(writable: Bool = false) throws -> StateStore {
+        if config.state.isPostgres {
+            do {
+                let store = StateStore(database: try SharedState.open(config.state, logger: Log.logger("state")))
+                Self.silences.attach(store)
+                return store
+            } catch {
+                complain("cannot open the state database \(config.state.location) (\(config.state.origin)): \(Redactor.shared.scrub("\(error)"))")
+                throw ExitCode(Exit.failure)
+            }
+        }
         if writable, access(stateDir, W_OK) != 0, errno != ENOENT {
             complain("cannot write the state directory \(stateDir): \(String(cString: strerror(errno)))")
             throw ExitCode(Exit.failure)

@@ -61,14 +61,23 @@ struct CheckCommand: AsyncParsableCommand {
         defer { withExtendedLifetime(lock) {} }
         let store = try app.openStore()
         let runner = PollRunner(store: store, http: App.http)
-        let options = RecordOptions(router: deliver ? app.router : nil, dryRun: dryRun)
+        var options = RecordOptions(router: deliver ? app.router : nil, dryRun: dryRun)
+        // Daemons sharing the state (DESIGN §11) own its schedule and its deliveries, as one
+        // daemon owns a SQLite state: the poll is on request (not counted), its events are
+        // routed, and they deliver them.
+        let daemons = store.database.isShared && !dryRun ? try Self.sharingDaemons(store) : []
+        if !daemons.isEmpty {
+            logger.notice("\(daemons.count) daemon\(daemons.count == 1 ? "" : "s") share the state in \(store.path) (\(daemons.joined(separator: ", "))): polling now on request; they deliver the events to their sinks")
+            options = RecordOptions(router: app.router)
+            options.accounting = .uncounted
+        }
 
         let outcomes = await Self.pollAll(selected, runner: runner, options: options, limit: app.config.maxConcurrent,
                                           perHost: app.config.maxPerHost, logger: logger)
         let reports = outcomes.map { SourceReport(source: $0.source, events: $0.record.events, failure: $0.error?.message, silenced: $0.record.silenced) }
         show(reports)
         var failed = false
-        if deliver && !dryRun {
+        if deliver && !dryRun && daemons.isEmpty {
             let worker = OutboxWorker(store: store, sinks: Dictionary(uniqueKeysWithValues: app.config.sinks.map { ($0.name, $0.instance) }),
                                       policy: RetryPolicy(maxAge: app.config.deliveryMaxAge), logger: Log.logger("outbox"))
             for (sink, failure) in await worker.drainOnce().sorted(by: { $0.key < $1.key }) {
@@ -82,6 +91,12 @@ struct CheckCommand: AsyncParsableCommand {
             for s in app.config.sinks { await s.instance.shutdown() }
         }
         throw ExitCode(Self.status(reports, sinkFailed: failed))
+    }
+
+    /// The daemons that renewed their leases in the shared state within the last 30 s (the
+    /// longest lease round is 10 s).
+    static func sharingDaemons(_ store: StateStore) throws -> [String] {
+        try store.database.read { try LeaseBook.liveInstances($0, within: 30, now: Date()) }
     }
 
     /// Like diff(1): 2 if a source (or sink) failed, else 1 if there were events, else 0.

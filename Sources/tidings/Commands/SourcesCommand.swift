@@ -14,7 +14,9 @@ struct SourcesCommand: AsyncParsableCommand {
 
     func run() async throws {
         let app = try App.load(common, logLevel: .warning, secrets: .lenient)
-        let statuses = try app.openStore().statuses()
+        let store = try app.openStore()
+        let statuses = try store.statuses()
+        let shared = store.database.isShared
         for s in app.config.sources {
             let st = statuses[s.name]
             let state: String
@@ -33,6 +35,8 @@ struct SourcesCommand: AsyncParsableCommand {
                     "failures": .number(Double(st?.failures ?? 0)),
                     "next_due": st?.nextDue.map { .string(Timestamp.format($0)) } ?? .null,
                     "items": .number(Double(st?.items ?? 0)),
+                    // Where daemons share the state: the instance polling it now ("HOST:PID").
+                    "owner": st?.owner.map { .string($0) } ?? .null,
                 ]
                 emit(obj.jsonString())
             } else {
@@ -41,6 +45,7 @@ struct SourcesCommand: AsyncParsableCommand {
                 if let n = st?.nextDue, s.settings.enabled, state != "auth-failed" { line += ", next: \(Self.until(n))" }
                 if let f = st?.failures, f > 0 { line += ", \(f) failure\(f == 1 ? "" : "s")" }
                 if let e = st?.lastError, state != "ok" { line += ", error: \(TerminalText.line(e))" }
+                if shared, s.settings.enabled { line += st?.owner.map { ", polled by \(TerminalText.line($0))" } ?? ", no instance polls it now" }
                 emit(line)
             }
         }

@@ -52,6 +52,8 @@ final class DaemonService: Service, Sendable {
     private let historyDays: Mutex<Int>
     /// Wakes housekeeping early (a reload may have changed `history_days`).
     private let housekeeping = Wakeup()
+    /// This daemon where several share one state (DESIGN §11): its leases outlive a reload.
+    private let instance = Instance.current()
     /// How long a request on the control socket waits for a generation (start-up, reload).
     static let generationWait: Duration = .seconds(30)
     /// How often the status line and the outbox gauges are brought up to date.
@@ -134,8 +136,8 @@ final class DaemonService: Service, Sendable {
         guard let generation else { return }
         await generation.scheduler.update(host)
         // Back online or awake: deliveries waiting out a retry backoff go now, as polls do.
-        if before.pause != nil && host.pause == nil { generation.outbox.retryNow() }
-        notifications.update(DaemonStatus(generation.config, snapshot(), pause: host.pause))
+        if before.pause != nil && host.pause == nil { await generation.outbox.retryNow() }
+        notifications.update(DaemonStatus(generation.config, await snapshot(), pause: host.pause))
     }
 
     /// The generation polling now; waits a while during start-up or a reload.
@@ -168,20 +170,38 @@ final class DaemonService: Service, Sendable {
     /// a valid config (returns it). On a reload with an invalid config this generation keeps running.
     private func runGeneration(_ config: TidingsConfig, next: () async -> Control) async -> TidingsConfig? {
         let sinks = Dictionary(uniqueKeysWithValues: config.sinks.map { ($0.name, $0.instance) })
-        let outbox = OutboxWorker(store: store, sinks: sinks, policy: RetryPolicy(maxAge: config.deliveryMaxAge), logger: Log.logger("outbox"))
+        // Several daemons on one state: this one polls the sources and delivers to the sinks
+        // whose leases it holds. The first round comes before the first poll.
+        let leases = store.database.isShared
+            ? LeaseKeeper(database: store.database, instance: instance, sources: config.sources, sinks: config.sinks.map(\.name), logger: Log.logger("leases"))
+            : nil
+        if let leases {
+            await leases.round { _, _ in }
+            logger.notice("shared state \(store.path): instance \(instance.label), lease rounds every \(DurationParser.format(leases.period))")
+        }
+        let outbox = OutboxWorker(store: store, sinks: sinks, policy: RetryPolicy(maxAge: config.deliveryMaxAge), logger: Log.logger("outbox"),
+                                  leases: leases)
         let runner = PollRunner(store: store, http: App.http)
         let router = Router(routes: config.routes, allSinks: config.sinks.map(\.name))
         let notifications = self.notifications
-        let state = snapshot()
+        let state = await snapshot()
         state?.exportHealth(of: config)
         state?.exportBacklog(sinks: config.sinks)
         let (scheduler, pause) = live.withLock { l in
-            let scheduler = Scheduler(config: config, runner: runner, router: router, host: l.host, logger: Log.logger("scheduler"),
+            let scheduler = Scheduler(config: config, runner: runner, router: router, host: l.host, leases: leases, logger: Log.logger("scheduler"),
                                       onEvents: { outbox.nudge() }, heartbeat: { notifications.heartbeat() })
             l.generation = Generation(config: config, scheduler: scheduler, outbox: outbox)
             return (scheduler, l.host.pause)
         }
         notifications.ready(DaemonStatus(config, state, pause: pause))
+        let rounds = leases.map { keeper in
+            Task {
+                await keeper.run { _, _ in
+                    await scheduler.leasesChanged(keeper.sources)
+                    outbox.nudge()
+                }
+            }
+        }
 
         let fresh: TidingsConfig? = await withTaskGroup(of: Bool.self) { group in
             group.addTask { await scheduler.run(); return true }
@@ -192,7 +212,7 @@ final class DaemonService: Service, Sendable {
                 notifications.reloading()
                 fresh = loadFresh()
                 // Refused: the running configuration goes on, and is ready again.
-                if fresh == nil { notifications.ready(DaemonStatus(config, snapshot(), pause: live.withLock { $0.host.pause })) }
+                if fresh == nil { notifications.ready(DaemonStatus(config, await snapshot(), pause: live.withLock { $0.host.pause })) }
             }
             live.withLock { $0.generation = nil }
             await scheduler.stop()
@@ -215,6 +235,10 @@ final class DaemonService: Service, Sendable {
             group.cancelAll()
             return fresh
         }
+        // Polls and deliveries in flight are done: the leases go (on a stop) or stay with this
+        // instance for the next generation (a reload).
+        leases?.stop(release: fresh == nil)
+        await rounds?.value
         for s in config.sinks { await s.instance.shutdown() }
         return fresh
     }
@@ -233,9 +257,9 @@ final class DaemonService: Service, Sendable {
     }
 
     /// The state as the status line and gauges show it; nil (after logging why) when it cannot be read.
-    private func snapshot() -> StateSnapshot? {
+    private func snapshot() async -> StateSnapshot? {
         do {
-            let s = try StateSnapshot(store: store)
+            let s = try await StateSnapshot.read(store)
             statusLog.succeeded("status", "reading source health and outbox backlog from \(store.path) works again", logger: logger)
             return s
         } catch {
@@ -250,7 +274,7 @@ final class DaemonService: Service, Sendable {
             try? await Task.sleep(for: .seconds(Self.statusInterval))
             let (config, pause) = live.withLock { ($0.generation?.config, $0.host.pause) }
             guard let config else { continue }
-            let now = snapshot()
+            let now = await snapshot()
             now?.exportBacklog(sinks: config.sinks)
             notifications.update(DaemonStatus(config, now, pause: pause))
         }
@@ -262,7 +286,7 @@ final class DaemonService: Service, Sendable {
         while !Task.isCancelled {
             let days = historyDays.withLock { $0 }
             do {
-                let r = try store.prune(olderThanDays: days)
+                let r = try await store.pruneInBackground(olderThanDays: days)
                 if r.events + r.items > 0 { logger.info("pruned \(r.events) old events and \(r.items) gone items (history_days = \(days))") }
             } catch {
                 logger.error("pruning failed: \(error)")

@@ -12,6 +12,20 @@ struct StateSnapshot {
         backlog = try OutboxStore(store: store).backlog()
     }
 
+    private init(health: [String: SourceHealth], backlog: [String: OutboxBacklog]) {
+        self.health = health
+        self.backlog = backlog
+    }
+
+    /// Both in one read, on the state backend's threads (not the cooperative pool).
+    static func read(_ store: StateStore) async throws -> StateSnapshot {
+        let now = Date()
+        let (health, backlog) = try await store.database.read { db in
+            (try StateStore.sourceHealth(db), try OutboxStore.backlog(db, now: now))
+        }
+        return StateSnapshot(health: health, backlog: backlog)
+    }
+
     /// The outbox gauges: every configured sink (0 when it has nothing), and any other sink
     /// the outbox still holds deliveries for.
     func exportBacklog(sinks: [SinkConfig]) {

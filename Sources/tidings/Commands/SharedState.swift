@@ -1,0 +1,10 @@
+import Logging
+import TidingsCore
+import TidingsPostgres
+
+/// Opens the PostgreSQL state of `[state] url` (DESIGN §11).
+enum SharedState {
+    static func open(_ settings: StateSettings, logger: Logger) throws -> any StateDatabase {
+        try PostgresStateDatabase.open(settings, logger: logger)
+    }
+}
