@@ -39,7 +39,7 @@ def printed_counts(text: str) -> dict:
 
 
 def migrate(t, pg_db):
-    # The password as the daemon reads it: the [state] password_file of the config given.
+    # --password-file (never on the command line; $PGPASSWORD or [state] would also do).
     return t.run("state", "migrate", "--to", pg_db.url, "--password-file", str(pg_db.password_file), timeout=120)
 
 
