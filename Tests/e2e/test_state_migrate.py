@@ -94,7 +94,7 @@ def test_migrate_sqlite_state_to_postgres_and_run_on_it(tidings, pg_db):
         wait_for(lambda: tidings.run("check", "--deliver").code in (0, 1, 2) and tidings.run("outbox", "--json").events == [],
                  timeout=60, interval=1, what="the migrated outbox delivered")
         got = [e["id"] for e in hook.state["accepted"]]
-        new = [e for e in pg_db.events() if e["key"] == "4"]
+        new = sorted((e for e in pg_db.events() if e["key"] == "4"), key=lambda e: e["source"])
         assert [(e["source"], e["event"]) for e in new] == [("api", "new"), ("other", "new")], new
         assert sorted(i for i in got if i in old_events) == sorted(x["event_id"] for x in queued), got
         assert new[0]["id"] in got and new[0]["silenced_by"] is None
