@@ -112,7 +112,7 @@ class PostgresServer:
         # root/ belongs to whoever runs the tests (tidings refuses a password file below a
         # directory someone else owns); root/run/ (socket, log) and root/data/ to the server's
         # owner, who can traverse root/ (0711) but not list it.
-        self.root = Path(tempfile.mkdtemp(prefix="tidings-pg-"))
+        self.root = Path(tempfile.mkdtemp(prefix="tidings-e2e-pg-"))
         self.data = self.root / "data"
         self.sockets = self.root / "run"
         self.logfile = self.sockets / "postgres.log"
