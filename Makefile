@@ -13,7 +13,10 @@ STATE_DIR    ?= .state
 BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev pkg-config
 # Needed by the test suite: real session bus + notification server, real Alertmanager, real
 # Prometheus and promtool; for the install tests: systemd-analyze, man, bash completion, the
-# Debian package tools, lintian.
+# Debian package tools, lintian; PostgreSQL (and openssl, for the sslmode tests' certificates) for
+# the shared-state tests (they start their own
+# server with initdb/pg_ctl in a temp dir on a loopback port; the cluster Debian's package may
+# create is not used).
 TEST_PACKAGES  := python3 python3-pytest python3-venv python3-dbusmock dbus dbus-x11 libnotify-bin \
                   prometheus-alertmanager prometheus dunst xvfb \
                   systemd man-db bash-completion dpkg-dev lintian postgresql openssl
@@ -169,7 +172,8 @@ deb: $(INSTALL_BIN) $(MAN_BUILD)/.stamp
 	VERSION=$(VERSION) MAKE="$(MAKE)" DEB_COMPRESSION="$(DEB_COMPRESSION)" packaging/deb.sh
 
 # Benchmarks (issue 5): loopback only, release build, prints a short table. Not part of `make test`.
-# Knobs: BENCH_N="200 1000" BENCH_RUNS=7 BENCH_DAEMON_SECONDS=135 BENCH_ONLY="1 2 3 4" (see bench/bench.py).
+# Knobs: BENCH_N="200 1000" BENCH_RUNS=7 BENCH_DAEMON_SECONDS=135 BENCH_ONLY="1 2 3 4 5"
+# BENCH_SHARED_SOURCES=30000 BENCH_SHARED_SECONDS=180 (see bench/bench.py).
 bench:
 	SWIFT=$(SWIFT) PYTHON=$(PYTHON) bench/run.sh
 
@@ -182,8 +186,10 @@ fuzz: deps
 
 # Reliability soak (issue 5): faults injected on loopback, ~10 minutes, release build, prints a
 # table; exits non-zero on any lost or duplicated event. Not part of `make test`.
-# Knobs: SOAK_ONLY="provider sink crash disk" SOAK_PROVIDER_SECONDS=120 SOAK_SINK_SECONDS=120
-# SOAK_KILLS=50 SOAK_DISK_SECONDS=15 SOAK_SEED=N SOAK_KEEP=1 (see soak/soak.py).
+# Knobs: SOAK_ONLY="provider sink crash disk shared" SOAK_PROVIDER_SECONDS=120 SOAK_SINK_SECONDS=120
+# SOAK_KILLS=50 SOAK_DISK_SECONDS=15 SOAK_SHARED_SECONDS=120 SOAK_SHARED_KILL_EVERY=10
+# SOAK_SHARED_SOURCES=300 SOAK_SEED=N SOAK_KEEP=1 (see soak/soak.py; `shared`: three daemons on
+# one PostgreSQL, kill -9 of random instances).
 soak: test-deps
 	SWIFT=$(SWIFT) PYTHON=$(PYTHON) soak/run.sh
 

@@ -4,11 +4,15 @@
 1. one-shot `tidings check` vs urlwatch 2.29, N http-json sources served by nginx (ETag);
 2. the daemon at scale: 10,000 sources at 60 s ± 10 %: CPU, peak RSS, scheduling lateness;
 3. dedupe + one-transaction commit throughput (the `tidings-bench` target);
-4. cold start: `tidings sources` on a state with 10,000 sources.
+4. cold start: `tidings sources` on a state with 10,000 sources;
+5. shared state (DESIGN §11): 30,000 sources at 60 s ± 10 % across three daemons on one
+   PostgreSQL (a private server, Tests/e2e/postgres.py): CPU and peak RSS per instance,
+   PostgreSQL's CPU (all its processes), scheduling lateness per instance.
 
 Prints one short table; the raw figures go to bench-results/latest.json (not committed).
 Knobs (environment): BENCH_N="200 1000", BENCH_RUNS=7, BENCH_DAEMON_SOURCES=10000,
-BENCH_DAEMON_SECONDS=135, BENCH_ONLY="1 2 3 4", BENCH_KEEP=1 (keep the work directory).
+BENCH_DAEMON_SECONDS=135, BENCH_SHARED_SOURCES=30000, BENCH_SHARED_SECONDS=180,
+BENCH_ONLY="1 2 3 4 5", BENCH_KEEP=1 (keep the work directory).
 """
 import argparse
 import json
@@ -25,6 +29,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
+import postgres  # noqa: E402  (the e2e suite's PostgreSQL server, standard library only)
 
 
 def log(msg):
@@ -257,6 +263,71 @@ def bench_daemon(args, work, nginx, n, seconds):
     return res, targs
 
 
+def bench_shared(args, work, nginx, n, seconds):
+    """Three daemons, one PostgreSQL database, n sources at 60 s: each polls about a third."""
+    d = os.path.join(work, "shared")
+    base = tidings_config(os.path.join(d, "node0"), nginx, n, interval="60s")
+    plugins = os.path.join(d, "node0", "plugins.d")
+    with postgres.PostgresServer() as pg:
+        db = pg.create_database("bench")
+        nodes = []
+        for k in range(3):
+            node = os.path.join(d, f"node{k}")
+            os.makedirs(node, exist_ok=True)
+            with open(os.path.join(node, "tidings.toml"), "w") as f:
+                f.write(f'plugins_dir = "{plugins}"\n\n[defaults]\ninterval = "60s"\njitter = 0.1\n' + db.state_toml())
+            nodes.append(["--config", os.path.join(node, "tidings.toml"), "--state-dir", os.path.join(node, "state")])
+        log(f"[5] {n} sources on PostgreSQL: first `tidings check` over all of them (baseline state)")
+        first = timed([args.bin, "check", "-q"] + nodes[0], ok=(0, 1))
+        log(f"[5] baseline check {first[0]:.1f}s, {first[2] // 1024}MiB; running 3 daemons for {seconds:.0f}s")
+        settle = min(20.0, seconds / 4)
+        procs, logs = [], []
+        for k, targs in enumerate(nodes):
+            logs.append(os.path.join(d, f"node{k}", "daemon.log"))
+            with open(logs[-1], "w") as lf:
+                procs.append(subprocess.Popen([args.bin, "run"] + targs, stdout=subprocess.DEVNULL, stderr=lf))
+        try:
+            t0 = time.time()
+            time.sleep(settle)
+            c1 = [proc_cpu(p.pid) for p in procs]
+            pg1, w1 = pg.cpu_seconds(), time.time()
+            while time.time() - t0 < seconds:
+                for k, p in enumerate(procs):
+                    if p.poll() is not None:
+                        raise RuntimeError(f"daemon {k} exited early; see {logs[k]}")
+                time.sleep(1)
+            c2 = [proc_cpu(p.pid) for p in procs]
+            pg2, w2 = pg.cpu_seconds(), time.time()
+            hwm = [proc_status(p.pid, "VmHWM") for p in procs]
+            owners = {int(pid): int(c) for pid, c in db.query(
+                "SELECT i.pid, count(*) FROM lease l JOIN instance i ON i.id = l.owner WHERE l.name LIKE 'source:%' "
+                "AND l.expires_at > extract(epoch FROM clock_timestamp()) GROUP BY i.pid")}
+        finally:
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            for p in procs:
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        instances = []
+        for k, p in enumerate(procs):
+            with open(logs[k]) as f:
+                text = f.read()
+            reports = [tuple(float(x) for x in m.groups()) for m in LATE.finditer(text)]
+            inst = {"cpu_pct": 100 * (c2[k] - c1[k]) / (w2 - w1), "peak_rss_kib": hwm[k], "sources": owners.get(p.pid, 0),
+                    "warnings_or_errors": sum(1 for line in text.splitlines() if " warning " in line or " error " in line)}
+            if reports:
+                last = reports[-1]
+                inst.update(polls=int(last[5]), p50_ms=last[6], p99_ms=last[7], max_ms=last[8])
+            else:
+                log(f"[5] warning: no `scheduler: polls=` line in {logs[k]} (run longer than 60 s)")
+            instances.append(inst)
+        return {"sources": n, "seconds": seconds, "instances": instances, "postgres_cpu_pct": 100 * (pg2 - pg1) / (w2 - w1),
+                "check_baseline_s": first[0], "postgres_version": pg.bin.parent.name}
+
+
 def bench_dedupe(args, work):
     log("[3] dedupe + commit: 1,000-item snapshots, 1,000,000 items")
     p = subprocess.run([args.bench_bin, "dedupe", "--dir", os.path.join(work, "dedupe"), "--snapshot", "1000",
@@ -325,6 +396,18 @@ def table(res):
     if "cold" in res:
         c = res["cold"]
         rows.append(("4. cold start `sources`, 10,000 src", f"{c['median_ms']:.1f} ms median, {mib(c['rss_kib'])}", f"<= 30 ms: {'met' if c['median_ms'] <= 30 else 'MISSED'}"))
+    if "shared" in res:
+        x = res["shared"]
+        ins = x["instances"]
+        rows.append((f"5. shared: {x['sources']} src, 3 daemons, {x['seconds']:.0f} s",
+                     "CPU " + " / ".join(f"{i['cpu_pct']:.1f}%" for i in ins) + " of a core",
+                     f"sources {' / '.join(str(i['sources']) for i in ins)}"))
+        rows.append(("   peak RSS per instance", " / ".join(mib(i["peak_rss_kib"]) for i in ins), ""))
+        rows.append((f"   PostgreSQL {x['postgres_version']} (all processes)", f"CPU {x['postgres_cpu_pct']:.1f}% of a core", ""))
+        if all("p99_ms" in i for i in ins):
+            worst = max(i["p99_ms"] for i in ins)
+            rows.append(("   lateness p99 per instance", " / ".join(f"{i['p99_ms']:.1f} ms" for i in ins),
+                         f"p99 <= 250 ms: {'met' if worst <= 250 else 'MISSED'}"))
     w = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = [f"tidings benchmarks — {res['machine']}, load average at start {res.get('loadavg', '?')}", ""]
     lines += [f"{a:<{w[0]}}  {b:<{w[1]}}  {c}".rstrip() for a, b, c in rows]
@@ -337,15 +420,17 @@ def main():
     ap.add_argument("--bench-bin", default=os.path.join(ROOT, ".build/release/tidings-bench"))
     args = ap.parse_args()
     args.bin, args.bench_bin = os.path.abspath(args.bin), os.path.abspath(args.bench_bin)
-    only = set(env_list("BENCH_ONLY", "1 2 3 4"))
+    only = set(env_list("BENCH_ONLY", "1 2 3 4 5"))
     ns = env_list("BENCH_N", "200 1000")
     runs = int(os.environ.get("BENCH_RUNS", "7"))
     dn = int(os.environ.get("BENCH_DAEMON_SOURCES", "10000"))
     dsec = float(os.environ.get("BENCH_DAEMON_SECONDS", "135"))
+    sn = int(os.environ.get("BENCH_SHARED_SOURCES", "30000"))
+    ssec = float(os.environ.get("BENCH_SHARED_SECONDS", "180"))
 
     work = tempfile.mkdtemp(prefix="tidings-bench-")
     res = {"machine": machine(), "loadavg": " ".join(open("/proc/loadavg").read().split()[:3]), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    nginx = Nginx(work, max(ns + [dn]))
+    nginx = Nginx(work, max(ns + [dn] + ([sn] if 5 in only else [])))
     try:
         nginx.start()
         log(f"nginx on 127.0.0.1:{nginx.port}, work dir {work}")
@@ -361,6 +446,8 @@ def main():
             res["dedupe"] = bench_dedupe(args, work)
         if 4 in only:
             res["cold"] = bench_cold_start(args, work, targs)
+        if 5 in only:
+            res["shared"] = bench_shared(args, work, nginx, sn, ssec)
     finally:
         nginx.stop()
         if os.environ.get("BENCH_KEEP"):

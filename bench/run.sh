@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # `make bench`: installs what the benchmarks need (Debian packages), builds tidings and
 # tidings-bench in release mode, and runs bench/bench.py (which prints the table).
-# Everything runs on loopback; urlwatch comes from PyPI into a throwaway venv.
+# Everything runs on loopback; urlwatch comes from PyPI into a throwaway venv; benchmark 5 starts
+# its own PostgreSQL (Debian's binaries) in a temp dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
 PYTHON=${PYTHON:-/usr/bin/python3}
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
 
-pkgs="libsqlite3-dev libnotify-dev libcurl4-openssl-dev pkg-config nginx hyperfine time python3-venv procps"
+pkgs="libsqlite3-dev libnotify-dev libcurl4-openssl-dev pkg-config nginx hyperfine time python3-venv procps postgresql"
 missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
 if [ -n "$missing" ]; then
   echo "installing:" $missing >&2

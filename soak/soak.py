@@ -12,17 +12,25 @@ Phases (each bounded; all of them run unless SOAK_ONLY names some):
             then every event delivered, integrity_check ok, no change recorded twice.
   disk      state dir on a small tmpfs: filled up while the daemon runs, then freed; then
             remounted read-only for a restart. Clear errors, no corruption, nothing lost.
+  shared    three daemons on one PostgreSQL database (DESIGN §11) share SOAK_SHARED_SOURCES
+            feeds at 2 s; every SOAK_SHARED_KILL_EVERY seconds a random instance is killed
+            (-9) and restarted. Lost events (stored, never delivered) must be 0; no change
+            recorded twice; duplicate deliveries at most one per kill (the one in flight);
+            the killed instance's sources polled again within two intervals.
 
-Knobs (environment): SOAK_ONLY="provider sink crash disk", SOAK_PROVIDER_SECONDS=120,
-SOAK_SINK_SECONDS=120, SOAK_KILLS=50, SOAK_DISK_SECONDS=15, SOAK_SEED, SOAK_KEEP=1 (keep
-the work dir). Exit status 0 when every check passed, 1 otherwise. Needs root for the disk
-phase (it is skipped, and says so, without). Python standard library only, plus the e2e
-suite's fakes.
+Knobs (environment): SOAK_ONLY="provider sink crash disk shared", SOAK_PROVIDER_SECONDS=120,
+SOAK_SINK_SECONDS=120, SOAK_KILLS=50, SOAK_DISK_SECONDS=15, SOAK_SHARED_SECONDS=120,
+SOAK_SHARED_KILL_EVERY=10, SOAK_SHARED_SOURCES=300, SOAK_SEED, SOAK_KEEP=1 (keep the work
+dir). `--postgres` runs the shared phase only. Exit status 0 when every check passed, 1
+otherwise. Needs root for the disk phase (it is skipped, and says so, without) and Debian's
+postgresql for the shared one (`make test-deps`). Python standard library only, plus the e2e
+suite's fakes and its PostgreSQL server (Tests/e2e/postgres.py).
 """
 from __future__ import annotations
 
 import argparse
 import base64
+import collections
 import os
 import random
 import shutil
@@ -39,11 +47,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "Tests" / "e2e"))
 
 from conftest import Tidings, read_log, wait_for  # noqa: E402
+from fakes.churn import ChurnWorld, source_name  # noqa: E402
 from fakes.faults import FaultWorld, feed_items, fill_disk, write_sources  # noqa: E402
 from fakes.server import FakeServer  # noqa: E402
 from fakes.session_bus import SessionBus, available  # noqa: E402
 from fakes.webhook_receiver import WebhookReceiver, receiver_state  # noqa: E402
 import ledger  # noqa: E402
+import postgres  # noqa: E402
 
 SECRET = "whsec_" + base64.b64encode(os.urandom(32)).decode()
 HEALTHY = [f"feed{i}" for i in range(1, 5)]
@@ -422,6 +432,102 @@ def phase_disk(work: Path, hold: float) -> Phase:
     return phase
 
 
+SHARED_INTERVAL = 2.0
+# Feeds change every 8 s, more than the longest gap between two polls of a source across a
+# kill (interval + two intervals of lease + a margin), so a generation is seldom skipped.
+SHARED_PERIOD = 8.0
+# One feed in 5 changes (~15 events a second with 300 feeds): what one webhook sink delivers
+# with room to spare, so the phase measures losses and duplicates, not a growing backlog.
+SHARED_CHANGING = 5
+# On top of the two intervals a lease outlives a killed holder: a survivor's next lease round
+# and starting the poll (see Tests/e2e/test_postgres_failover.py).
+SHARED_TAKEOVER_MARGIN = 1.5
+
+
+def phase_shared(work: Path, seconds: float, kill_every: float, sources: int, rng: random.Random) -> Phase:
+    phase = Phase("shared state, kill -9")
+    why = postgres.missing()
+    if why:
+        phase.check(False, why)
+        return phase
+    with ExitStack() as stack:
+        pg = stack.enter_context(postgres.PostgresServer())
+        db = pg.create_database("soak")
+        world = stack.enter_context(ChurnWorld(sources, SHARED_PERIOD, SHARED_CHANGING))
+        rx = Receiver()
+        stack.callback(rx.stop)
+        nodes = [Tidings(work / "shared" / f"node{n}") for n in range(3)]
+        for t in nodes:
+            stack.callback(t.stop_all)
+            secret = t.write_secret("hook.secret", SECRET)
+            t.write_config(world.daemon_config(rx.url, db.state_toml(), SHARED_INTERVAL, secret))
+        runs = [0, 0, 0]
+        live = [t.start_daemon(log=t.root / "daemon-run0.log") for t in nodes]
+        wait_for(lambda: all(world.served(i) for i in range(sources)), timeout=120, interval=0.5,
+                 what="every source polled once")
+        start = time.monotonic()
+        kills, takeovers, died = [], [], []
+        while time.monotonic() < start + seconds:
+            time.sleep(rng.uniform(0.5, 1.5) * kill_every)
+            for n, d in enumerate(live):
+                if d.poll() is not None:
+                    died.append(f"node{n} run {runs[n]} exited by itself with {d.returncode}: {read_log(d)[-300:]}")
+            n = rng.randrange(3)
+            victim = live[n]
+            owned = [int(name[1:]) for name, pid in db.source_owners().items() if pid == victim.pid]
+            os.killpg(victim.pid, signal.SIGKILL)
+            t_kill = time.monotonic()
+            victim.wait(timeout=10)
+            nodes[n].daemons.remove(victim)
+            kills.append(len(owned))
+            runs[n] += 1
+            live[n] = nodes[n].start_daemon(log=nodes[n].root / f"daemon-run{runs[n]}.log")
+            # How long until each of its sources was polled again (by anyone).
+            deadline = t_kill + 2 * SHARED_INTERVAL + SHARED_TAKEOVER_MARGIN + 5
+            while time.monotonic() < deadline and not all(any(x > t_kill for x in world.request_times(i)) for i in owned):
+                time.sleep(0.2)
+            for i in owned:
+                after = [x for x in world.request_times(i) if x > t_kill]
+                takeovers.append(after[0] - t_kill if after else float("inf"))
+            log(f"shared: kill {len(kills)}: node{n} ({len(owned)} sources), {len(rx.state['ids'])} deliveries so far")
+        for p in died:
+            phase.check(False, p)
+        end = time.monotonic()
+        # Drain: feeds frozen, every source polled once more, the outbox empty.
+        t_freeze = world.freeze()
+        try:
+            wait_for(lambda: all(any(x > t_freeze + 0.5 for x in world.request_times(i)) for i in range(sources)),
+                     timeout=60, interval=0.5, what="every source polled after the freeze")
+            wait_for(lambda: db.queued() == 0, timeout=150, interval=0.5, what="an empty outbox")
+        except AssertionError as e:
+            phase.check(False, f"{e} ({db.queued()} deliveries left)")
+        owners = collections.Counter(db.source_owners().values())
+        for d in live:
+            stop_daemon(d, phase)
+        phase.ledger = ledger.Ledger(None, rx.state["ids"], events=db.events())
+        for p in phase.ledger.problems(allow_duplicate_deliveries=True):
+            phase.check(False, p)
+        phase.check(not rx.state["bad_signatures"], f"{len(rx.state['bad_signatures'])} deliveries with a bad signature")
+        dup = phase.ledger.duplicate_deliveries
+        phase.check(dup <= len(kills), f"{dup} duplicate deliveries for {len(kills)} kills (at most one in flight per kill)")
+        limit = 2 * SHARED_INTERVAL + SHARED_TAKEOVER_MARGIN
+        late = [x for x in takeovers if x > limit]
+        phase.check(not late, f"{len(late)} of {len(takeovers)} orphaned sources polled again after more than {limit:.1f}s "
+                              f"(worst {max(late, default=0):.1f}s)")
+        skipped = sum(len(world.expected(i, world.generation(i)) - {(e["event"], e["key"]) for e in phase.ledger.events
+                                                                   if e["source"] == source_name(i)})
+                      for i in range(sources))
+        phase.faults = f"{len(kills)} x kill -9 of 1 of 3 instances (every ~{kill_every:.0f}s, {end - start:.0f}s)"
+        phase.late = f"{ledger.percentile(takeovers, .99):.2f} / {max(takeovers, default=0):.2f}s"
+        phase.lateness = (f"takeover of a killed instance's sources: {len(takeovers)} sources, p50 "
+                          f"{ledger.percentile(takeovers, .5):.2f}s p99 {ledger.percentile(takeovers, .99):.2f}s max "
+                          f"{max(takeovers, default=0):.2f}s (limit {limit:.1f}s)")
+        phase.notes.append(f"{sources} sources at {SHARED_INTERVAL:.0f}s on PostgreSQL {pg.bin.parent.name}; sources per "
+                           f"instance at the end: {sorted(owners.values())}; {dup} duplicate deliveries for {len(kills)} kills")
+        phase.notes.append(f"feed changes no instance saw (a generation skipped across a kill, not a loss): {skipped}")
+    return phase
+
+
 # ---------------------------------------------------------------------------------------
 def table(phases) -> str:
     head = ("phase", "faults injected", "produced", "delivered", "lost", "dup events", "dup deliveries",
@@ -451,9 +557,10 @@ def table(phases) -> str:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=str(ROOT / ".build" / "release" / "tidings"))
+    ap.add_argument("--postgres", action="store_true", help="only the shared-state phase (SOAK_ONLY=shared)")
     args = ap.parse_args()
     os.environ["TIDINGS_BIN"] = str(Path(args.bin).resolve())
-    only = (os.environ.get("SOAK_ONLY") or "provider sink crash disk").split()
+    only = (os.environ.get("SOAK_ONLY") or ("shared" if args.postgres else "provider sink crash disk shared")).split()
     seed = int(os.environ.get("SOAK_SEED") or random.randrange(1 << 30))
     rng = random.Random(seed)
     keep = os.environ.get("SOAK_KEEP") == "1"
@@ -464,6 +571,8 @@ def main():
         "sink": lambda: phase_sink(work, env_float("SOAK_SINK_SECONDS", 120)),
         "crash": lambda: phase_crash(work, int(env_float("SOAK_KILLS", 50)), rng),
         "disk": lambda: phase_disk(work, env_float("SOAK_DISK_SECONDS", 15)),
+        "shared": lambda: phase_shared(work, env_float("SOAK_SHARED_SECONDS", 120), env_float("SOAK_SHARED_KILL_EVERY", 10),
+                                       int(env_float("SOAK_SHARED_SOURCES", 300)), rng),
     }
     phases = []
     t0 = time.monotonic()

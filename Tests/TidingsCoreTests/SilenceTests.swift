@@ -136,7 +136,8 @@ final class SilenceTests: XCTestCase {
 
     func testAddListAndExpireByPrefix() throws {
         let a = try SilenceStore.add(store, matchers: [try m("source=a")], comment: "why", createdBy: "me@host", now: t0, until: t0.addingTimeInterval(60))
-        let b = try SilenceStore.add(store, matchers: [try m("source=b")], comment: "", createdBy: "me@host", now: t0, until: t0.addingTimeInterval(60))
+        // Listed in the order they were made (the same instant: by id; no backend keeps rows in insertion order).
+        let b = try SilenceStore.add(store, matchers: [try m("source=b")], comment: "", createdBy: "me@host", now: t0.addingTimeInterval(1), until: t0.addingTimeInterval(60))
         XCTAssertEqual(a.id.count, SilenceID.length)
         XCTAssertNotEqual(a.id, b.id)
         XCTAssertEqual(try SilenceStore.all(store), [a, b])

@@ -153,3 +153,29 @@ def tidings(tmp_path):
     t = Tidings(tmp_path)
     yield t
     t.stop_all()
+
+
+# PostgreSQL (DESIGN §11) ---------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server for this test process (each xdist worker starts its own, on first
+    use only): Tests/e2e/postgres.py. Stopped, and its temp dir removed, at the session's end."""
+    import postgres as pgmod
+    why = pgmod.missing()
+    if why:
+        pytest.fail(why, pytrace=False)
+    server = pgmod.PostgresServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_db(postgres):
+    """A fresh database on the session's server, owned by the role `tidings`; dropped after
+    the test (WITH FORCE: a daemon the test killed may leave a connection behind)."""
+    db = postgres.create_database()
+    yield db
+    try:
+        db.drop()
+    except RuntimeError:
+        pass

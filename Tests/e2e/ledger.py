@@ -50,8 +50,10 @@ def integrity(db) -> str:
 
 
 class Ledger:
-    def __init__(self, db, accepted_ids):
-        self.events = state_events(db)
+    def __init__(self, db, accepted_ids, events=None):
+        """`db`: the SQLite state file; or `events` as state_events() gives them (a
+        PostgreSQL state: postgres.Database.events())."""
+        self.events = state_events(db) if events is None else events
         ids = [e["id"] for e in self.events]
         self.accepted = collections.Counter(accepted_ids)
         self.produced = len(ids)

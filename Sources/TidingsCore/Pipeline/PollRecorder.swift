@@ -212,10 +212,10 @@ public struct PollRecorder: Sendable {
               content_hash = excluded.content_hash, state = excluded.state, first_seen = excluded.first_seen,
               changed_at = excluded.changed_at, missing_since = excluded.missing_since, snapshot = excluded.snapshot
             """
-        for u in upserts {
-            try db.execute(sql, source, u.key, u.kind, u.fingerprint, u.contentHash == u.fingerprint ? nil : u.contentHash, u.state.rawValue,
-                           u.firstSeen, u.changedAt, u.missingSince, u.snapshotJSON)
-        }
+        try db.executeMany(sql, upserts.map { u in
+            [source.sqlValue, u.key.sqlValue, u.kind.sqlValue, u.fingerprint.sqlValue, (u.contentHash == u.fingerprint ? nil : u.contentHash).sqlValue,
+             u.state.rawValue.sqlValue, u.firstSeen.sqlValue, u.changedAt.sqlValue, u.missingSince.sqlValue, u.snapshotJSON.sqlValue]
+        })
     }
 
     /// Inserts events and, when routing, one outbox row per (event, sink): sent as soon as the

@@ -199,8 +199,10 @@ public actor Scheduler {
         await schedule(leased.map(Array.init))
     }
 
-    /// Queues `names` (nil: every source) from their stored schedules.
-    private func schedule(_ names: [String]?) async {
+    /// Queues `names` (nil: every source) from their stored schedules. `takeover`: sources
+    /// another instance polled until now; overdue ones (their owner died) are spread over a
+    /// short window only, not the start-up window (DESIGN §11: polled again within two intervals).
+    private func schedule(_ names: [String]?, takeover: Bool = false) async {
         var schedules: [String: StoredSchedule] = [:]
         /// The configuration hash under which each source's credentials were rejected.
         var authFailed: [String: String] = [:]
@@ -219,7 +221,8 @@ public actor Scheduler {
                 logger.warning("source \(s.name) is waiting for a config change (credentials were rejected); not polling it")
                 continue
             }
-            let window = Backoff.spreadWindow(count: active.count, interval: s.settings.interval)
+            let window = takeover ? min(s.settings.interval / 8, Double(active.count) * 0.005)
+                : Backoff.spreadWindow(count: active.count, interval: s.settings.interval)
             let schedule = schedules[s.name] ?? StoredSchedule(nextDue: nil)
             queue.push(schedule.firstDue(settings: s.settings, now: now, spread: window, unit: env.unit()), s.name)
         }
@@ -233,7 +236,7 @@ public actor Scheduler {
         leased = sources
         let gained = sources.subtracting(before).filter { !inFlight.contains($0) }
         guard !gained.isEmpty else { return }
-        await schedule(Array(gained))
+        await schedule(Array(gained), takeover: true)
         wakeup.signal()
     }
 

@@ -13,7 +13,9 @@ import Foundation
 // - ``StateDatabase/transaction(_:_:)`` runs its body on the calling thread, as one
 //   transaction (committed when the body returns, rolled back when it throws or for
 //   ``TransactionKind/dryRun``). ``StateDatabase/perform(_:_:)`` does the same from async
-//   code on the backend's own threads: it never blocks the cooperative thread pool.
+//   code without blocking the cooperative thread pool: anything that can wait (a write
+//   lock, the network) runs on the backend's own threads. (SQLite's WAL reads wait for
+//   nobody and run in place.)
 
 /// A value bound to a statement or read from a row.
 package enum SQLValue: Sendable, Equatable, Hashable {
@@ -141,9 +143,15 @@ package protocol SQLConnection {
     func execute(_ sql: String, _ arguments: [SQLValue]) throws -> Int
     /// Runs a query and returns its rows.
     func fetchAll(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow]
+    /// Runs one statement once per argument list (a poll's item upserts): prepared once.
+    func executeMany(_ sql: String, _ rows: [[SQLValue]]) throws
 }
 
 extension SQLConnection {
+    package func executeMany(_ sql: String, _ rows: [[SQLValue]]) throws {
+        for row in rows { try execute(sql, row) }
+    }
+
     @discardableResult
     package func execute(_ sql: String, _ arguments: any SQLConvertible...) throws -> Int {
         try execute(sql, arguments.map(\.sqlValue))
@@ -191,8 +199,8 @@ package protocol StateDatabase: Sendable {
     /// Runs `body` as one transaction on the calling thread (the CLI, tests).
     @discardableResult
     func transaction<T>(_ kind: TransactionKind, _ body: (any SQLConnection) throws -> T) throws -> T
-    /// Runs `body` as one transaction on the backend's own threads, never the cooperative
-    /// pool (the daemon's pipeline).
+    /// Runs `body` as one transaction from async code (the daemon's pipeline) without
+    /// blocking the cooperative pool: on the backend's own threads wherever it could wait.
     @discardableResult
     func perform<T: Sendable>(_ kind: TransactionKind, _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
     /// Closes connections (a clean stop).
