@@ -13,10 +13,9 @@ STATE_DIR    ?= .state
 BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev pkg-config
 # Needed by the test suite: real session bus + notification server, real Alertmanager, real
 # Prometheus and promtool; for the install tests: systemd-analyze, man, bash completion, the
-# Debian package tools, lintian; PostgreSQL (and openssl, for the sslmode tests' certificates) for
-# the shared-state tests (they start their own
-# server with initdb/pg_ctl in a temp dir on a loopback port; the cluster Debian's package may
-# create is not used).
+# Debian package tools, lintian; PostgreSQL (and openssl, for the sslmode tests' certificates)
+# for the shared-state tests (they start their own server with initdb/pg_ctl in a temp dir on a
+# loopback port; the cluster Debian's package may create is not used).
 TEST_PACKAGES  := python3 python3-pytest python3-venv python3-dbusmock dbus dbus-x11 libnotify-bin \
                   prometheus-alertmanager prometheus dunst xvfb \
                   systemd man-db bash-completion dpkg-dev lintian postgresql openssl
