@@ -143,9 +143,12 @@ public final class PollRunner: Sendable {
                 return PollOutcome(source: source.name, record: record, error: error, nextDue: now.addingTimeInterval(delay), nextDueStored: true)
             }
         } catch let lost as LeaseLost {
-            // Another instance owns the source now (this one lost its lease mid-poll): it polls it.
+            // The lease lapsed mid-poll (another instance may own the source now): nothing was
+            // recorded. The source stays scheduled: if this instance still holds (or renews) the
+            // lease it polls it again in an interval; if not, the scheduler drops it then.
             log.info("\(lost)")
-            return PollOutcome(source: source.name, record: PollRecord(), error: PollError(.transient, lost.description), nextDue: .distantFuture, nextDueStored: true)
+            return PollOutcome(source: source.name, record: PollRecord(), error: PollError(.transient, lost.description),
+                               nextDue: now.addingTimeInterval(settings.interval), nextDueStored: true)
         } catch {
             // The state could not be written: nothing was recorded, so nothing is lost; try again later.
             let err = PollError(.transient, "could not record the poll in the state database \(store.path): \(error)")
