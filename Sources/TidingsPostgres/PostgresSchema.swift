@@ -144,17 +144,6 @@ package enum PostgresSchema {
         ]),
     ]
 
-    /// The database was migrated by a newer tidings than this one.
-    package struct NewerSchemaError: Error, CustomStringConvertible {
-        package var location: String
-        /// The migrations this version does not know.
-        package var unknown: [String]
-        package var description: String {
-            "PostgreSQL state \(location) was written by a newer version of tidings (schema migrations unknown here: \(unknown.joined(separator: ", "))); "
-                + "refusing to use it. Run that version, or point [state] url at another database."
-        }
-    }
-
     /// Applies the migrations not yet recorded, in one transaction under an advisory lock.
     static func migrate(_ db: PostgresStateDatabase) throws {
         try db.write { sql in
@@ -163,7 +152,11 @@ package enum PostgresSchema {
             let applied = Set(try sql.fetchAll("SELECT id FROM schema_migrations", []).map { try $0[0] as String })
             let known = Set(migrations.map(\.id))
             let unknown = applied.subtracting(known)
-            guard unknown.isEmpty else { throw NewerSchemaError(location: db.location, unknown: unknown.sorted()) }
+            guard unknown.isEmpty else {
+                var error = StateStore.NewerSchemaError(path: "PostgreSQL state \(db.location)", unknown: unknown.sorted())
+                error.remedy = "Run that version, or point [state] url at another database."
+                throw error
+            }
             for migration in migrations where !applied.contains(migration.id) {
                 for statement in migration.statements { try sql.execute(statement, []) }
                 try sql.execute("INSERT INTO schema_migrations(id, applied_at) VALUES (?, ?)",

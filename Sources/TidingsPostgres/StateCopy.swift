@@ -52,7 +52,7 @@ package enum StateCopy {
         while true {
             let rows = try from.fetchAll(read, [.integer(Int64(batchRows)), .integer(Int64(offset))])
             if rows.isEmpty { break }
-            let tuple = "(" + [String](repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+            let tuple = "(" + SQL.placeholders(columns.count) + ")"
             let insert = "INSERT INTO \(table) (\(list)) VALUES "
                 + [String](repeating: tuple, count: rows.count).joined(separator: ", ")
                 + " ON CONFLICT DO NOTHING"

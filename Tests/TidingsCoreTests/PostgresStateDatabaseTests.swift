@@ -212,7 +212,7 @@ final class PostgresStateDatabaseTests: XCTestCase {
         let db = try open(settings)
         try db.write { try $0.execute("INSERT INTO schema_migrations(id, applied_at) VALUES ('v99-future', 0)", []) }
         XCTAssertThrowsError(try PostgresStateDatabase.open(settings, logger: TestState.logger)) { error in
-            XCTAssertTrue(error is PostgresSchema.NewerSchemaError, "\(error)")
+            XCTAssertTrue(error is StateStore.NewerSchemaError, "\(error)")
             XCTAssertTrue("\(error)".contains("v99-future"), "\(error)")
         }
     }

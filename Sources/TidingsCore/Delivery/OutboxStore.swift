@@ -125,7 +125,7 @@ public struct OutboxStore: Sendable {
     }
 
     /// `?, ?, …` for the ids of an `IN (…)`.
-    private static func list(_ ids: [Int64]) -> String { Array(repeating: "?", count: ids.count).joined(separator: ", ") }
+    private static func list(_ ids: [Int64]) -> String { SQL.placeholders(ids.count) }
 
     /// Dead letters: never tried again unless `tidings outbox retry` requeues them.
     /// `attempts` nil keeps the count (a row that was never tried).
@@ -144,7 +144,7 @@ public struct OutboxStore: Sendable {
             var args = [now.sqlValue, now.sqlValue]
             if let sinks {
                 guard !sinks.isEmpty else { return }
-                sql += " AND sink IN (\(Array(repeating: "?", count: sinks.count).joined(separator: ", ")))"
+                sql += " AND sink IN (\(SQL.placeholders(sinks.count)))"
                 args += sinks.map(\.sqlValue)
             }
             try db.execute(sql, args)

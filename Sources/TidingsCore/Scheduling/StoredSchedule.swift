@@ -46,7 +46,7 @@ extension StoredSchedule {
         var schedules: [String: StoredSchedule] = [:]
         var authFailed: [String: String] = [:]
         var sql = "SELECT source, next_due, failures, not_before, auth_failed_hash FROM source_state"
-        if let names { sql += " WHERE source IN (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))" }
+        if let names { sql += " WHERE source IN (\(SQL.placeholders(names.count)))" }
         for r in try db.fetchAll(sql, (names ?? []).map(\.sqlValue)) {
             let name: String = try r[0]
             schedules[name] = StoredSchedule(nextDue: try r[1], failures: try r[2], notBefore: try r[3])

@@ -131,7 +131,7 @@ package enum LeaseBook {
         // One UPDATE per distinct length (a few: one per interval in use).
         for (length, names) in Dictionary(grouping: taking, by: { wants[$0]! }) {
             for chunk in stride(from: 0, to: names.count, by: 500).map({ Array(names[$0..<min($0 + 500, names.count)]) }) {
-                try db.execute("UPDATE lease SET owner = ?, expires_at = ?, length = ?, taken_at = ? WHERE name IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ", ")))",
+                try db.execute("UPDATE lease SET owner = ?, expires_at = ?, length = ?, taken_at = ? WHERE name IN (\(SQL.placeholders(chunk.count)))",
                                [instance.id.sqlValue, (t + length).sqlValue, length.sqlValue, t.sqlValue] + chunk.map(\.sqlValue))
             }
         }
@@ -149,7 +149,7 @@ package enum LeaseBook {
 
     private static func release(_ db: any SQLConnection, names: [String]) throws {
         for chunk in stride(from: 0, to: names.count, by: 500).map({ Array(names[$0..<min($0 + 500, names.count)]) }) {
-            try db.execute("UPDATE lease SET owner = NULL, expires_at = 0 WHERE name IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ", ")))",
+            try db.execute("UPDATE lease SET owner = NULL, expires_at = 0 WHERE name IN (\(SQL.placeholders(chunk.count)))",
                            chunk.map(\.sqlValue))
         }
     }

@@ -174,8 +174,11 @@ extension SQLConnection {
         guard let row = try fetchAll(sql, arguments).first, let v = row.values.first, v != .null else { return nil }
         return try row[0] as T
     }
+}
 
-    /// `?, ?, ?` for `n` values (an `IN (…)` list).
+/// Helpers for writing statements.
+package enum SQL {
+    /// `?, ?, ?` for `n` values (an `IN (…)` list or a row of an `INSERT`).
     package static func placeholders(_ n: Int) -> String { Array(repeating: "?", count: n).joined(separator: ", ") }
 }
 

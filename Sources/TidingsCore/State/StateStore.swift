@@ -63,18 +63,21 @@ public final class StateStore: Sendable {
         self.init(database: SQLiteStateDatabase(pool: opened, path: path))
     }
 
-    /// The state was migrated by a newer tidings than this one.
+    /// The state was migrated by a newer tidings than this one (either backend).
     public struct NewerSchemaError: Error, CustomStringConvertible {
+        /// The state file, or the PostgreSQL state's location.
         public var path: String
         /// The migrations this version does not know.
         public var unknown: [String]
+        /// What the user can do instead.
+        package var remedy = "Run that version, or move the file away to start afresh (each source's next poll is then a silent baseline)."
         package init(path: String, unknown: [String]) {
             self.path = path
             self.unknown = unknown
         }
         public var description: String {
             "\(path) was written by a newer version of tidings (schema migrations unknown here: \(unknown.joined(separator: ", "))); "
-                + "refusing to open it. Run that version, or move the file away to start afresh (each source's next poll is then a silent baseline)."
+                + "refusing to open it. \(remedy)"
         }
     }
 

@@ -7,11 +7,6 @@ struct StateSnapshot {
     var health: [String: SourceHealth]
     var backlog: [String: OutboxBacklog]
 
-    init(store: StateStore) throws {
-        health = try store.sourceHealth()
-        backlog = try OutboxStore(store: store).backlog()
-    }
-
     private init(health: [String: SourceHealth], backlog: [String: OutboxBacklog]) {
         self.health = health
         self.backlog = backlog
