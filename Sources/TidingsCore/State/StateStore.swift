@@ -34,10 +34,13 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// How long a write waits for SQLite's write lock (another process writing), in seconds.
+    static let busyTimeout: Double = 10
+
     /// Opens (or creates) the SQLite state at `path`.
     public convenience init(path: String) throws {
         var config = Configuration()
-        config.busyMode = .timeout(10)
+        config.busyMode = .timeout(Self.busyTimeout)
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
@@ -60,7 +63,7 @@ public final class StateStore: Sendable {
         }
         // Touch the schema so a corrupt file fails here, not mid-poll.
         _ = try opened.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM sqlite_master") }
-        self.init(database: SQLiteStateDatabase(pool: opened, path: path))
+        self.init(database: SQLiteStateDatabase(pool: opened, path: path, busyTimeout: Self.busyTimeout))
     }
 
     /// The state was migrated by a newer tidings than this one (either backend).
