@@ -14,8 +14,15 @@ import TidingsCore
 /// ``transaction(_:_:)`` runs on the caller's thread (the CLI, tests), and ``perform(_:_:)``
 /// hops to this database's own threads (a `NIOThreadPool` of `poolSize` threads), never the
 /// cooperative pool. Connections come from a small pool (one transaction per connection at a
-/// time); a connection that broke is replaced on its next use.
+/// time); a connection that broke is replaced on its next use. No wait is unbounded: a
+/// connection is set up within `connect_timeout`, a statement answered within
+/// ``statementDeadline`` (else its connection is closed and the transaction fails).
 package final class PostgresStateDatabase: StateDatabase {
+    /// Seconds a statement may take. The pipeline's statements take milliseconds (a poll's
+    /// transaction locks one lease row, held for as long as another poll's commit); a server
+    /// that does not answer within this has hung, or the network has.
+    package static let statementDeadline: Double = 30
+
     package let location: String
     package var dialect: SQLDialect { .postgres }
     package var isShared: Bool { true }
@@ -41,7 +48,7 @@ package final class PostgresStateDatabase: StateDatabase {
         quiet.logLevel = max(logger.logLevel, .notice)
         let configuration = try connectionConfiguration(settings)
         let size = max(1, settings.poolSize)
-        let pool = ConnectionPool(size: size, configuration: configuration, location: settings.location, logger: quiet)
+        let pool = ConnectionPool(size: size, configuration: configuration, connectTimeout: max(1, settings.connectTimeout), location: settings.location, logger: quiet)
         let threads = NIOThreadPool(numberOfThreads: size)
         threads.start()
         let db = PostgresStateDatabase(location: settings.location, pool: pool, threads: threads, logger: logger)
@@ -293,33 +300,46 @@ struct PostgresSQLConnection: SQLConnection {
 
     private func run(_ sql: String, _ arguments: [SQLValue]) throws -> PostgresQueryResult {
         let query = PostgresQuery(unsafeSQL: database.postgresSQL(sql), binds: Self.bindings(arguments))
+        let what = "statement failed (\(Self.excerpt(sql)))"
         do {
-            return try connection.query(query, logger: connection.logger).wait()
+            return try answer(connection.query(query, logger: connection.logger), within: PostgresStateDatabase.statementDeadline, what: what)
+        } catch let error as PostgresStateError {
+            throw error
         } catch {
-            throw PostgresStateError(location: database.location, what: "statement failed (\(Self.excerpt(sql)))", error: error)
+            throw PostgresStateError(location: database.location, what: what, error: error)
         }
     }
 
     /// BEGIN and ROLLBACK, which the server answers at once: a connection that does not answer
     /// within 10 s (one closing under it) is closed, and the transaction fails.
     func control(_ sql: String) throws {
-        let done = DispatchSemaphore(value: 0)
-        let outcome = Mutex<Result<PostgresQueryResult, any Error>?>(nil)
-        connection.query(PostgresQuery(unsafeSQL: sql), logger: connection.logger).whenComplete { result in
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        guard done.wait(timeout: .now() + 10) == .success, let result = outcome.withLock({ $0 }) else {
-            ConnectionPool.close(connection)
-            var e = PostgresStateError(location: database.location, what: "\(sql) failed", reason: "no answer within 10 s; the connection is closed")
-            e.connectionLost = true
-            throw e
-        }
         do {
-            _ = try result.get()
+            _ = try answer(connection.query(PostgresQuery(unsafeSQL: sql), logger: connection.logger), within: 10, what: "\(sql) failed")
+        } catch let error as PostgresStateError {
+            throw error
         } catch {
             throw PostgresStateError(location: database.location, what: "\(sql) failed", error: error)
         }
+    }
+
+    /// The server's answer, waited for at most `seconds`. A server that accepted the
+    /// connection and then stopped answering (hung, or a network that drops packets without
+    /// a reset) would otherwise hold this thread, and the poll, for ever: past the deadline
+    /// the connection is closed (the pool connects anew) and the statement fails.
+    private func answer(_ future: EventLoopFuture<PostgresQueryResult>, within seconds: Double, what: String) throws -> PostgresQueryResult {
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<Result<PostgresQueryResult, any Error>?>(nil)
+        future.whenComplete { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + seconds) == .success, let result = outcome.withLock({ $0 }) else {
+            ConnectionPool.close(connection)
+            var e = PostgresStateError(location: database.location, what: what, reason: "no answer within \(Int(seconds)) s; the connection is closed")
+            e.connectionLost = true
+            throw e
+        }
+        return try result.get()
     }
 
     static func excerpt(_ sql: String) -> String {
@@ -372,10 +392,13 @@ final class ConnectionPool: @unchecked Sendable {
     private let location: String
     private let logger: Logger
     private let ids = Atomic<Int>(0)
+    /// Seconds a new connection may take, set-up and authentication included.
+    private let connectTimeout: Double
 
-    init(size: Int, configuration: PostgresConnection.Configuration, location: String, logger: Logger) {
+    init(size: Int, configuration: PostgresConnection.Configuration, connectTimeout: Double, location: String, logger: Logger) {
         free = Array(repeating: nil, count: size)
         self.configuration = configuration
+        self.connectTimeout = connectTimeout
         self.location = location
         self.logger = logger
     }
@@ -396,14 +419,35 @@ final class ConnectionPool: @unchecked Sendable {
         }
         do {
             let id = ids.wrappingAdd(1, ordering: .relaxed).newValue
-            let connection = try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration,
-                                                            id: id, logger: logger).wait()
+            let connection = try Self.connect(PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration,
+                                                                         id: id, logger: logger), within: connectTimeout)
             markBusy(connection)
             return connection
         } catch {
             release(nil, healthy: false)
             throw PostgresStateError(location: location, what: "cannot connect", error: error)
         }
+    }
+
+    /// A connection, set up (TCP, TLS, authentication) within `seconds`, as libpq's
+    /// `connect_timeout` bounds all of it: a server that accepts and then says nothing is a
+    /// timeout, not a hang. One that comes up after the deadline is closed at once.
+    static func connect(_ future: EventLoopFuture<PostgresConnection>, within seconds: Double) throws -> PostgresConnection {
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<Result<PostgresConnection, any Error>?>(nil)
+        let late = Atomic(false)
+        future.whenComplete { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+            if late.load(ordering: .acquiring), case .success(let connection) = result { close(connection) }
+        }
+        guard done.wait(timeout: .now() + seconds) == .success, let result = outcome.withLock({ $0 }) else {
+            late.store(true, ordering: .releasing)
+            // It may have completed between the wait and the store.
+            if case .success(let connection)? = outcome.withLock({ $0 }) { close(connection) }
+            throw PostgresStateError(location: "", what: "", reason: "no answer within \(seconds.formatted()) s (the server accepted the connection, then said nothing)")
+        }
+        return try result.get()
     }
 
     private func markBusy(_ c: PostgresConnection) {

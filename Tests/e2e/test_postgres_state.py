@@ -5,7 +5,11 @@ unreachable server is a clear error naming the URL; a bad `[state]` is FILE:LINE
 from __future__ import annotations
 
 import signal
+import socket
+import struct
 import subprocess
+import threading
+import time
 
 from conftest import read_log, wait_for
 from fakes.json_api import JSONAPI
@@ -151,6 +155,85 @@ def test_unreachable_server_is_a_clear_error(tidings, pg_db):
         assert r.code != 0, r
         assert f"127.0.0.1:{port}" in r.stderr, r.stderr
         assert pg_db.password not in r.stdout + r.stderr
+
+
+class HostileServer:
+    """A "PostgreSQL server" on loopback that accepts connections and then either says nothing
+    (`silent`: hung, or a network dropping packets) or refuses the startup with a FATAL error
+    whose message carries terminal escapes (`escapes`)."""
+
+    MESSAGE = "no such role \x1b]0;owned\x07\x1b[2J\x1b[31mred\u202e"
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.held = []
+        self.accepted = 0
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            if self.mode == "silent":
+                self.held.append(c)
+                continue
+            try:
+                c.settimeout(5)
+                n = struct.unpack("!I", c.recv(4, socket.MSG_WAITALL))[0]
+                c.recv(n - 4, socket.MSG_WAITALL)  # the StartupMessage (sslmode=disable: no SSLRequest first)
+                fields = b"SFATAL\0VFATAL\0C28000\0M" + self.MESSAGE.encode() + b"\0\0"
+                c.sendall(b"E" + struct.pack("!I", 4 + len(fields)) + fields)
+            except OSError:
+                pass
+            finally:
+                c.close()
+
+    def close(self):
+        self.sock.close()
+        for c in self.held:
+            c.close()
+
+
+def test_a_server_that_says_nothing_or_sends_escapes_is_a_clear_error(tidings, pg_db):
+    """Hostile input from the database's side: a server that accepts and then says nothing is
+    a timeout within `connect_timeout` (set-up and authentication included), not a hang; a
+    server error carrying terminal escapes is shown escaped."""
+    with FakeServer(JSONAPI, {"items": []}) as api, FakeServer(WebhookReceiver, state=receiver_state()) as hook:
+        silent = HostileServer("silent")
+        try:
+            url = f"postgres://tidings@127.0.0.1:{silent.port}/tidings?sslmode=disable"
+            configure(tidings, pg_db, api, hook, state=pg_db.state_toml(url=url, extra='connect_timeout = "2s"'))
+            t0 = time.monotonic()
+            r = tidings.run("check", timeout=60)
+            took = time.monotonic() - t0
+            assert r.code != 0, r
+            assert silent.accepted >= 1, "the client never connected"
+            assert f"127.0.0.1:{silent.port}" in r.stderr and "no answer within 2 s" in r.stderr, r.stderr
+            assert took < 30, f"`check` took {took:.1f} s against a silent server (connect_timeout 2 s)"
+        finally:
+            silent.close()
+
+        evil = HostileServer("escapes")
+        try:
+            url = f"postgres://tidings@127.0.0.1:{evil.port}/tidings?sslmode=disable"
+            configure(tidings, pg_db, api, hook, state=pg_db.state_toml(url=url, extra='connect_timeout = "5s"'))
+            for args in (["check"], ["sources"]):
+                r = tidings.run(*args, timeout=60)
+                assert r.code != 0, r
+                assert "no such role" in r.stderr, r.stderr
+                for raw in ("\x1b", "\x07", "\u202e"):
+                    assert raw not in r.stdout + r.stderr, f"{args}: a raw {raw!r} from the server reached the terminal: {r.stderr!r}"
+                assert "\\u{1B}" in r.stderr, r.stderr
+                assert pg_db.password not in r.stdout + r.stderr
+        finally:
+            evil.close()
 
 
 def test_config_check_names_a_bad_state_table_by_file_and_line(tidings, pg_db):
