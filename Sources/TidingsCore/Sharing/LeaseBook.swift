@@ -9,7 +9,7 @@ package struct Instance: Sendable, Equatable {
 
     package static func current() -> Instance {
         var name = [CChar](repeating: 0, count: 256)
-        let host = gethostname(&name, name.count) == 0 ? String(cString: name) : "localhost"
+        let host = gethostname(&name, name.count) == 0 ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "localhost"
         return Instance(id: EventID.make(at: Date()), host: host, pid: getpid())
     }
 
