@@ -119,31 +119,32 @@ package final class SQLiteStateDatabase: StateDatabase {
     package func close() async {}
 }
 
-/// Statements on a GRDB connection, each prepared once per connection (GRDB's statement cache).
+/// Statements on a GRDB connection, each prepared once per connection (GRDB's statement
+/// cache), then bound, stepped and read with SQLite's own calls: going through GRDB's
+/// `StatementArguments` and `Row` (an existential per value, a second copy of every row) was
+/// most of what the seam added to a poll (benchmark 3: events inserted at a third of the
+/// speed). GRDB still opens, migrates and configures the database, runs the transactions,
+/// and prepares the statements.
 struct GRDBConnection: SQLConnection {
     let db: Database
     var dialect: SQLDialect { .sqlite }
 
     func execute(_ sql: String, _ arguments: [SQLValue]) throws -> Int {
-        try db.cachedStatement(sql: sql).execute(arguments: Self.arguments(arguments))
+        try run(db.cachedStatement(sql: sql), arguments) { _ in }
         return db.changesCount
     }
 
     func executeMany(_ sql: String, _ rows: [[SQLValue]]) throws {
         guard !rows.isEmpty else { return }
         let statement = try db.cachedStatement(sql: sql)
-        for row in rows { try statement.execute(arguments: Self.arguments(row)) }
+        for row in rows { try run(statement, row) { _ in } }
     }
 
     func fetchAll(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
         let statement = try db.cachedStatement(sql: sql)
-        let rows = try Row.fetchCursor(statement, arguments: Self.arguments(arguments))
-        // Each column straight from the statement into a SQLValue: no Row copy, no
-        // DatabaseValue array (benchmark 3 reads every item of a source per poll).
-        let handle = statement.sqliteStatement
         let columns = CInt(statement.columnCount)
         var out: [SQLRow] = []
-        while try rows.next() != nil {
+        try run(statement, arguments) { handle in
             var values: [SQLValue] = []
             values.reserveCapacity(Int(columns))
             for i in 0..<columns { values.append(Self.value(handle, i)) }
@@ -151,6 +152,46 @@ struct GRDBConnection: SQLConnection {
         }
         return out
     }
+
+    /// Binds `arguments`, steps the statement to its end (calling `row` on each row), and
+    /// leaves it reset with no bindings, as GRDB leaves a statement it ran.
+    private func run(_ statement: Statement, _ arguments: [SQLValue], row: (SQLiteStatement) throws -> Void) throws {
+        let handle = statement.sqliteStatement
+        sqlite3_reset(handle)
+        defer {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+        }
+        guard arguments.count == Int(sqlite3_bind_parameter_count(handle)) else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "\(arguments.count) values for \(sqlite3_bind_parameter_count(handle)) parameters", sql: statement.sql)
+        }
+        for (i, value) in arguments.enumerated() {
+            let index = CInt(i + 1)
+            let code: CInt
+            switch value {
+            case .null: code = sqlite3_bind_null(handle, index)
+            case .integer(let n): code = sqlite3_bind_int64(handle, index, n)
+            case .real(let d): code = sqlite3_bind_double(handle, index, d)
+            case .text(var text):
+                code = text.withUTF8 { sqlite3_bind_text(handle, index, $0.baseAddress, CInt($0.count), Self.transient) }
+            }
+            guard code == SQLITE_OK else { throw error(code, statement) }
+        }
+        while true {
+            switch sqlite3_step(handle) {
+            case SQLITE_DONE: return
+            case SQLITE_ROW: try row(handle)
+            case let code: throw error(code, statement)
+            }
+        }
+    }
+
+    private func error(_ code: CInt, _ statement: Statement) -> DatabaseError {
+        DatabaseError(resultCode: ResultCode(rawValue: code), message: db.sqliteConnection.map { String(cString: sqlite3_errmsg($0)) }, sql: statement.sql)
+    }
+
+    /// SQLite copies the bytes (the Swift string's storage is only borrowed for the call).
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     /// The current row's column `i`. A BLOB (never written by tidings) reads as UTF-8 text.
     static func value(_ statement: SQLiteStatement, _ i: CInt) -> SQLValue {
@@ -166,17 +207,5 @@ struct GRDBConnection: SQLConnection {
             let bytes = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(statement, i)))
             return .text(String(decoding: bytes, as: UTF8.self))
         }
-    }
-
-    static func arguments(_ values: [SQLValue]) -> StatementArguments {
-        // DatabaseValue, not existentials: one conversion, no boxing.
-        StatementArguments(values.map { v -> DatabaseValue in
-            switch v {
-            case .null: return .null
-            case .integer(let i): return i.databaseValue
-            case .real(let d): return d.databaseValue
-            case .text(let t): return t.databaseValue
-            }
-        })
     }
 }
