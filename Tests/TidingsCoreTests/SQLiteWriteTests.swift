@@ -23,17 +23,16 @@ final class SQLiteWriteTests: XCTestCase {
     /// would run only once they gave up, after the 10 s busy timeout). When the lock is
     /// released, every write lands.
     func testWritesWaitingForAnotherProcessLeaveTheCooperativePoolFree() async throws {
-        let (store, path) = try store()
-        let other = try DatabaseQueue(path: path)
-        try other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        let (db, path) = try store()
+        let other = try WriteLockHolder(path: path)
         let n = ProcessInfo.processInfo.activeProcessorCount * 2 + 2
-        let finished = Mutex(0)
-        let writes = Task {
+        let finished = Counter()
+        let writes = Task { [db] in
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for i in 0..<n {
                     group.addTask {
-                        defer { finished.withLock { $0 += 1 } }
-                        try await store.database.write { _ = try $0.execute("INSERT INTO scratch(x) VALUES (?)", i) }
+                        defer { finished.add() }
+                        try await db.database.write { _ = try $0.execute("INSERT INTO scratch(x) VALUES (?)", i) }
                     }
                 }
                 try await group.waitForAll()
@@ -41,11 +40,11 @@ final class SQLiteWriteTests: XCTestCase {
         }
         try await Task.sleep(for: .milliseconds(300))
         // Needs a free thread of the cooperative pool.
-        let finishedWhenOtherWorkRan = await Task.detached { finished.withLock { $0 } }.value
+        let finishedWhenOtherWorkRan = await Task.detached { finished.value }.value
         XCTAssertEqual(finishedWhenOtherWorkRan, 0, "the waiting writes held the cooperative pool")
-        try other.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
+        try other.release()
         try await writes.value
-        XCTAssertEqual(try count(store), n)
+        XCTAssertEqual(try count(db), n)
     }
 
     /// The in-place path keeps the transaction rules: a dry run and a body that throws change
@@ -71,12 +70,38 @@ final class SQLiteWriteTests: XCTestCase {
         XCTAssertEqual(try count(store), 1)
         // The connection's busy timeout is back after the attempt in place: a write waits for
         // another process's lock instead of failing at once.
-        let other = try DatabaseQueue(path: store.path)
-        try other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) {
-            try? other.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
-        }
-        try store.database.write { _ = try $0.execute("INSERT INTO scratch(x) VALUES (4)") }
+        let other = try WriteLockHolder(path: store.path)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { try? other.release() }
+        try Self.insertWaiting(store, 4)
         XCTAssertEqual(try count(store), 2)
+    }
+
+    /// A write from synchronous code (the CLI's path).
+    private static func insertWaiting(_ store: StateStore, _ x: Int) throws {
+        try store.database.write { _ = try $0.execute("INSERT INTO scratch(x) VALUES (?)", x) }
+    }
+}
+
+private final class Counter: Sendable {
+    private let count = Mutex(0)
+    func add() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}
+
+/// Another process's connection holding SQLite's write lock until ``release()``.
+private final class WriteLockHolder: Sendable {
+    let queue: DatabaseQueue
+
+    init(path: String) throws {
+        var configuration = Configuration()
+        configuration.allowsUnsafeTransactions = true
+        queue = try DatabaseQueue(path: path, configuration: configuration)
+        try Self.execute(queue, "BEGIN IMMEDIATE")
+    }
+
+    func release() throws { try Self.execute(queue, "COMMIT") }
+
+    private static func execute(_ queue: DatabaseQueue, _ sql: String) throws {
+        try queue.writeWithoutTransaction { try $0.execute(sql: sql) }
     }
 }

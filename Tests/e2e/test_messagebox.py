@@ -71,6 +71,18 @@ def test_incidents_and_maintenance_as_notices(tidings, fake):
 
 
 def test_notices_list_and_dismiss(tidings, fake):
+    notices_list_and_dismiss(tidings, fake)
+
+
+def test_notices_list_and_dismiss_on_postgres(tidings, fake, pg_db):
+    """The same lifecycle with the state in PostgreSQL (DESIGN §11): the notice book is there."""
+    tidings.write_config(pg_db.state_toml())
+    notices_list_and_dismiss(tidings, fake)
+    assert not (tidings.state / "tidings.sqlite").exists()
+    assert sorted(k for (k,) in pg_db.query("SELECT key FROM notice WHERE dismissed_at IS NOT NULL")) == ["m1", "m2"]
+
+
+def notices_list_and_dismiss(tidings, fake):
     configure(tidings, fake)
     assert tidings.check().code == 0
     fake.state["scheduled_maintenances"] += [maintenance("m1", "Storage upgrade"), maintenance("m2", "Network work")]
