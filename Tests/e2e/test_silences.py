@@ -150,7 +150,6 @@ def test_check_marks_silenced_events_and_help_lists_silence(tidings):
 def test_check_through_the_daemon_marks_silenced_events_too(tidings, hook):
     hook.state["accepted"].clear()
     feed = Feed(tidings, "ondemand", interval="1h")
-    feed.set([item("a", "Quiet please"), item("b", "Loud")])
     tidings.write_config(f"""
         [sinks.hook]
         type = "webhook"
@@ -159,6 +158,12 @@ def test_check_through_the_daemon_marks_silenced_events_too(tidings, hook):
     assert tidings.run("silence", "add", "source=ondemand", "key=a").code == 0
     d = tidings.start_daemon()
     wait_for(lambda: (tidings.state / "tidings.sock").exists(), what="the control socket")
+    # The daemon's own first poll (within 2 s of its start: the start-up spread) finds the feed
+    # empty; the items appear after it, so that the poll `check` asks for is the one that
+    # finds them (the daemon's next own poll is an hour away).
+    wait_for(lambda: [s for s in tidings.run("sources", "--json").events if s["name"] == "ondemand" and s["last_success"]],
+             what="the daemon's first poll")
+    feed.set([item("a", "Quiet please"), item("b", "Loud")])
     r = tidings.run("check", "ondemand")
     assert r.code == 1, r
     assert "the daemon" in r.stderr and "owns the state" in r.stderr, r
