@@ -56,6 +56,32 @@ final class LeaseTests: XCTestCase {
         XCTAssertEqual(Set(owners.values), ["host1:1001", "host2:1002", "host3:1003"])
     }
 
+    /// Instances starting together on a fresh database each create the lease rows of every
+    /// source in their first round. They must not deadlock on each other's uncommitted rows
+    /// (they did on PostgreSQL, inserting in their own dictionary order: benchmark 5).
+    func testInstancesStartingTogetherCreateTheLeasesWithoutDeadlock() throws {
+        let n = 3000
+        let store = self.store!
+        let t0 = self.t0
+        let errors = ErrorList()
+        DispatchQueue.concurrentPerform(iterations: 3) { k in
+            // Each its own dictionary, filled in its own order.
+            var w = LeaseWants()
+            for i in (0..<n).shuffled() { w.sources[LeaseBook.sourceLease(String(format: "s%04d", i))] = 2 }
+            var known = Set<String>()
+            do {
+                try store.database.write { db in
+                    try LeaseBook.round(db, instance: Instance(id: "instance-\(k)", host: "host\(k)", pid: Int32(k)), wants: w,
+                                        liveWindow: 1, grace: 0.5, now: t0, known: &known)
+                }
+            } catch {
+                errors.append("\(error)")
+            }
+        }
+        XCTAssertEqual(errors.all, [])
+        XCTAssertEqual(try store.database.read { try $0.scalar("SELECT count(*) FROM lease WHERE name LIKE 'source:%'") } ?? 0, n)
+    }
+
     /// kill -9: the instance stops renewing. Its leases expire after their length, and the
     /// others take them at once (expired leases are not subject to the fair share).
     func testADeadInstancesSourcesAreTakenOverWhenItsLeasesExpire() throws {
@@ -158,4 +184,11 @@ final class LeaseTests: XCTestCase {
             XCTAssertLessThanOrEqual(LeaseKeeper.leaseLength(interval: interval, timeout: timeout, period: period) + 2 * period, 2 * interval)
         }
     }
+}
+
+private final class ErrorList: @unchecked Sendable {
+    private let lock = NSLock()
+    private var errors: [String] = []
+    func append(_ e: String) { lock.withLock { errors.append(e) } }
+    var all: [String] { lock.withLock { errors } }
 }

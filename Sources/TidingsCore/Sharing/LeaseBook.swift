@@ -85,8 +85,10 @@ package enum LeaseBook {
             ON CONFLICT(id) DO UPDATE SET seen_at = excluded.seen_at, stopped_at = NULL
             """, instance.id, instance.host, Int(instance.pid), t, t)
         let live = max(1, try db.scalar("SELECT count(*) FROM instance WHERE stopped_at IS NULL AND seen_at > ?", [(t - liveWindow).sqlValue]) ?? 1)
-        // New leases: created free.
-        let missing = (Array(wants.sources.keys) + Array(wants.sinks.keys)).filter { !known.contains($0) }
+        // New leases: created free. In one order everywhere: instances starting together insert
+        // the same names, and two inserting them in different orders deadlock (each waits for
+        // the other's uncommitted rows; seen with 30,000 sources and three instances).
+        let missing = (Array(wants.sources.keys) + Array(wants.sinks.keys)).filter { !known.contains($0) }.sorted()
         for chunk in stride(from: 0, to: missing.count, by: 500).map({ Array(missing[$0..<min($0 + 500, missing.count)]) }) {
             try db.execute("INSERT INTO lease(name) VALUES \(Array(repeating: "(?)", count: chunk.count).joined(separator: ", ")) ON CONFLICT(name) DO NOTHING",
                            chunk.map(\.sqlValue))
