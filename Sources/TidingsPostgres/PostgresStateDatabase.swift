@@ -300,46 +300,31 @@ struct PostgresSQLConnection: SQLConnection {
 
     private func run(_ sql: String, _ arguments: [SQLValue]) throws -> PostgresQueryResult {
         let query = PostgresQuery(unsafeSQL: database.postgresSQL(sql), binds: Self.bindings(arguments))
-        let what = "statement failed (\(Self.excerpt(sql)))"
-        do {
-            return try answer(connection.query(query, logger: connection.logger), within: PostgresStateDatabase.statementDeadline, what: what)
-        } catch let error as PostgresStateError {
-            throw error
-        } catch {
-            throw PostgresStateError(location: database.location, what: what, error: error)
-        }
+        return try answer(query, within: PostgresStateDatabase.statementDeadline, what: "statement failed (\(Self.excerpt(sql)))")
     }
 
     /// BEGIN and ROLLBACK, which the server answers at once: a connection that does not answer
     /// within 10 s (one closing under it) is closed, and the transaction fails.
     func control(_ sql: String) throws {
-        do {
-            _ = try answer(connection.query(PostgresQuery(unsafeSQL: sql), logger: connection.logger), within: 10, what: "\(sql) failed")
-        } catch let error as PostgresStateError {
-            throw error
-        } catch {
-            throw PostgresStateError(location: database.location, what: "\(sql) failed", error: error)
-        }
+        _ = try answer(PostgresQuery(unsafeSQL: sql), within: 10, what: "\(sql) failed")
     }
 
     /// The server's answer, waited for at most `seconds`. A server that accepted the
     /// connection and then stopped answering (hung, or a network that drops packets without
     /// a reset) would otherwise hold this thread, and the poll, for ever: past the deadline
     /// the connection is closed (the pool connects anew) and the statement fails.
-    private func answer(_ future: EventLoopFuture<PostgresQueryResult>, within seconds: Double, what: String) throws -> PostgresQueryResult {
-        let done = DispatchSemaphore(value: 0)
-        let outcome = Mutex<Result<PostgresQueryResult, any Error>?>(nil)
-        future.whenComplete { result in
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        guard done.wait(timeout: .now() + seconds) == .success, let result = outcome.withLock({ $0 }) else {
+    private func answer(_ query: PostgresQuery, within seconds: Double, what: String) throws -> PostgresQueryResult {
+        guard let result = bounded(connection.query(query, logger: connection.logger), within: seconds) else {
             ConnectionPool.close(connection)
             var e = PostgresStateError(location: database.location, what: what, reason: "no answer within \(Int(seconds)) s; the connection is closed")
             e.connectionLost = true
             throw e
         }
-        return try result.get()
+        do {
+            return try result.get()
+        } catch {
+            throw PostgresStateError(location: database.location, what: what, error: error)
+        }
     }
 
     static func excerpt(_ sql: String) -> String {
@@ -433,18 +418,7 @@ final class ConnectionPool: @unchecked Sendable {
     /// `connect_timeout` bounds all of it: a server that accepts and then says nothing is a
     /// timeout, not a hang. One that comes up after the deadline is closed at once.
     static func connect(_ future: EventLoopFuture<PostgresConnection>, within seconds: Double) throws -> PostgresConnection {
-        let done = DispatchSemaphore(value: 0)
-        let outcome = Mutex<Result<PostgresConnection, any Error>?>(nil)
-        let late = Atomic(false)
-        future.whenComplete { result in
-            outcome.withLock { $0 = result }
-            done.signal()
-            if late.load(ordering: .acquiring), case .success(let connection) = result { close(connection) }
-        }
-        guard done.wait(timeout: .now() + seconds) == .success, let result = outcome.withLock({ $0 }) else {
-            late.store(true, ordering: .releasing)
-            // It may have completed between the wait and the store.
-            if case .success(let connection)? = outcome.withLock({ $0 }) { close(connection) }
+        guard let result = bounded(future, within: seconds, late: { close($0) }) else {
             throw PostgresStateError(location: "", what: "", reason: "no answer within \(seconds.formatted()) s (the server accepted the connection, then said nothing)")
         }
         return try result.get()
@@ -491,5 +465,27 @@ final class ConnectionPool: @unchecked Sendable {
     /// requires it, and a debug build asserts it).
     static func close(_ connection: PostgresConnection) {
         connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
+    }
+}
+
+/// `future`'s result, waited for on this thread at most `seconds`; nil past that. `late` gets
+/// a value that arrives after the deadline (a connection to close).
+func bounded<T: Sendable>(_ future: EventLoopFuture<T>, within seconds: Double, late: (@Sendable (T) -> Void)? = nil) -> Result<T, any Error>? {
+    let done = DispatchSemaphore(value: 0)
+    // The outcome, or `gaveUp` once the waiter stopped waiting.
+    let state = Mutex<(outcome: Result<T, any Error>?, gaveUp: Bool)>((nil, false))
+    future.whenComplete { result in
+        let abandoned = state.withLock { s -> Bool in
+            s.outcome = result
+            return s.gaveUp
+        }
+        done.signal()
+        if abandoned, case .success(let value) = result { late?(value) }
+    }
+    if done.wait(timeout: .now() + seconds) == .success { return state.withLock { $0.outcome } }
+    // Completed between the wait and now: as good as in time.
+    return state.withLock { s -> Result<T, any Error>? in
+        s.gaveUp = true
+        return s.outcome
     }
 }

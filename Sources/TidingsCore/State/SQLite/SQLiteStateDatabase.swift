@@ -50,14 +50,11 @@ package final class SQLiteStateDatabase: StateDatabase {
         return try pool.writeWithoutTransaction { db in
             guard let connection = db.sqliteConnection else { throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "the state database is closed") }
             sqlite3_busy_timeout(connection, 0)
-            do {
-                try db.beginTransaction(.immediate)
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
-                sqlite3_busy_timeout(connection, CInt(busyTimeout * 1000))
-                return .wouldWait
-            }
-            // The write lock is held: nothing below waits for another connection.
+            let began = Result { try db.beginTransaction(.immediate) }
             sqlite3_busy_timeout(connection, CInt(busyTimeout * 1000))
+            if case .failure(let error as DatabaseError) = began, error.resultCode == .SQLITE_BUSY { return .wouldWait }
+            try began.get()
+            // The write lock is held: nothing below waits for another connection.
             do {
                 let result = try body(GRDBConnection(db: db))
                 if kind == .dryRun { try db.rollback() } else { try db.commit() }
