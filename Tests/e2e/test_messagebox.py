@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fakes import statuspage
-from fakes.statuspage import incident, maintenance, update
+from fakes.statuspage import ago, incident, maintenance, update
 from providers_util import by_key, items_events
 
 
@@ -34,7 +34,8 @@ def test_incidents_and_maintenance_as_notices(tidings, fake):
     base = tidings.check()
     assert base.code == 0 and base.stdout == "", base
 
-    fake.state["scheduled_maintenances"].append(maintenance("mnt1", "Database maintenance"))
+    mnt = maintenance("mnt1", "Database maintenance")
+    fake.state["scheduled_maintenances"].append(mnt)
     fake.state["incidents"].append(incident("inc2", "Actions outage", impact="critical"))
     r = tidings.check()
     assert r.code == 1, r
@@ -45,12 +46,12 @@ def test_incidents_and_maintenance_as_notices(tidings, fake):
     assert m["severity"] == "info" and i["severity"] == "critical"
     assert m["body"] == "We will be performing Database maintenance."
     assert m["url"] == "https://stspg.io/mnt1"
-    assert m["data"]["scheduled_until"] == "2026-11-25T03:00:00Z"
+    assert m["data"]["scheduled_until"] == mnt["scheduled_until"]
 
     # A new incident update is a changed event carrying the latest update's body.
     inc = fake.state["incidents"][1]
     inc["status"] = "identified"
-    inc["incident_updates"].insert(0, update("inc2-u2", "identified", "A bad deploy; rolling back.", "2026-11-21T09:00:00Z"))
+    inc["incident_updates"].insert(0, update("inc2-u2", "identified", "A bad deploy; rolling back.", ago(hours=1)))
     r = tidings.check()
     assert r.code == 1, r
     [ch] = items_events(r)
@@ -85,11 +86,12 @@ def test_notices_list_and_dismiss_on_postgres(tidings, fake, pg_db):
 def notices_list_and_dismiss(tidings, fake):
     configure(tidings, fake)
     assert tidings.check().code == 0
-    fake.state["scheduled_maintenances"] += [maintenance("m1", "Storage upgrade"), maintenance("m2", "Network work")]
+    storage, network = maintenance("m1", "Storage upgrade"), maintenance("m2", "Network work")
+    fake.state["scheduled_maintenances"] += [storage, network]
     assert tidings.check().code == 1
     pending = notices(tidings)
     assert sorted(n["key"] for n in pending) == ["m1", "m2"]
-    assert all(n["expires_at"] == "2026-11-25T03:00:00Z" for n in pending)  # scheduled_until
+    assert all(n["expires_at"] == storage["scheduled_until"] for n in pending)  # scheduled_until
 
     text = tidings.run("notices")
     assert text.code == 0 and "Storage upgrade" in text.stdout and "Network work" in text.stdout

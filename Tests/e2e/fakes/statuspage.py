@@ -12,11 +12,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timedelta, timezone
 
 from fakes.server import FakeHandler, FakeServer
 
+
+def ago(**delta) -> str:
+    """A moment relative to now, as Statuspage writes it: `ago(days=1)`, `ago(hours=-2)` (ahead).
+    No date in this fake is absolute: a fixed one turns into a test failure the day it passes."""
+    t = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(**delta)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ahead(**delta) -> str:
+    """A moment `delta` from now (`ahead(days=1)`)."""
+    return ago(**{k: -v for k, v in delta.items()})
+
+
 PAGE = {"id": "kctbh9vrtdwd", "name": "GitHub", "url": "https://www.githubstatus.com",
-        "time_zone": "Etc/UTC", "updated_at": "2026-11-20T10:00:00Z"}
+        "time_zone": "Etc/UTC", "updated_at": ago(days=6)}
 
 
 def update(uid, status, body, created):
@@ -25,18 +39,22 @@ def update(uid, status, body, created):
 
 
 def incident(iid, name, impact="minor", status="investigating", updates=None):
-    updates = updates or [update(f"{iid}-u1", status, f"We are investigating {name}.", "2026-11-21T08:00:00Z")]
+    updates = updates or [update(f"{iid}-u1", status, f"We are investigating {name}.", ago(hours=2))]
     return {"id": iid, "name": name, "status": status, "impact": impact, "shortlink": f"https://stspg.io/{iid}",
-            "created_at": "2026-11-21T08:00:00Z", "updated_at": updates[0]["created_at"],
+            "created_at": updates[-1]["created_at"], "updated_at": updates[0]["created_at"],
             "monitoring_at": None, "resolved_at": None, "page_id": PAGE["id"],
             "incident_updates": sorted(updates, key=lambda u: u["created_at"], reverse=True), "components": []}
 
 
-def maintenance(mid, name, start="2026-11-25T01:00:00Z", until="2026-11-25T03:00:00Z", status="scheduled"):
+def maintenance(mid, name, start=None, until=None, status="scheduled"):
+    """A maintenance window; by default it starts a day from now and lasts two hours."""
+    start = start or ahead(days=1)
+    until = until or (datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ") + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    created = ago(days=6)
     return {"id": mid, "name": name, "status": status, "impact": "maintenance", "shortlink": f"https://stspg.io/{mid}",
-            "scheduled_for": start, "scheduled_until": until, "created_at": "2026-11-20T10:00:00Z",
-            "updated_at": "2026-11-20T10:00:00Z", "page_id": PAGE["id"],
-            "incident_updates": [update(f"{mid}-u1", "scheduled", f"We will be performing {name}.", "2026-11-20T10:00:00Z")],
+            "scheduled_for": start, "scheduled_until": until, "created_at": created,
+            "updated_at": created, "page_id": PAGE["id"],
+            "incident_updates": [update(f"{mid}-u1", "scheduled", f"We will be performing {name}.", created)],
             "components": []}
 
 
