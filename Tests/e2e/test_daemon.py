@@ -74,6 +74,39 @@ def test_sigint_also_stops_with_exit_0(tidings):
     assert d.wait(timeout=20) == 0
 
 
+def test_a_stop_while_the_daemon_waits_for_the_state_is_a_clean_exit(tidings):
+    """SIGTERM/SIGINT are trapped before anything is logged or opened (issue 20, item 2): a stop
+    while the daemon waits for a `tidings check` to finish with the state ends it with exit 0,
+    not by the signal (the handlers used to come only with the service group, much later)."""
+    import fcntl
+    tidings.write_config(CONSOLE)
+    lister(tidings)
+    tidings.state.mkdir(mode=0o700, exist_ok=True)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # What a running `tidings check` holds: the state lock, shared.
+        with open(tidings.state / "tidings.lock", "a+") as held:
+            fcntl.flock(held, fcntl.LOCK_SH)
+            d = tidings.start_daemon()
+            wait_for(lambda: "waiting for `tidings check`" in read_log(d), what="the daemon waiting for the state")
+            d.send_signal(sig)
+            assert d.wait(timeout=20) == 0, read_log(d)
+        assert "stopped before starting" in read_log(d)
+        assert not (tidings.state / "tidings.sock").exists()
+
+
+def test_a_stop_as_soon_as_the_daemon_says_anything_is_a_clean_exit(tidings):
+    """The first line a daemon logs (here the warning that no sink is configured, written while
+    the configuration loads) comes after its stop signals are trapped: a SIGTERM sent the
+    moment it appears is a clean stop, whatever step of the start it meets."""
+    tidings.write_config("")
+    lister(tidings)
+    for attempt in range(5):
+        d = tidings.start_daemon()
+        wait_for(lambda: read_log(d).strip(), interval=0.002, what="the daemon's first line")
+        d.send_signal(signal.SIGTERM)
+        assert d.wait(timeout=20) == 0, f"attempt {attempt}: {d.returncode}\n{read_log(d)}"
+
+
 def test_restart_keeps_schedule_and_does_not_repoll_everything_at_once(tidings):
     tidings.write_config(CONSOLE)
     lister(tidings, interval="1h")

@@ -31,7 +31,9 @@ struct RunCommand: AsyncParsableCommand {
     static let checkPatience: Duration = .seconds(300)
 
     func run() async throws {
-        // Trap SIGHUP before anything else: its default action would kill the process.
+        // Trap the stop and reload signals before anything else: their default actions would
+        // kill the process. A stop before the daemon runs ends it cleanly at its next step.
+        let stops = await StopSignals()
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let app = try App.load(common, logLevel: .info)
         let logger = Log.logger("tidings")
@@ -50,7 +52,13 @@ struct RunCommand: AsyncParsableCommand {
                 throw ExitCode(Exit.failure)
             }
         }
-        let lock = try await Self.claimState(app.stateDir, logger: logger, whileWaiting: serve)
+        guard !stops.requested,
+              let lock = try await Self.claimState(app.stateDir, logger: logger, stopped: { stops.requested }, whileWaiting: serve)
+        else {
+            await endpoint.stop()
+            logger.info("stopped before starting")
+            return
+        }
         try await serve()
         // Held until after the socket is gone: a daemon that takes over must find its own.
         defer { withExtendedLifetime(lock) {} }
@@ -80,16 +88,19 @@ struct RunCommand: AsyncParsableCommand {
         defer { control.stop() }
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: daemon)],
-            gracefulShutdownSignals: [.sigterm, .sigint],
             logger: Logger(label: "lifecycle", factory: { _ in SwiftLogNoOpLogHandler() })))
+        // SIGTERM/SIGINT (trapped since the start) stop the group; one that came already stops it at once.
+        await stops.attach(group)
         try await group.run()
         await endpoint.stop()
         logger.info("stopped")
     }
 
     /// Takes the state lock for the daemon's life: waits for checks that work on the state
-    /// (running `whileWaiting` once, when it starts to wait); exits 2 at once if another daemon holds it.
-    static func claimState(_ stateDir: String, logger: Logger, whileWaiting: () async throws -> Void = {}) async throws -> StateLock {
+    /// (running `whileWaiting` once, when it starts to wait); exits 2 at once if another daemon
+    /// holds it. Nil when `stopped` says a stop came while it waited.
+    static func claimState(_ stateDir: String, logger: Logger, stopped: () -> Bool = { false },
+                           whileWaiting: () async throws -> Void = {}) async throws -> StateLock? {
         let deadline = ContinuousClock.now.advanced(by: checkPatience)
         var told = false
         while true {
@@ -119,6 +130,7 @@ struct RunCommand: AsyncParsableCommand {
                 }
                 told = true
                 try await Task.sleep(for: .milliseconds(100))
+                if stopped() { return nil }
             }
         }
     }
