@@ -259,6 +259,18 @@ enum MatrixWire {
         var body: String
         var format: String?
         var formatted_body: String?
+        /// Always empty (intentional mentions, Matrix v1.7): the message mentions nobody. Without
+        /// it, clients and servers fall back to matching the text, and remote text that says
+        /// `@room` or a member's display name would highlight the whole room or that member.
+        var mentions = Mentions()
+
+        /// `m.mentions`: no `user_ids`, no `room`.
+        struct Mentions: Encodable, Equatable {}
+
+        enum CodingKeys: String, CodingKey {
+            case msgtype, body, format, formatted_body
+            case mentions = "m.mentions"
+        }
 
         var json: Data {
             let encoder = JSONEncoder()

@@ -47,11 +47,15 @@ final class MatrixSinkTests: XCTestCase {
                        "https://matrix.example.org/_matrix/client/v3/rooms/%21room%2Fx%3Aexample.org/send/m.room.message/\(s.transactionID(for: e))")
         XCTAssertFalse(r.url.absoluteString.contains("syt_secret"), "the token is never in a URL")
         XCTAssertEqual(r.headers.first { $0.0 == "Authorization" }?.1, "Bearer syt_secret_token_1234")
-        let content = try XCTUnwrap(JSONSerialization.jsonObject(with: r.body!) as? [String: String])
-        XCTAssertEqual(content["msgtype"], "m.text")
-        XCTAssertEqual(content["body"], "Critical: Disk <full> & \"hot\"\nline 1\nline <2>\nhttps://example.org/a?b=1&c=2")
-        XCTAssertEqual(content["format"], "org.matrix.custom.html")
-        XCTAssertEqual(content["formatted_body"],
+        var content = try XCTUnwrap(JSONSerialization.jsonObject(with: r.body!) as? [String: Any])
+        // Intentional mentions (issue 20, item 5): the message mentions nobody, so `@room` or a
+        // display name in remote text highlights no one.
+        XCTAssertEqual((content.removeValue(forKey: "m.mentions") as? [String: Any])?.count, 0)
+        let fields = try XCTUnwrap(content as? [String: String])
+        XCTAssertEqual(fields["msgtype"], "m.text")
+        XCTAssertEqual(fields["body"], "Critical: Disk <full> & \"hot\"\nline 1\nline <2>\nhttps://example.org/a?b=1&c=2")
+        XCTAssertEqual(fields["format"], "org.matrix.custom.html")
+        XCTAssertEqual(fields["formatted_body"],
                        "<strong><font color=\"#d00000\" data-mx-color=\"#d00000\">Critical:</font> Disk &lt;full&gt; &amp; &quot;hot&quot;</strong>"
                        + "<br>line 1<br>\nline &lt;2&gt;<br><a href=\"https://example.org/a?b=1&amp;c=2\">https://example.org/a?b=1&amp;c=2</a>")
     }

@@ -360,6 +360,33 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(try count("event"), 1, "the undelivered event stays")
     }
 
+    /// Dead letters were never pruned and kept their events, so a sink that failed for good
+    /// grew the state without limit (issue 20, item 17): after `dead_letter_days` they go, with
+    /// their events once those are past `history_days`; younger ones and pending rows stay.
+    func testDeadLettersArePrunedAfterTheirAgeWithTheirEvents() async throws {
+        let rec = PollRecorder(store: store)
+        let old = Date().addingTimeInterval(-40 * 86_400)
+        let router = Router(routes: [], allSinks: ["gone", "live"])
+        _ = try await rec.recordSuccess(source, result: .snapshot([]), now: old, options: RecordOptions(router: nil))
+        _ = try await rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a")]), now: old, options: RecordOptions(router: router))
+        try store.exec("UPDATE delivery SET status = 'dead' WHERE sink = 'gone'")
+        XCTAssertEqual(try count("delivery"), 2)
+
+        var r = try store.prune(olderThanDays: 30, deadLetterDays: 60)
+        XCTAssertEqual(r.deadLetters, [:], "younger than dead_letter_days")
+        XCTAssertEqual(try count("delivery"), 2)
+
+        r = try await store.pruneInBackground(olderThanDays: 30, deadLetterDays: 30)
+        XCTAssertEqual(r.deadLetters, ["gone": 1])
+        XCTAssertEqual(r.events, 0, "the event is still pending for sink live")
+        XCTAssertEqual(try count("delivery"), 1)
+        try store.exec("UPDATE delivery SET status = 'dead'")
+        r = try store.prune(olderThanDays: 30, deadLetterDays: 30)
+        XCTAssertEqual(r.deadLetters, ["live": 1])
+        XCTAssertEqual(r.events, 1, "no delivery needs the event any more: it goes with the dead letters")
+        XCTAssertEqual(try count("event"), 0)
+    }
+
     func testForgetDropsItemsStatusAndNotices() throws {
         let rec = PollRecorder(store: store)
         _ = try rec.recordSuccess(source, result: .snapshot([]), now: Date(), options: RecordOptions(router: nil))

@@ -17,7 +17,7 @@ from fakes.relay import Relay, relay_state
 from fakes.server import FakeServer
 from feed import Feed, item
 
-from synapse_server import Synapse
+from synapse_server import Synapse, quote
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("synapse") is None,
                                 reason="Synapse is not installed: run the suite in the venv `make test-venv` makes")
@@ -219,3 +219,60 @@ def test_sinks_test_posts_a_test_message_and_never_prints_the_token(tidings, hs)
     check = tidings.run("config", "check")
     for out in (r, bad, check):
         assert_no_token(bot.token, out.stdout, out.stderr)
+
+
+def test_a_digest_of_more_than_ten_thousand_events_arrives_whole(tidings, hs):
+    """A held batch larger than one digest (10,000 rows) goes as several messages, each with a
+    transaction id of its own (issue 20, item 3): the second part used to reuse the first's id,
+    and Synapse dropped it as a retry, losing 50 of 10,050 events with the outbox empty."""
+    bot = hs.bot
+    room = bot.create_room()
+    n = 10_050
+    feed = Feed(tidings)
+    feed.set([])
+    # All in one poll, each its own event (not max_events' one summary).
+    toml = tidings.plugins / "feed.toml"
+    toml.write_text(toml.read_text() + "max_events = 20000\n")
+    tidings.write_config(sink(tidings, "mx", hs.url, bot.token, room.id) + """
+        [[routes]]
+        sinks = ["mx"]
+        group_wait = "1s"
+        """)
+    assert tidings.check("--deliver").code == 0, "baseline"
+    feed.set([item(f"k{i}", f"Item {i}") for i in range(n)])
+    d = tidings.start_daemon()
+    wait_for(lambda: "delivered a digest of 50 events" in read_log(d), timeout=180, what="both parts of the digest")
+    wait_for(lambda: outbox(tidings) == [], timeout=30, what="an empty outbox")
+    heads = sorted(m["content"]["body"].split("\n")[0] for m in bot.messages(room.id))
+    assert heads == ["10000 events from feed (grouped)", "50 events from feed (grouped)"], heads
+    history = tidings.run("history", "--limit", str(2 * n), "--json")
+    assert len([e for e in history.events if e["source"] == "feed"]) == n
+
+
+def test_remote_text_mentions_nobody(tidings, hs):
+    """`@room` or a member's display name in remote text highlights nobody (issue 20, item 5):
+    every message says `m.mentions: {}` (Matrix v1.7 intentional mentions), so Synapse does not
+    fall back to matching the text against the room's members."""
+    bot = hs.bot
+    alice = hs.register("alice-" + uuid.uuid4().hex[:6])
+    alice.call("PUT", f"/_matrix/client/v3/profile/{alice.user_id}/displayname", {"displayname": "Alice Ops"})
+    room = bot.create_room(invite=[alice])
+    alice.join(room)
+    feed = Feed(tidings)
+    feed.set([])
+    tidings.write_config(sink(tidings, "mx", hs.url, bot.token, room.id))
+    assert tidings.check("--deliver").code == 0, "baseline"
+    feed.set([item("a", "@room: the disk is full"), item("b", "Alice Ops, please look", body="@room @room")])
+    r = tidings.check("--deliver")
+    assert r.code == 1, r
+    messages = bot.messages(room.id)
+    assert len(messages) == 2, messages
+    assert all(m["content"]["m.mentions"] == {} for m in messages), messages
+
+    # The control: the same text sent without `m.mentions` does highlight Alice.
+    bot.call("PUT", f"/_matrix/client/v3/rooms/{quote(room.id)}/send/m.room.message/control-1",
+             {"msgtype": "m.text", "body": "Alice Ops, please look"})
+    highlights = wait_for(lambda: alice.call("GET", "/_matrix/client/v3/notifications?only=highlight")["notifications"],
+                          what="the control message's highlight")
+    assert [h["event"]["content"]["body"] for h in highlights] == ["Alice Ops, please look"], highlights
+    assert all("m.mentions" not in h["event"]["content"] for h in highlights)

@@ -19,6 +19,12 @@ public struct ConfigError: Error, CustomStringConvertible, Sendable, Equatable {
 /// Several configuration problems found in one pass (so `config check` shows them all).
 public struct ConfigErrors: Error, CustomStringConvertible, Sendable {
     public var errors: [ConfigError]
-    public init(_ errors: [ConfigError]) { self.errors = errors }
+    /// What the load also found that would only have been warnings (`config check` shows
+    /// everything at once).
+    public var warnings: [String] = []
+    public init(_ errors: [ConfigError], warnings: [String] = []) {
+        self.errors = errors
+        self.warnings = warnings
+    }
     public var description: String { errors.map(\.description).joined(separator: "\n") }
 }

@@ -116,7 +116,7 @@ public struct ConfigLoader: Sendable {
         var pluginsDir = (file as NSString).deletingLastPathComponent + "/plugins.d"
         var stateDir: String? = nil
         var defaults = SourceSettings()
-        var maxConcurrent = 32, maxPerHost = 4, historyDays = 30
+        var maxConcurrent = 32, maxPerHost = 4, historyDays = 30, deadLetterDays = 30
         var shutdownTimeout: TimeInterval = 10, deliveryMaxAge: TimeInterval = 86_400
         var monitoring: HTTPSettings? = nil
         collect { if let p = try main.path("plugins_dir") { pluginsDir = p } }
@@ -132,6 +132,7 @@ public struct ConfigLoader: Sendable {
         collect { if let v = try main.int("history_days", range: 1...36_500) { historyDays = v } }
         collect { if let v = try main.duration("shutdown_timeout") { shutdownTimeout = v } }
         collect { if let v = try main.duration("delivery_max_age", minimum: 60) { deliveryMaxAge = v } }
+        collect { if let v = try main.int("dead_letter_days", range: 1...36_500) { deadLetterDays = v } }
         collect {
             guard let h = try main.subtable("http") else { return }
             collect { monitoring = try HTTPSettings(h, warn: { warnings.append($0) }) }
@@ -272,13 +273,15 @@ public struct ConfigLoader: Sendable {
             warnings.append("\(file): no sinks configured: `tidings run` records events but delivers them nowhere (add a [sinks.NAME] table)")
         }
 
-        if !errors.isEmpty { throw ConfigErrors(Self.unique(errors)) }
+        if !errors.isEmpty { throw ConfigErrors(Self.unique(errors), warnings: warnings) }
         sources.sort { $0.name < $1.name }
-        return TidingsConfig(
+        var config = TidingsConfig(
             file: file, pluginsDir: pluginsDir, stateDir: stateDir, defaults: defaults, sources: sources,
             sinks: sinkConfigs, routes: routes, maxConcurrent: maxConcurrent, maxPerHost: maxPerHost,
             historyDays: historyDays, shutdownTimeout: shutdownTimeout, deliveryMaxAge: deliveryMaxAge, http: monitoring,
             warnings: warnings, state: state)
+        config.deadLetterDays = deadLetterDays
+        return config
     }
 
     /// A route's `match` table, kept to check the source names it matches once all sources are loaded.

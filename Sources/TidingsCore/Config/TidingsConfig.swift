@@ -18,6 +18,9 @@ public struct TidingsConfig: Sendable {
     public var shutdownTimeout: TimeInterval
     /// How long the outbox keeps retrying a delivery before it is dead.
     public var deliveryMaxAge: TimeInterval
+    /// `dead_letter_days`: dead letters older than this are pruned (with their events, once
+    /// those are older than ``historyDays``).
+    public var deadLetterDays = 30
     /// `[http]`: where `/metrics`, `/-/healthy` and `/-/ready` are served; nil when off.
     public var http: HTTPSettings?
     /// Non-fatal findings (e.g. an API budget warning), printed at load.

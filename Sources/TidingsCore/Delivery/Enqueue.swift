@@ -48,3 +48,43 @@ struct HeldPlacement: Equatable {
         }
     }
 }
+
+extension HeldPlacement {
+    /// After a reload (or a restart) with other routes: held rows follow the rule that now
+    /// holds them. A route that lost its `quiet_hours` or `group_wait` releases its held rows at
+    /// once (they no longer wait for the old end, up to hours); quiet hours that now end
+    /// earlier, or no longer cover this moment, release them then. A rule that is still there
+    /// and holds as long is left alone. Returns how many rows were released or moved earlier.
+    ///
+    /// Rows are told apart by their batch (`quiet:ROUTE:END:SINK`, `group:ROUTE:ID`): the route
+    /// is the rule's position, as the router numbers them.
+    static func follow(_ db: any SQLConnection, routes: [Route], now: Date) throws -> Int {
+        let held = try db.fetchAll("""
+            SELECT batch, hold, min(hold_until) FROM delivery
+            WHERE status = 'pending' AND hold IS NOT NULL AND hold_until > ? GROUP BY batch, hold
+            """, now)
+        var moved = 0
+        for row in held {
+            let batch: String = try row[0]
+            let until: Date = try row[2]
+            guard let reason = Digest.Reason(rawValue: try row[1]) else { continue }
+            let parts = batch.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
+            let route = parts.count > 1 ? Int(parts[1]).flatMap { routes.indices.contains($0) ? routes[$0] : nil } : nil
+            let release: Date
+            switch reason {
+            case .quietHours:
+                guard let quiet = route?.attention.quietHours, let end = quiet.end(ofWindowContaining: now) else {
+                    release = now
+                    break
+                }
+                release = min(end, until)
+            case .grouped:
+                release = route?.attention.groupWait == nil ? now : until
+            }
+            guard release < until else { continue }
+            moved += try db.execute("UPDATE delivery SET hold_until = ? WHERE batch = ? AND status = 'pending' AND hold_until > ?",
+                                    release, batch, release)
+        }
+        return moved
+    }
+}

@@ -95,6 +95,11 @@ public struct OutboxStore: Sendable {
         try await store.database.read { try Self.head($0, sink: sink, batch: wantBatch, digests: digests, now: now) }
     }
 
+    /// The most rows of one held batch that go out as one digest; a larger batch goes in parts.
+    static let digestLimit = 10_000
+    /// The most rows of one poll's batch that go to a batching sink in one call.
+    static let batchLimit = 1000
+
     static func head(_ db: any SQLConnection, sink: String, batch wantBatch: Bool, digests: Bool, now: Date) throws -> OutboxHead {
         let pending = DeliveryRow.select + " WHERE d.sink = ? AND d.status = 'pending'"
         let released = " AND (d.hold_until IS NULL OR d.hold_until <= ?)"
@@ -103,9 +108,9 @@ public struct OutboxStore: Sendable {
         }
         if let bad = first.unreadable { return .unreadable(bad) }
         guard wantBatch || (digests && first.hold != nil) else { return .due([first.delivery!]) }
-        // A digest may gather a whole night: up to 10,000 rows go as one (its sinks cut the
-        // text to their limits and say how many more); a poll's batch is capped lower.
-        let limit = first.hold == nil ? 1000 : 10_000
+        // A digest may gather a whole night: up to `digestLimit` rows go as one (its sinks cut
+        // the text to their limits and say how many more); a poll's batch is capped lower.
+        let limit = first.hold == nil ? batchLimit : digestLimit
         let rows = try db.fetchAll(pending + " AND d.batch = ? ORDER BY d.id LIMIT \(limit)", sink, first.batch).map(DeliveryRow.init)
         return .due(Array(rows.lazy.prefix { $0.unreadable == nil }.compactMap(\.delivery)))
     }
@@ -161,5 +166,37 @@ public struct OutboxStore: Sendable {
     /// Sinks that have pending rows (including sinks no longer configured).
     public func sinksWithPending() async throws -> [String] {
         try await store.database.read { db in try db.fetchAll("SELECT DISTINCT sink FROM delivery WHERE status = 'pending'").map { try $0[0] } }
+    }
+}
+
+extension OutboxStore {
+    /// Held rows follow the routes loaded now (``HeldPlacement/follow(_:routes:now:)``): a rule
+    /// that no longer holds them releases them. Returns how many rows were released earlier.
+    public func followRoutes(_ routes: [Route], now: Date) async throws -> Int {
+        try await store.database.write { db in try HeldPlacement.follow(db, routes: routes, now: now) }
+    }
+
+    /// Silences apply when a held or retried delivery comes due, not only when its event was
+    /// routed (Alertmanager mutes at notify time): a silence added while a row waited for quiet
+    /// hours to end keeps it back. Of `rows`, those an active silence matches are not delivered:
+    /// their row goes, their event is marked in history as silenced by it (unless it was
+    /// already) and the silence counts it. Returns the rest, in order.
+    func silenceDue(_ rows: [Delivery], now: Date) async throws -> [Delivery] {
+        try await store.database.write { db in
+            let silences = try SilenceStore.active(db, at: now)
+            guard !silences.isEmpty else { return rows }
+            var kept: [Delivery] = []
+            for row in rows {
+                guard let silence = silences.first(where: { $0.matches(row.event) }) else {
+                    kept.append(row)
+                    continue
+                }
+                try db.execute("DELETE FROM delivery WHERE id = ?", row.id)
+                if try db.execute("UPDATE event SET silenced_by = ? WHERE id = ? AND silenced_by IS NULL", silence.id, row.event.id) > 0 {
+                    try SilenceStore.countSilenced(db, id: silence.id)
+                }
+            }
+            return kept
+        }
     }
 }

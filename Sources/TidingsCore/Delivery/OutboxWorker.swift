@@ -209,9 +209,11 @@ public final class OutboxWorker: Sendable {
 
     /// One delivery attempt. Returns what became of it when it did not succeed.
     @discardableResult
-    private func attempt(_ name: String, _ sink: any Sink, _ rows: [Delivery]) async -> Failure? {
+    private func attempt(_ name: String, _ sink: any Sink, _ due: [Delivery]) async -> Failure? {
         var log = logger
         log[metadataKey: "sink"] = "\(name)"
+        let rows = await unsilenced(due, log: log)
+        guard !rows.isEmpty else { return nil }
         let digest = Self.digest(name, sink, rows)
         do {
             try await withTimeout(callTimeout, onTimeout: { DeliveryError(.retryable, "sink did not answer within \(DurationParser.format(self.callTimeout))") }) {
@@ -229,12 +231,35 @@ public final class OutboxWorker: Sendable {
         return await recordDelivered(name, rows.map(\.id))
     }
 
+    /// Of rows that waited (held by a route, or retried), those a silence added meanwhile does
+    /// not keep back (``OutboxStore/silenceDue(_:now:)``). Rows queued by the poll that just
+    /// ran were checked then. When the state cannot say, they are delivered: a duplicate
+    /// notification is better than a lost one.
+    private func unsilenced(_ rows: [Delivery], log: Logger) async -> [Delivery] {
+        guard rows.contains(where: { $0.hold != nil || $0.attempts > 0 }) else { return rows }
+        do {
+            let kept = try await outbox.silenceDue(rows, now: env.now())
+            if kept.count < rows.count {
+                log.info("\(rows.count - kept.count) waiting deliver\(rows.count - kept.count == 1 ? "y" : "ies") silenced before going out (see `tidings history`)")
+            }
+            return kept
+        } catch {
+            log.warning("outbox: cannot check silences for waiting deliveries in \(outbox.store.path): \(error); delivering them")
+            return rows
+        }
+    }
+
     /// Several rows held together, for a sink that shows them as one message: their digest.
-    /// Its id is derived from the batch, so a retried digest is recognisably the same.
+    ///
+    /// Its id is derived from the batch and the first row of this part, so a retried digest is
+    /// recognisably the same (a Matrix transaction id, an email Message-ID), while the parts of a
+    /// batch too large for one message (``OutboxStore/digestLimit`` rows) each have their own: a
+    /// second part with the first part's id was taken for a retry and dropped by the receiver.
+    /// A part's first row is stable: rows go only when their whole part was delivered.
     static func digest(_ name: String, _ sink: any Sink, _ rows: [Delivery]) -> Digest? {
         guard rows.count > 1, let reason = rows[0].hold, sink.rendersDigests else { return nil }
-        let batch = rows.map(\.batch).first!
-        return Digest(id: Fingerprint.of(["digest", name, batch]), reason: reason, events: rows.map(\.event))
+        let first = rows[0]
+        return Digest(id: Fingerprint.of(["digest", name, first.batch, String(first.id)]), reason: reason, events: rows.map(\.event))
     }
 
     /// The sink has these: the rows go. When the outbox cannot record that (disk full), the

@@ -91,22 +91,47 @@ extension StateStore {
         }
     }
 
-    /// Deletes events older than `days` that no delivery still needs, and long-gone items.
+    /// What one prune removed.
+    public struct Pruned: Sendable, Equatable {
+        /// Events older than `history_days` that no delivery needed any more.
+        public var events = 0
+        /// Items gone longer than `history_days`.
+        public var items = 0
+        /// Dead letters older than `dead_letter_days`, by sink.
+        public var deadLetters: [String: Int] = [:]
+    }
+
+    /// Deletes dead letters older than `deadLetterDays` (nil: none), then events older than
+    /// `days` that no delivery still needs (the dead letters' events among them), and long-gone
+    /// items.
     @discardableResult
-    public func prune(olderThanDays days: Int, now: Date = Date()) throws -> (events: Int, items: Int) {
-        try database.write { try Self.prune($0, olderThanDays: days, now: now) }
+    public func prune(olderThanDays days: Int, deadLetterDays: Int? = nil, now: Date = Date()) throws -> Pruned {
+        try database.write { try Self.prune($0, olderThanDays: days, deadLetterDays: deadLetterDays, now: now) }
     }
 
     /// The daemon's hourly prune, off the cooperative pool.
-    package func pruneInBackground(olderThanDays days: Int, now: Date = Date()) async throws -> (events: Int, items: Int) {
-        try await database.write { try Self.prune($0, olderThanDays: days, now: now) }
+    package func pruneInBackground(olderThanDays days: Int, deadLetterDays: Int?, now: Date = Date()) async throws -> Pruned {
+        try await database.write { try Self.prune($0, olderThanDays: days, deadLetterDays: deadLetterDays, now: now) }
     }
 
-    static func prune(_ db: any SQLConnection, olderThanDays days: Int, now: Date) throws -> (events: Int, items: Int) {
+    static func prune(_ db: any SQLConnection, olderThanDays days: Int, deadLetterDays: Int?, now: Date) throws -> Pruned {
         let cutoff = now.addingTimeInterval(-Double(days) * 86_400)
+        var pruned = Pruned()
         do {
-            let events = try db.execute("DELETE FROM event WHERE observed_at < ? AND seq NOT IN (SELECT event_seq FROM delivery)", cutoff)
-            let items = try db.execute("DELETE FROM item WHERE state = 'gone' AND changed_at < ?", cutoff)
+            // A dead letter is never tried again unless someone requeues it: after
+            // `dead_letter_days` it goes, so a sink that fails for good does not grow the state
+            // without bound. Its age counts from when it was queued (or requeued).
+            if let deadLetterDays {
+                let deadCutoff = now.addingTimeInterval(-Double(deadLetterDays) * 86_400)
+                for r in try db.fetchAll("SELECT sink, count(*) FROM delivery WHERE status = 'dead' AND created_at < ? GROUP BY sink", deadCutoff) {
+                    pruned.deadLetters[try r[0]] = try r[1]
+                }
+                if !pruned.deadLetters.isEmpty {
+                    try db.execute("DELETE FROM delivery WHERE status = 'dead' AND created_at < ?", deadCutoff)
+                }
+            }
+            pruned.events = try db.execute("DELETE FROM event WHERE observed_at < ? AND seq NOT IN (SELECT event_seq FROM delivery)", cutoff)
+            pruned.items = try db.execute("DELETE FROM item WHERE state = 'gone' AND changed_at < ?", cutoff)
             // Notices that ended, were dismissed or expired long ago are no longer pending anywhere.
             try db.execute("""
                 DELETE FROM notice WHERE updated_at < ?
@@ -114,7 +139,7 @@ extension StateStore {
                 """, cutoff, cutoff)
             // Silences that ended long ago (history keeps the ids of the events they held back).
             try db.execute("DELETE FROM silence WHERE ends_at < ?", cutoff)
-            return (events, items)
+            return pruned
         }
     }
 }

@@ -54,6 +54,9 @@ package enum TidingsMetrics {
     package static let outboxDead = Family(
         name: "tidings_outbox_dead", kind: .gauge,
         help: "Dead letters of the sink (see tidings outbox; tidings outbox retry requeues them).")
+    package static let deadLettersPruned = Family(
+        name: "tidings_dead_letters_pruned_total", kind: .counter,
+        help: "Dead letters removed after dead_letter_days, by sink.")
     package static let lateness = Family(
         name: "tidings_scheduler_lateness_seconds", kind: .histogram(buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30]),
         help: "How late scheduled polls started against their due time, all sources together.")
@@ -61,7 +64,7 @@ package enum TidingsMetrics {
         name: "tidings_build_info", kind: .gauge,
         help: "Always 1; the version label says which tidings runs.")
 
-    package static let families = [polls, pollDuration, sourceUp, lastSuccess, events, silencedEvents, deliveries, outboxPending, outboxHeld, outboxDead, lateness, buildInfo]
+    package static let families = [polls, pollDuration, sourceUp, lastSuccess, events, silencedEvents, deliveries, outboxPending, outboxHeld, outboxDead, deadLettersPruned, lateness, buildInfo]
 
     /// What became of a delivery attempt, per event (the `outcome` label).
     package enum DeliveryOutcome: String, Sendable, CaseIterable {
@@ -118,6 +121,12 @@ package enum TidingsMetrics {
         Counter(label: deliveries.name, dimensions: [("sink", sink), ("outcome", outcome.rawValue)]).increment(by: count)
     }
 
+    package static func prunedDeadLetters(_ bySink: [String: Int]) {
+        for (sink, n) in bySink {
+            Counter(label: deadLettersPruned.name, dimensions: [("sink", sink)]).increment(by: n)
+        }
+    }
+
     package static func late(seconds: Double) {
         CoreMetrics.Timer(label: lateness.name).record(max(0, seconds))
     }
@@ -170,6 +179,7 @@ package enum TidingsMetrics {
             for outcome in DeliveryOutcome.allCases {
                 Counter(label: deliveries.name, dimensions: [("sink", sink), ("outcome", outcome.rawValue)]).destroy()
             }
+            Counter(label: deadLettersPruned.name, dimensions: [("sink", sink)]).destroy()
         }
     }
 }

@@ -40,6 +40,7 @@ struct App {
             config = try loader.load(file: file)
         } catch let e as ConfigErrors {
             for err in e.errors { complain(err.description) }
+            for w in e.warnings { complain("warning: \(w)", level: .warning) }
             throw ExitCode(Exit.config)
         }
         for w in config.warnings { complain("warning: \(w)", level: .warning) }

@@ -48,8 +48,8 @@ final class DaemonService: Service, Sendable {
     private let hostChanges: AsyncStream<HostChange>
     /// Set on SIGTERM/SIGINT: requests are refused at once instead of waiting for a generation.
     private let stopping = Mutex(false)
-    /// `history_days` of the configuration loaded last, for housekeeping.
-    private let historyDays: Mutex<Int>
+    /// `history_days` and `dead_letter_days` of the configuration loaded last, for housekeeping.
+    private let retention: Mutex<(history: Int, deadLetters: Int)>
     /// Wakes housekeeping early (a reload may have changed `history_days`).
     private let housekeeping = Wakeup()
     /// This daemon where several share one state (DESIGN §11): its leases outlive a reload.
@@ -65,7 +65,7 @@ final class DaemonService: Service, Sendable {
         self.initial = initial
         self.live = Mutex(Live(generation: nil, host: host))
         self.hostChanges = hostChanges
-        self.historyDays = Mutex(initial.historyDays)
+        self.retention = Mutex((initial.historyDays, initial.deadLetterDays))
         self.configFile = configFile
         self.store = store
         self.hangups = hangups
@@ -91,7 +91,7 @@ final class DaemonService: Service, Sendable {
                 while let fresh = await runGeneration(config, next: { await iterator.next() ?? .shutdown }) {
                     await reconfigureMonitoring(from: config, to: fresh)
                     config = fresh
-                    historyDays.withLock { $0 = fresh.historyDays }
+                    retention.withLock { $0 = (fresh.historyDays, fresh.deadLetterDays) }
                     housekeeping.signal()
                 }
                 outer.cancelAll()
@@ -178,6 +178,14 @@ final class DaemonService: Service, Sendable {
         if let leases {
             await leases.round { _, _ in }
             logger.notice("shared state \(store.path): instance \(instance.label), lease rounds every \(DurationParser.format(leases.period))")
+        }
+        // Held rows follow the routes as loaded now: a rule that lost its quiet hours or
+        // group_wait lets them go at once, not at the old end.
+        do {
+            let released = try await OutboxStore(store: store).followRoutes(config.routes, now: Date())
+            if released > 0 { logger.notice("released \(released) held deliver\(released == 1 ? "y" : "ies") early: their route no longer holds them that long") }
+        } catch {
+            logger.error("cannot release held deliveries for the routes as configured now (state database \(store.path)): \(error)")
         }
         let outbox = OutboxWorker(store: store, sinks: sinks, policy: RetryPolicy(maxAge: config.deliveryMaxAge), logger: Log.logger("outbox"),
                                   leases: leases)
@@ -280,14 +288,18 @@ final class DaemonService: Service, Sendable {
         }
     }
 
-    /// Housekeeping, hourly and after each reload: prune history older than the
-    /// `history_days` of the configuration loaded now.
+    /// Housekeeping, hourly and after each reload: prune dead letters older than the
+    /// `dead_letter_days` and history older than the `history_days` of the configuration loaded now.
     private func maintenance() async {
         while !Task.isCancelled {
-            let days = historyDays.withLock { $0 }
+            let (days, deadDays) = retention.withLock { $0 }
             do {
-                let r = try await store.pruneInBackground(olderThanDays: days)
+                let r = try await store.pruneInBackground(olderThanDays: days, deadLetterDays: deadDays)
                 if r.events + r.items > 0 { logger.info("pruned \(r.events) old events and \(r.items) gone items (history_days = \(days))") }
+                for (sink, n) in r.deadLetters.sorted(by: { $0.key < $1.key }) {
+                    logger.notice("pruned \(n) dead letter\(n == 1 ? "" : "s") of sink \(sink) older than \(deadDays) days (dead_letter_days)")
+                }
+                TidingsMetrics.prunedDeadLetters(r.deadLetters)
             } catch {
                 logger.error("pruning failed: \(error)")
             }
