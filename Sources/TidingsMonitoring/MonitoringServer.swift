@@ -2,6 +2,7 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import ServiceLifecycle
 import TidingsCore
 
 /// The `[http] listen` endpoint: ``MonitoringRoutes`` over HTTP/1.1 (Hummingbird), bounded so
@@ -15,11 +16,17 @@ package final class MonitoringServer: Sendable {
     package static let idleTimeout: TimeAmount = .seconds(10)
     package static let maxConnectionAge: TimeAmount = .seconds(30)
 
+    /// How long ``stop()`` lets open connections finish before it closes them.
+    package static let stopGrace: Duration = .seconds(5)
+
     package let address: ListenAddress
+    /// Runs the application; a graceful shutdown of it is how the server stops.
+    private let group: ServiceGroup
     private let task: Task<Void, Never>
 
-    private init(address: ListenAddress, task: Task<Void, Never>) {
+    private init(address: ListenAddress, group: ServiceGroup, task: Task<Void, Never>) {
         self.address = address
+        self.group = group
         self.task = task
     }
 
@@ -44,23 +51,34 @@ package final class MonitoringServer: Sendable {
                 availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: quiet)),
             onServerRunning: { _ in starting.yield(.success(())) },
             logger: quiet)
+        // Its own group, no signals: the daemon decides when it stops (``stop()``).
+        let group = ServiceGroup(configuration: .init(services: [app], logger: quiet))
         let task = Task {
-            do { try await app.run() } catch { starting.yield(.failure(error)) }
+            do { try await group.run() } catch { starting.yield(.failure(error)) }
             starting.finish()
         }
         for await result in started {
             switch result {
-            case .success: return MonitoringServer(address: address, task: task)
+            case .success: return MonitoringServer(address: address, group: group, task: task)
             case .failure(let error): throw MonitoringServerError(address: address, reason: "\(error)")
             }
         }
         throw MonitoringServerError(address: address, reason: "the server ended before it listened")
     }
 
-    /// Stops listening and closes the open connections.
+    /// Stops listening and closes the open connections: a graceful shutdown (no new
+    /// connections, idle ones closed, a request in flight answered), cut short by cancelling
+    /// after ``stopGrace``. Cancelling alone made Hummingbird log an error on every clean stop
+    /// ("Waiting on child channel: CancellationError()").
     package func stop() async {
-        task.cancel()
+        await group.triggerGracefulShutdown()
+        let task = self.task
+        let deadline = Task {
+            try? await Task.sleep(for: Self.stopGrace)
+            if !Task.isCancelled { task.cancel() }
+        }
         await task.value
+        deadline.cancel()
     }
 }
 

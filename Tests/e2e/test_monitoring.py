@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import time
 import urllib.error
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, Tidings, binary, read_log, wait_for
+from conftest import ROOT, Tidings, binary, outbox, read_log, wait_for
 from fakes.json_api import JSONAPI
 from fakes.server import FakeServer
 from fakes.webhook_receiver import WebhookReceiver, receiver_state
@@ -396,3 +397,65 @@ def test_config_check_warns_about_a_non_loopback_listen(tidings):
     assert r.code == 78, r
     assert "tidings.toml:2:" in r.stderr and "must be IP:PORT" in r.stderr, r
     assert "tidings.toml:3:" in r.stderr and "unknown key 'lisen'" in r.stderr, r
+
+
+def test_a_clean_stop_with_http_logs_nothing_at_error_priority(tidings):
+    """Stopping the [http] endpoint is a graceful shutdown of its server (issue 20, item 11):
+    cancelling it made Hummingbird log `error Waiting on child channel: CancellationError()`
+    on every clean stop, which a journal watcher reads as a failure. Also with a client
+    connected (keep-alive), and on a reload that moves the endpoint."""
+    port, moved = free_port(), free_port()
+    with FakeServer(JSONAPI, state={"items": []}) as api:
+        source = http_json("api", api.url, interval="1h")
+        tidings.write_config(f'[http]\nlisten = "127.0.0.1:{port}"\n' + source)
+        d = tidings.start_daemon()
+        wait_for(lambda: ready(f"http://127.0.0.1:{port}"), timeout=20, what="ready")
+        conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+        conn.sendall(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert conn.recv(1000).startswith(b"HTTP/1.1 200")
+        tidings.write_config(f'[http]\nlisten = "127.0.0.1:{moved}"\n' + source)
+        d.send_signal(signal.SIGHUP)
+        wait_for(lambda: ready(f"http://127.0.0.1:{moved}"), timeout=20, what="moved")
+        conn.close()
+        conn = socket.create_connection(("127.0.0.1", moved), timeout=5)
+        conn.sendall(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert conn.recv(1000).startswith(b"HTTP/1.1 200")
+        started = time.monotonic()
+        d.send_signal(signal.SIGTERM)
+        assert d.wait(timeout=20) == 0, read_log(d)
+        conn.close()
+        assert time.monotonic() - started < 8, "an idle keep-alive client does not hold up the stop"
+        bad = [line for line in read_log(d).splitlines() if re.match(r"^\S+ (error|critical) ", line)]
+        assert bad == [], read_log(d)
+        assert "stopped" in read_log(d)
+
+
+def test_old_dead_letters_are_pruned_logged_and_counted(tidings):
+    """Dead letters used to be kept for ever with their events (issue 20, item 17): the daemon's
+    housekeeping prunes those older than `dead_letter_days`, logs it per sink and counts it in
+    `tidings_dead_letters_pruned_total`; a younger dead letter stays for `outbox retry`."""
+    port = free_port()
+    with FakeServer(JSONAPI, state={"items": []}) as api, \
+            FakeServer(WebhookReceiver, state=receiver_state(default=400)) as refusing:
+        tidings.write_config(f'dead_letter_days = 7\n[http]\nlisten = "127.0.0.1:{port}"\n'
+                             + http_json("api", api.url, interval="1h") + webhook("refusing", refusing.url))
+        assert tidings.check().code == 0, "baseline"
+        api.state["items"] = [{"id": 1, "name": "one"}, {"id": 2, "name": "two"}]
+        r = tidings.check("--deliver")
+        assert r.code == 2, r
+        dead = [row for row in outbox(tidings) if row["status"] == "dead"]
+        assert len(dead) == 2, outbox(tidings)
+        # One of them died 10 days ago, its event as old (history_days is 30: it stays).
+        old = dead[0]["event"]["id"]
+        with sqlite3.connect(tidings.state / "tidings.sqlite") as db:
+            ten_days = time.time() - 10 * 86400
+            db.execute("UPDATE delivery SET created_at = ? WHERE event_seq = (SELECT seq FROM event WHERE id = ?)", (ten_days, old))
+            db.execute("UPDATE event SET observed_at = ? WHERE id = ?", (ten_days, old))
+        d = tidings.start_daemon()
+        wait_for(lambda: "pruned 1 dead letter of sink refusing older than 7 days" in read_log(d), timeout=20, what="the prune")
+        assert [row["event"]["id"] for row in outbox(tidings)] == [dead[1]["event"]["id"]]
+        wait_for(lambda: ready(f"http://127.0.0.1:{port}"), timeout=20, what="ready")
+        assert re.search(r'^tidings_dead_letters_pruned_total\{sink="refusing"\} 1', get(f"http://127.0.0.1:{port}/metrics")[1], re.M)
+        assert old in [e["id"] for e in tidings.run("history", "--json").events], "history keeps it until history_days"
+        d.send_signal(signal.SIGTERM)
+        assert d.wait(timeout=20) == 0
