@@ -235,10 +235,11 @@ package struct PostgresStateError: Error, CustomStringConvertible {
             return
         }
         if let info = e.serverInfo, let message = info[.message] {
-            var reason = message
-            if let detail = info[.detail] { reason += "; \(detail)" }
-            if let hint = info[.hint] { reason += " (hint: \(hint))" }
-            self.init(location: location, what: what, reason: reason, sqlState: info[.sqlState])
+            // Remote text: cut (a hostile or broken server may send 100 KB), one line, scrubbed.
+            var reason = Self.excerpt(message)
+            if let detail = info[.detail] { reason += "; \(Self.excerpt(detail))" }
+            if let hint = info[.hint] { reason += " (hint: \(Self.excerpt(hint)))" }
+            self.init(location: location, what: what, reason: reason, sqlState: info[.sqlState].map { Redactor.shared.excerpt(Data($0.utf8), limit: 16) })
             connectionLost = ["FATAL", "PANIC"].contains(info[.severity] ?? "")
             return
         }
@@ -258,6 +259,11 @@ package struct PostgresStateError: Error, CustomStringConvertible {
         self.init(location: location, what: what, reason: reason)
         connectionLost = [.serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown].contains(e.code)
     }
+
+    /// The most of one field of a server's error shown in a message.
+    static let maxServerText = 300
+
+    static func excerpt(_ text: String) -> String { Redactor.shared.excerpt(Data(text.utf8), limit: maxServerText) }
 
     static func describe(_ error: any Error) -> String {
         if let e = error as? PostgresStateError { return e.reason }

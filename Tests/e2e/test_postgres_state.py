@@ -165,8 +165,9 @@ class HostileServer:
 
     MESSAGE = "no such role \x1b]0;owned\x07\x1b[2J\x1b[31mred\u202e"
 
-    def __init__(self, mode):
+    def __init__(self, mode, message=None):
         self.mode = mode
+        self.message = message or self.MESSAGE
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
@@ -189,7 +190,7 @@ class HostileServer:
                 c.settimeout(5)
                 n = struct.unpack("!I", c.recv(4, socket.MSG_WAITALL))[0]
                 c.recv(n - 4, socket.MSG_WAITALL)  # the StartupMessage (sslmode=disable: no SSLRequest first)
-                fields = b"SFATAL\0VFATAL\0C28000\0M" + self.MESSAGE.encode() + b"\0\0"
+                fields = b"SFATAL\0VFATAL\0C28000\0M" + self.message.encode() + b"\0\0"
                 c.sendall(b"E" + struct.pack("!I", 4 + len(fields)) + fields)
             except OSError:
                 pass
@@ -237,6 +238,57 @@ def test_a_server_that_says_nothing_or_sends_escapes_is_a_clear_error(tidings, p
                 assert pg_db.password not in r.stdout + r.stderr
         finally:
             evil.close()
+
+
+def test_a_100_kb_server_error_is_cut(tidings, pg_db):
+    """A server's error is remote text: shown cut, on one line, like every other (issue 20,
+    item 15: a 100 KB message was copied whole to stderr)."""
+    with FakeServer(JSONAPI, {"items": []}) as api, FakeServer(WebhookReceiver, state=receiver_state()) as hook:
+        evil = HostileServer("escapes", message="no such role " + "x" * 100_000 + " END")
+        try:
+            url = f"postgres://tidings@127.0.0.1:{evil.port}/tidings?sslmode=disable"
+            configure(tidings, pg_db, api, hook, state=pg_db.state_toml(url=url, extra='connect_timeout = "5s"'))
+            r = tidings.run("check", timeout=60)
+            assert r.code != 0, r
+            assert "no such role xxx" in r.stderr and "END" not in r.stderr, r.stderr[:500]
+            assert len(r.stderr) < 4000, f"{len(r.stderr)} bytes on stderr"
+        finally:
+            evil.close()
+
+
+def test_sslmode_prefer_and_allow_are_refused_saying_why_and_nothing_else_is_reported(tidings, pg_db):
+    """A refused sslmode is one clear error at its line; the documented keys after it are
+    still read (issue 20, item 15: "unknown key 'connect_timeout'" followed), and several
+    mistakes in [state] are all reported."""
+    for mode in ("prefer", "allow"):
+        tidings.write_config(f"""
+            [state]
+            url = "{pg_db.url.split('?')[0]}"
+            password_file = "{pg_db.password_file}"
+            sslmode = "{mode}"
+            ca_file = "/etc/ssl/certs/ca-certificates.crt"
+            pool_size = 2
+            connect_timeout = "5s"
+            """)
+        r = tidings.run("config", "check")
+        assert r.code == 78, r
+        errors = [l.removeprefix("tidings: ") for l in r.stderr.splitlines() if str(tidings.config) in l]
+        assert len(errors) == 1, r.stderr
+        assert f"{tidings.config}:5:" in errors[0] and f'"{mode}" is not offered' in errors[0] and "plain text" in errors[0], r.stderr
+        assert "unknown key" not in r.stderr
+    tidings.write_config(f"""
+        [state]
+        url = "{pg_db.url.split('?')[0]}"
+        password_file = "{pg_db.password_file}"
+        sslmode = "prefer"
+        pool_size = 0
+        connect_timeout = "soon"
+        """)
+    r = tidings.run("config", "check")
+    assert r.code == 78, r
+    for line, key in [(5, "sslmode"), (6, "pool_size"), (7, "connect_timeout")]:
+        assert any(l.removeprefix("tidings: ").startswith(f"{tidings.config}:{line}:") and key in l for l in r.stderr.splitlines()), (key, r.stderr)
+    assert "unknown key" not in r.stderr
 
 
 def test_config_check_names_a_bad_state_table_by_file_and_line(tidings, pg_db):

@@ -168,3 +168,47 @@ def test_inline_credential_headers_in_readable_files_are_refused_with_file_and_l
     os.chmod(plugin, 0o600)
     r = tidings.run("config", "check")
     assert r.code == 0, r
+
+
+def test_secret_files_that_cannot_be_used_say_why_with_file_and_line(tidings):
+    """`cannot read secret file PATH` says why (issue 20, item 14): no such file, a directory,
+    not a regular file; a secret file group or others can read is refused as an inline secret
+    in such a file is; a placeholder still `CHANGE-ME…` is a warning. All reported at once."""
+    secrets = tidings.root / "secrets"
+    secrets.mkdir()
+    (secrets / "a-directory").mkdir()
+    os.mkfifo(secrets / "a-fifo")
+    readable = secrets / "readable"
+    readable.write_text("s3cret-readable-value\n")
+    os.chmod(readable, 0o644)
+    placeholder = tidings.write_secret("placeholder", "CHANGE-ME-ops-token")
+    hooks = "".join(f"""
+        [sinks.{name}]
+        type = "webhook"
+        url = "http://127.0.0.1:9/hook"
+        headers = {{ Authorization_file = "{secrets / name}" }}
+        """ for name in ["missing", "a-directory", "a-fifo", "readable", "placeholder"])
+    tidings.write_config(hooks)
+    r = tidings.run("config", "check", timeout=20)
+    assert r.code == 78, r
+    line = {name: 5 * i + 5 for i, name in enumerate(["missing", "a-directory", "a-fifo", "readable", "placeholder"])}
+    errors = [l.removeprefix("tidings: ") for l in r.stderr.splitlines() if str(tidings.config) in l]
+    def reported(name, text):
+        return any(f"{tidings.config}:{line[name]}:" in l and text in l for l in errors)
+    assert reported("missing", f"cannot read secret file {secrets / 'missing'}: no such file"), r.stderr
+    assert reported("a-directory", "it is a directory"), r.stderr
+    assert reported("a-fifo", "it is not a regular file"), r.stderr
+    assert reported("readable", f"is readable by group or others (mode 644): chmod 600 {readable}"), r.stderr
+    assert reported("placeholder", "still holds the example's placeholder (CHANGE-ME…)"), r.stderr
+    assert "s3cret-readable-value" not in r.stderr and "CHANGE-ME-ops-token" not in r.stderr
+
+    # Fixed but the placeholder: valid, with its warning.
+    tidings.write_config(f"""
+        [sinks.placeholder]
+        type = "webhook"
+        url = "http://127.0.0.1:9/hook"
+        headers = {{ Authorization_file = "{placeholder}" }}
+        """)
+    r = tidings.run("config", "check")
+    assert r.code == 0, r
+    assert f"{tidings.config}:5:" in r.stderr and "CHANGE-ME" in r.stderr and "warning" in r.stderr, r

@@ -306,7 +306,7 @@ public final class OptionReader {
             let path = resolvePath(raw)
             // Whoever can replace the file chooses the credential tidings sends (FileTrust).
             if let p = FileTrust().check(path, as: .secretFile).first { throw error(variant, "\(what): \(p)") }
-            return try readSecretFile(path, variant: variant, named: "secret file \(path)")
+            return try readSecretFile(path, variant: variant, named: "secret file \(path)", private: true)
         case .environment:
             guard let value = ProcessInfo.processInfo.environment[raw], !value.isEmpty else {
                 throw error(variant, "\(what): environment variable \(raw) (from '\(variant)') is not set")
@@ -320,20 +320,63 @@ public final class OptionReader {
                 throw error(variant, "\(what): '\(variant)' needs $CREDENTIALS_DIRECTORY, which is not set (systemd sets it for a unit with LoadCredential=\(raw):…)")
             }
             let path = (dir as NSString).appendingPathComponent(raw)
-            return try readSecretFile(path, variant: variant, named: "credential \(raw) (\(path))")
+            return try readSecretFile(path, variant: variant, named: "credential \(raw) (\(path))", private: false)
         }
     }
 
-    /// A secret held in a file: its text without trailing line breaks, never empty.
-    /// - Parameter name: the file as messages name it.
-    private func readSecretFile(_ path: String, variant: String, named name: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw error(variant, "\(what): cannot read \(name)")
+    /// The most a secret file may hold: a token, a password or a few URLs, not a data file.
+    static let maxSecretFileBytes = 64 << 10
+
+    /// A secret held in a file: its text without trailing line breaks, never empty. Refused,
+    /// saying why: a file that cannot be opened (no such file, permission denied), one that is
+    /// not a regular file (a directory, a FIFO that would never end), one larger than
+    /// ``maxSecretFileBytes``, and with `private` one that group or others can read (as an
+    /// inline secret in such a config file is: ssh refuses a readable private key the same way).
+    /// A value still starting with `CHANGE-ME` (the shipped placeholders) is a warning.
+    /// - Parameters:
+    ///   - name: the file as messages name it.
+    ///   - private: check the mode (not for systemd credentials, which systemd makes private).
+    private func readSecretFile(_ path: String, variant: String, named name: String, private: Bool) throws -> String {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { throw error(variant, "\(what): cannot read \(name): \(Self.reason(errno))") }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw error(variant, "\(what): cannot read \(name): \(Self.reason(errno))") }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFDIR: throw error(variant, "\(what): cannot read \(name): it is a directory")
+        default: throw error(variant, "\(what): cannot read \(name): it is not a regular file")
+        }
+        if `private`, st.st_mode & 0o044 != 0 {
+            throw error(variant, "\(what): \(name) is readable by group or others (mode \(String(st.st_mode & 0o777, radix: 8))): chmod 600 \(path)")
+        }
+        guard st.st_size <= Self.maxSecretFileBytes else {
+            throw error(variant, "\(what): \(name) holds \(st.st_size) bytes, more than a secret (at most \(Self.maxSecretFileBytes))")
+        }
+        let data: Data
+        do {
+            data = try handle.read(upToCount: Self.maxSecretFileBytes + 1) ?? Data()
+        } catch {
+            throw self.error(variant, "\(what): cannot read \(name): \(Self.reason(errno))")
         }
         var text = String(decoding: data, as: UTF8.self)
         while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
         guard !text.isEmpty else { throw error(variant, "\(what): \(name) is empty") }
+        if text.hasPrefix("CHANGE-ME") {
+            warning(variant, "\(what): \(name) still holds the example's placeholder (CHANGE-ME…): put the real secret there")
+        }
         return text
+    }
+
+    /// Why a file could not be opened, in words: `no such file`, `permission denied`.
+    static func reason(_ code: Int32) -> String {
+        switch code {
+        case ENOENT: return "no such file"
+        case EACCES, EPERM: return "permission denied"
+        case ENOTDIR: return "a part of the path is not a directory"
+        case ELOOP: return "too many symbolic links"
+        default: return String(cString: strerror(code)).lowercased()
+        }
     }
 
     // MARK: finishing

@@ -106,33 +106,52 @@ public struct StateSettings: Sendable {
         if let unknown = c.queryItems?.first(where: { !known.contains($0.name) }) {
             throw r.error("url", "\(r.what): unknown parameter '\(unknown.name)' in 'url' (known: \(known.sorted().joined(separator: ", ")))")
         }
-        let given = try r.secret("password", required: false)
-        if let inline, !inline.isEmpty {
-            if given != nil { throw r.error("url", "\(r.what): the password is given twice: in 'url' and as 'password'") }
-            // A password in the URL is an inline secret: refused in a file others can read.
-            if let mode = FilePermissions.mode(of: r.file), mode & 0o044 != 0 {
-                throw r.error("url", "\(r.what): 'url' carries a password, an inline secret, in a file readable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod 600 \(r.file), or use 'password_file'")
-            }
-            password = Secret(inline)
-        } else {
-            password = given
+        // Every key is read even when one is wrong, so that all mistakes are reported at once
+        // and none of the documented keys is then called unknown (a refused sslmode used to
+        // leave connect_timeout unread: "unknown key 'connect_timeout'").
+        var errors: [ConfigError] = []
+        func collect(_ body: () throws -> Void) {
+            do { try body() } catch let e as ConfigError { errors.append(e) } catch let e as ConfigErrors {
+                errors += e.errors
+            } catch { errors.append(r.error(nil, "\(r.what): \(error)")) }
         }
-        let modeText = try r.string("sslmode") ?? queryItem("sslmode")
-        if let modeText {
+        collect {
+            let given = try r.secret("password", required: false)
+            if let inline, !inline.isEmpty {
+                if given != nil { throw r.error("url", "\(r.what): the password is given twice: in 'url' and as 'password'") }
+                // A password in the URL is an inline secret: refused in a file others can read.
+                if let mode = FilePermissions.mode(of: r.file), mode & 0o044 != 0 {
+                    throw r.error("url", "\(r.what): 'url' carries a password, an inline secret, in a file readable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod 600 \(r.file), or use 'password_file'")
+                }
+                password = Secret(inline)
+            } else {
+                password = given
+            }
+        }
+        tls = isLoopback ? .disable : .verifyFull
+        collect {
+            guard let modeText = try r.string("sslmode") ?? queryItem("sslmode") else { return }
             guard let mode = TLSMode(rawValue: modeText) else {
+                let fallback = ["prefer", "allow"].contains(modeText)
+                    ? "\"\(modeText)\" is not offered: it falls back to plain text without saying so; use require, verify-ca or verify-full (or disable, on a network you trust)"
+                    : "not \"\(modeText)\""
                 throw r.error(r.table["sslmode"] != nil ? "sslmode" : "url",
-                              "\(r.what): sslmode must be one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", ")), not \"\(modeText)\" (prefer and allow are not offered: they fall back to plain text silently)")
+                              "\(r.what): sslmode must be one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", ")): \(fallback)")
             }
             tls = mode
-        } else {
-            tls = isLoopback ? .disable : .verifyFull
         }
-        caFile = try r.path("ca_file") ?? queryItem("sslrootcert")
-        if let n = try r.int("pool_size", range: 1...64) { poolSize = n }
-        if let t = try r.duration("connect_timeout", minimum: 1) {
-            connectTimeout = t
-        } else if let t = queryItem("connect_timeout").flatMap(Double.init) {
-            connectTimeout = max(1, t)
+        collect { caFile = try r.path("ca_file") ?? queryItem("sslrootcert") }
+        collect { if let n = try r.int("pool_size", range: 1...64) { poolSize = n } }
+        collect {
+            if let t = try r.duration("connect_timeout", minimum: 1) {
+                connectTimeout = t
+            } else if let text = queryItem("connect_timeout") {
+                guard let t = Double(text), t.isFinite else {
+                    throw r.error("url", "\(r.what): connect_timeout in 'url' must be a number of seconds, not \"\(text)\"")
+                }
+                connectTimeout = max(1, t)
+            }
         }
+        if !errors.isEmpty { throw ConfigErrors(errors) }
     }
 }
