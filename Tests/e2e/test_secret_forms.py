@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import os
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -212,3 +214,27 @@ def test_secret_files_that_cannot_be_used_say_why_with_file_and_line(tidings):
     r = tidings.run("config", "check")
     assert r.code == 0, r
     assert f"{tidings.config}:5:" in r.stderr and "CHANGE-ME" in r.stderr and "warning" in r.stderr, r
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to run tidings as another user")
+def test_a_secret_file_the_user_may_not_read_says_permission_denied(tmp_path_factory):
+    """The one reason root cannot meet by itself: tidings runs as nobody, the secret is root's."""
+    import subprocess
+    from conftest import binary
+    root = Path(tempfile.mkdtemp(prefix="tidings-e2e-perm-"))
+    try:
+        os.chmod(root, 0o755)
+        secret = root / "token"
+        secret.write_text("root-only-token\n")
+        os.chmod(secret, 0o600)
+        config = root / "tidings.toml"
+        config.write_text(f'[sinks.hook]\ntype = "webhook"\nurl = "http://127.0.0.1:9/hook"\n'
+                          f'headers = {{ Authorization_file = "{secret}" }}\n')
+        os.chmod(config, 0o644)
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", binary(), "config", "check",
+                            "--config", str(config), "--state-dir", str(root / "state")],
+                           capture_output=True, text=True, timeout=30, env={"PATH": os.environ["PATH"], "HOME": str(root)})
+        assert r.returncode == 78, r
+        assert f"{config}:4:" in r.stderr and f"cannot read secret file {secret}: permission denied" in r.stderr, r.stderr
+    finally:
+        shutil.rmtree(root)

@@ -73,9 +73,9 @@ public struct ConfigLoader: Sendable {
         do {
             config = try load(text: String(decoding: data, as: UTF8.self), file: file)
         } catch let e as ConfigErrors {
-            throw ConfigErrors(Self.unique(untrusted + e.errors))
+            throw ConfigErrors(Self.unique(untrusted + e.errors), warnings: e.warnings)
         }
-        if !untrusted.isEmpty { throw ConfigErrors(untrusted) }
+        if !untrusted.isEmpty { throw ConfigErrors(untrusted, warnings: config.warnings) }
         return config
     }
 
