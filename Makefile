@@ -39,9 +39,14 @@ VERSION     := $(shell sed -n 's/.*string = "\(.*\)"/\1/p' Sources/TidingsCore/S
 SWIFT_INPUTS := Package.swift $(wildcard Package.resolved) $(shell find Sources -type f)
 # The installed binary: a copy of the static release build, so that a later dynamic release
 # build (make bench, make soak) cannot replace what `make install` installs.
-INSTALL_BIN := .build/install/tidings
+RELEASE_BIN := .build/install/tidings
 # Man pages generated from the argument parser, one per subcommand.
-MAN_BUILD   := .build/install/man
+RELEASE_MAN := .build/install/man
+# What install and deb copy: the two above, unless given on the command line, as
+# Tests/e2e/test_install_modes.py does (`make install INSTALL_BIN=.build/debug/tidings
+# MAN_BUILD=DIR`, DIR holding *.1 pages and a .stamp): then nothing is built, the files must exist.
+INSTALL_BIN := $(RELEASE_BIN)
+MAN_BUILD   := $(RELEASE_MAN)
 # Date printed in the man pages: the last commit's, for reproducible pages.
 MAN_DATE    := $(shell git log -1 --format=%cs 2>/dev/null || date +%F)
 
@@ -124,9 +129,9 @@ e2e: test-venv
 # runs on a machine without the Swift toolchain (its shared libraries are Debian's); no
 # RUNPATH ($ORIGIN would let a library beside the binary be loaded); relocations bound at start
 # (BIND_NOW, so they can be made read-only).
-release: $(INSTALL_BIN)
+release: $(RELEASE_BIN)
 
-$(INSTALL_BIN): $(SWIFT_INPUTS) Makefile | deps
+$(RELEASE_BIN): $(SWIFT_INPUTS) Makefile | deps
 	$(SWIFT) build -c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --product tidings
 	mkdir -p $(@D)
 	cp .build/release/tidings $@
@@ -136,40 +141,47 @@ $(INSTALL_BIN): $(SWIFT_INPUTS) Makefile | deps
 # `swift package plugin generate-manual`, which would first rebuild the whole package in release
 # mode without the static runtime: minutes, and the static build then recompiles everything).
 # etc/man/generated-pages.sed makes the pages indexable by whatis and quiet under groff.
-man: $(MAN_BUILD)/.stamp
+man: $(RELEASE_MAN)/.stamp
 
-$(MAN_BUILD)/.stamp: $(INSTALL_BIN) etc/man/generated-pages.sed
+$(RELEASE_MAN)/.stamp: $(RELEASE_BIN) etc/man/generated-pages.sed
 	$(SWIFT) build --product generate-manual
-	rm -rf $(MAN_BUILD) && mkdir -p $(MAN_BUILD)
-	.build/debug/generate-manual $(INSTALL_BIN) --multi-page --date $(MAN_DATE) --output-directory $(MAN_BUILD)
-	sed -i -f etc/man/generated-pages.sed $(MAN_BUILD)/*.1
+	rm -rf $(RELEASE_MAN) && mkdir -p $(RELEASE_MAN)
+	.build/debug/generate-manual $(RELEASE_BIN) --multi-page --date $(MAN_DATE) --output-directory $(RELEASE_MAN)
+	sed -i -f etc/man/generated-pages.sed $(RELEASE_MAN)/*.1
 	touch $@
+
+# Every mode is explicit (directories 0755, files 0644, the binary and executable examples 0755),
+# whatever the umask of the shell running it: `> FILE` would create FILE 0600 under umask 077.
+# $(call install_stdout,MODE,FILE,COMMAND) installs what COMMAND prints as FILE, with MODE; fails
+# (and leaves no FILE) if COMMAND does. The example secrets (plugins.d/secrets/) are placeholders
+# and go in 0644 like any file under share/doc (Debian policy; lintian's non-standard-file-perm):
+# documentation to copy, not secrets in use; a copy filled in is made 0600, as their README says.
+install_stdout = t=$$(mktemp) && { { $(3); } >"$$t" && install -m $(1) "$$t" $(2); r=$$?; rm -f "$$t"; exit $$r; }
 
 # Copies only: build first (`make release man`), then `sudo make install` needs no toolchain.
 install: $(INSTALL_BIN) $(MAN_BUILD)/.stamp
-	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 \
+	install -d -m 0755 $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 \
 	  $(DESTDIR)$(bashcompdir) $(DESTDIR)$(zshcompdir) $(DESTDIR)$(fishcompdir) \
 	  $(DESTDIR)$(docdir)/examples/plugins.d/secrets \
 	  $(DESTDIR)$(unitdir)/user $(DESTDIR)$(unitdir)/system
 	install -m 0755 $(INSTALL_BIN) $(DESTDIR)$(bindir)/tidings
 	install -m 0644 $(MAN_BUILD)/*.1 $(DESTDIR)$(mandir)/man1/
-	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DOCDIR@|$(docdir)|g' etc/man/tidings.toml.5 > $(DESTDIR)$(mandir)/man5/tidings.toml.5
-	$(INSTALL_BIN) --generate-completion-script bash | sed '1{/^#!/d}' > $(DESTDIR)$(bashcompdir)/tidings
-	$(INSTALL_BIN) --generate-completion-script zsh > $(DESTDIR)$(zshcompdir)/_tidings
-	$(INSTALL_BIN) --generate-completion-script fish > $(DESTDIR)$(fishcompdir)/tidings.fish
-	sed -e 's|^plugins_dir = "../plugins.d"|plugins_dir = "plugins.d"|' \
+	$(call install_stdout,0644,$(DESTDIR)$(mandir)/man5/tidings.toml.5,sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DOCDIR@|$(docdir)|g' etc/man/tidings.toml.5)
+	$(call install_stdout,0644,$(DESTDIR)$(bashcompdir)/tidings,$(INSTALL_BIN) --generate-completion-script bash | sed '1{/^#!/d}')
+	$(call install_stdout,0644,$(DESTDIR)$(zshcompdir)/_tidings,$(INSTALL_BIN) --generate-completion-script zsh)
+	$(call install_stdout,0644,$(DESTDIR)$(fishcompdir)/tidings.fish,$(INSTALL_BIN) --generate-completion-script fish)
+	$(call install_stdout,0644,$(DESTDIR)$(docdir)/examples/tidings.toml,sed \
+	    -e 's|^plugins_dir = "../plugins.d"|plugins_dir = "plugins.d"|' \
 	    -e 's|In this repository plugins.d/ sits beside etc/.|Here plugins.d/ sits beside this file.|' \
-	    etc/tidings.toml > $(DESTDIR)$(docdir)/examples/tidings.toml
+	    etc/tidings.toml)
 	install -m 0644 etc/prometheus/tidings-alerts.yml $(DESTDIR)$(docdir)/examples/tidings-alerts.yml
 	for f in plugins.d/* plugins.d/secrets/*; do \
 	  [ -f "$$f" ] || continue; \
 	  if [ -x "$$f" ]; then mode=0755; else mode=0644; fi; \
-	  install -m $$mode "$$f" $(DESTDIR)$(docdir)/examples/$$f; \
+	  install -m $$mode "$$f" $(DESTDIR)$(docdir)/examples/$$f || exit 1; \
 	done
-	for scope in user system; do \
-	  sed -e 's|@BINDIR@|$(bindir)|g' -e 's|@UNITDIR@|$(unitdir)|g' etc/systemd/$$scope/tidings.service.in \
-	    > $(DESTDIR)$(unitdir)/$$scope/tidings.service; \
-	done
+	$(call install_stdout,0644,$(DESTDIR)$(unitdir)/user/tidings.service,sed -e 's|@BINDIR@|$(bindir)|g' -e 's|@UNITDIR@|$(unitdir)|g' etc/systemd/user/tidings.service.in)
+	$(call install_stdout,0644,$(DESTDIR)$(unitdir)/system/tidings.service,sed -e 's|@BINDIR@|$(bindir)|g' -e 's|@UNITDIR@|$(unitdir)|g' etc/systemd/system/tidings.service.in)
 
 uninstall:
 	rm -f $(DESTDIR)$(bindir)/tidings
@@ -179,7 +191,8 @@ uninstall:
 	rm -rf $(DESTDIR)$(docdir)
 
 # tidings_VERSION_ARCH.deb: the `make install` layout under /usr, /etc/tidings/tidings.toml as
-# a conffile, Depends computed from the libraries the binary links. See packaging/deb.sh.
+# a conffile, Depends computed from the libraries the binary links. See packaging/deb.sh (and its
+# DEB_WORK=DIR, DEB_OUT=DIR: where the tree is staged and the package written).
 DEB_COMPRESSION ?= xz
 deb: $(INSTALL_BIN) $(MAN_BUILD)/.stamp
 	$(call apt_install,$(DEB_PACKAGES))

@@ -3,13 +3,14 @@
 # (no debhelper): the `make install` layout under /usr, stripped; /etc/tidings/tidings.toml
 # (a conffile) and /etc/tidings/plugins.d/; Depends from dpkg-shlibdeps on the libraries the
 # binary links. Needs VERSION (from the Makefile) and a built `make release man`;
-# DEB_COMPRESSION (xz, gzip or none) picks the compression.
+# DEB_COMPRESSION (xz, gzip or none) picks the compression. DEB_WORK (.build/deb) is where the
+# tree is staged, DEB_OUT (.) where the package goes; Tests/e2e/test_install_modes.py sets both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 : "${VERSION:?VERSION must be set (make deb sets it)}"
 MAKE=${MAKE:-make}
-work=.build/deb
+work=${DEB_WORK:-.build/deb}
 root=$work/root
 
 # The changelog says which version is packaged; it must be the one the binary reports.
@@ -21,7 +22,7 @@ fi
 
 rm -rf "$work"
 mkdir -p "$work/debian"
-"$MAKE" --no-print-directory -s install DESTDIR="$PWD/$root" PREFIX=/usr
+"$MAKE" --no-print-directory -s install DESTDIR="$(realpath -m "$root")" PREFIX=/usr
 
 # Debian policy: stripped binaries, compressed man pages and changelog, a copyright file.
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/tidings"
@@ -32,8 +33,9 @@ gzip -9n <packaging/debian/changelog >"$doc/changelog.gz"
 chmod 0644 "$doc/changelog.gz"
 
 # The system-wide configuration: the starter `tidings config init --system` writes, with
-# an empty plugins.d/ beside it.
+# an empty plugins.d/ beside it; 0644, as the system service's dynamic user must read it.
 "$root/usr/bin/tidings" config init --system --config "$root/etc/tidings/tidings.toml" >/dev/null
+chmod 0644 "$root/etc/tidings/tidings.toml"
 
 # DEBIAN/control: fields from packaging/debian/control and the changelog, Depends from the
 # ELF's DT_NEEDED libraries, Installed-Size from the tree.
@@ -46,12 +48,13 @@ echo /etc/tidings/tidings.toml >"$root/DEBIAN/conffiles"
   dpkg-gencontrol -ptidings -Proot -Tdebian/substvars
 )
 
-# Owners root:root and sane modes whatever the umask of the build was; checksums of the
-# files dpkg does not treat as conffiles (for debsums / dpkg --verify).
+# Owners root:root and sane modes whatever the umask of the build was (files under usr/ have
+# theirs from `make install`; Tests/e2e/test_install.py builds the package under umask 077);
+# checksums of the files dpkg does not treat as conffiles (for debsums / dpkg --verify).
 find "$root" -type d -exec chmod 0755 {} +
 (cd "$root" && find usr -type f -print0 | LC_ALL=C sort -z | xargs -0 md5sum >DEBIAN/md5sums)
-chmod 0644 "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
-deb=tidings_${VERSION}_$(dpkg --print-architecture).deb
+chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
+deb=${DEB_OUT:+$DEB_OUT/}tidings_${VERSION}_$(dpkg --print-architecture).deb
 # xz by default (the smallest package); the install tests ask for gzip (40 s less of xz -6).
 dpkg-deb --root-owner-group "-Z${DEB_COMPRESSION:-xz}" --build "$root" "$deb" >/dev/null
 echo "$deb"

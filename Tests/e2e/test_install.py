@@ -31,9 +31,12 @@ VERSION = re.search(r'string = "(.*)"', (ROOT / "Sources/TidingsCore/Support/Tid
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def make(*args: str, timeout: int = 3600) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), *args],
-                          capture_output=True, text=True, timeout=timeout)
+def make(*args: str, timeout: int = 3600, umask: int | None = None) -> subprocess.CompletedProcess:
+    """make in the repository; with `umask`, under that umask (the install must not depend on it)."""
+    command = ["make", "--no-print-directory", "-C", str(ROOT), *args]
+    if umask is not None:
+        command = ["sh", "-c", f'umask {umask:03o} && exec "$@"', "sh", *command]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"make {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -51,9 +54,9 @@ def system_env(**extra) -> dict:
 
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory) -> Path:
-    """`make install DESTDIR=… PREFIX=/usr`, once for the module."""
+    """`make install DESTDIR=… PREFIX=/usr`, once for the module, under umask 077."""
     dest = tmp_path_factory.mktemp("destdir")
-    make("install", f"DESTDIR={dest}", "PREFIX=/usr")
+    make("install", f"DESTDIR={dest}", "PREFIX=/usr", umask=0o077)
     return dest
 
 
@@ -117,8 +120,13 @@ def test_installed_binary_runs_without_the_toolchain(staged, tmp_path):
     assert "RUNPATH" not in dyn and "RPATH" not in dyn, dyn
     version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, env=system_env())
     assert (version.returncode, version.stdout.strip()) == (0, VERSION), version
-    # The shipped example configuration loads with the installed binary (its plugins included).
-    example = staged / "usr/share/doc/tidings/examples/tidings.toml"
+    # The shipped example configuration loads with the installed binary (its plugins included),
+    # copied as its README says: the placeholder secrets are installed 0644 like all of share/doc,
+    # and a secret file in use must be 0600.
+    example = tmp_path / "examples/tidings.toml"
+    shutil.copytree(staged / "usr/share/doc/tidings/examples", example.parent)
+    for secret in (example.parent / "plugins.d/secrets").iterdir():
+        secret.chmod(0o600)
     check = subprocess.run([str(binary), "config", "check", "--config", str(example)],
                            capture_output=True, text=True, env=system_env())
     assert check.returncode == 0 and ": OK:" in check.stdout, (check.stdout, check.stderr)
@@ -248,7 +256,7 @@ def test_make_uninstall_removes_everything(tmp_path):
 
 @pytest.fixture(scope="module")
 def deb() -> Path:
-    out = make("deb", "DEB_COMPRESSION=gzip").stdout.strip().splitlines()[-1]
+    out = make("deb", "DEB_COMPRESSION=gzip", umask=0o077).stdout.strip().splitlines()[-1]
     path = ROOT / out
     assert path.name == f"tidings_{VERSION}_{subprocess.check_output(['dpkg', '--print-architecture'], text=True).strip()}.deb"
     return path
@@ -270,6 +278,13 @@ def test_deb_has_the_install_layout_under_usr_and_the_config_as_conffile(deb, st
     assert entries["/etc/tidings/plugins.d"][0].startswith("d")
     assert {owner for _, owner in entries.values()} == {"root/root"}
     assert entries["/etc/tidings/tidings.toml"][0] == "-rw-r--r--"
+    # Built under umask 077: directories 0755, the binary and the executable examples 0755, the
+    # rest 0644 (the example secrets too: documentation, see the Makefile's install).
+    executable = {"/usr/bin/tidings"} | {f"/usr/share/doc/tidings/examples/{p.relative_to(ROOT)}"
+                                         for p in (ROOT / "plugins.d").rglob("*") if p.is_file() and os.access(p, os.X_OK)}
+    wrong = {p: mode for p, (mode, _) in entries.items()
+             if mode != ("drwxr-xr-x" if mode.startswith("d") else "-rwxr-xr-x" if p in executable else "-rw-r--r--")}
+    assert wrong == {}, listing
 
     info = lambda field: subprocess.run(["dpkg-deb", "-f", str(deb), field], capture_output=True, text=True,
                                         check=True).stdout.strip()
@@ -287,3 +302,5 @@ def test_deb_has_no_lintian_errors(deb):
     print(proc.stdout)
     errors = [l for l in proc.stdout.splitlines() if l.startswith("E:")]
     assert errors == [] and proc.returncode == 0, proc.stdout + proc.stderr
+    # The package is built under umask 077 (the fixture): no non-standard-file-perm (a warning).
+    assert [l for l in proc.stdout.splitlines() if "perm" in l] == [], proc.stdout
