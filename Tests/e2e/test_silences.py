@@ -226,3 +226,29 @@ def test_no_snooze_without_action_support_or_for_health_events(tidings):
         assert r.code == 2, r
         [health] = bus.notifications()
         assert "snooze" not in health["actions"], health
+
+
+def test_a_pathological_silence_regex_cannot_stall_a_poll(tidings):
+    """`title~=`/`body~=` run in linear time (issue 20, item 4): a backtracking engine took
+    34 s for the README's own `(?i)disk .* full` over 1,000 hostile 2 KiB titles and ran for
+    ever on `(a+)+$`, inside the poll's write transaction, so every other source's delivery
+    stopped with it. The bound here (60 s for a check that takes well under one) only tells a
+    hang from an answer; the engine's cost is measured in `make bench`."""
+    feed = Feed(tidings, "hostile")
+    toml = tidings.plugins / "hostile.toml"
+    toml.write_text(toml.read_text() + "max_events = 5000\n")  # each its own event, not one summary
+    tidings.write_config('[sinks.console]\ntype = "stdout"\n')
+    for matcher in ["title~=(a+)+$", "title~=(?i)disk .* full", "body~=(x+x+)+y"]:
+        assert tidings.run("silence", "add", matcher, "--for", "1h").code == 0
+    titles = ["a" * 40 + "!"] + [f"disk {i} " + "x" * 2048 for i in range(1000)]
+    items = [item(f"k{i}", t, body="x" * (65_536 if i < 20 else 10)) for i, t in enumerate(titles)]
+    items.append(item("full", "Disk /var almost FULL", body="x" * 100))
+    items.append(item("aaa", "aaaa", body="ok"))
+    feed.set(items)
+    r = tidings.run("check", "--json", timeout=60)
+    assert r.code == 1, r
+    h = tidings.run("history", "--json", "--limit", "2000")
+    by_key = {e["key"]: e for e in h.events}
+    assert len(by_key) == len(items), len(by_key)
+    assert by_key["full"].get("silenced_by") and by_key["aaa"].get("silenced_by"), "the patterns still match what they should"
+    assert not any(by_key[f"k{i}"].get("silenced_by") for i in range(len(titles))), "and only that"

@@ -5,7 +5,9 @@ import Foundation
 ///
 /// `=` and `!=` compare the whole field exactly (case-sensitive); `~=` is a regular expression
 /// that matches anywhere in the field (not anchored: write `^…$` for the whole field, `(?i)`
-/// to ignore case).
+/// to ignore case). Regular expressions run on ``SafeRegex``, in time linear in the text (at
+/// most its first 64 Ki characters are looked at): a matcher runs inside each poll's write
+/// transaction, and a backtracking engine let one pattern stall every delivery.
 package struct SilenceMatcher: Sendable, Equatable, CustomStringConvertible {
     /// The event fields a matcher can test (DESIGN §4's names).
     package enum Field: String, Sendable, CaseIterable {
@@ -49,7 +51,7 @@ package struct SilenceMatcher: Sendable, Equatable, CustomStringConvertible {
     package let op: Op
     package let value: String
     /// The compiled `value` of a `~=` matcher.
-    private let regex: RegexBox?
+    private let regex: SafeRegex?
 
     /// Parses `NAME OP VALUE` as typed on the command line (one argument; the value is
     /// everything after the operator and may be empty or contain `=`).
@@ -74,7 +76,7 @@ package struct SilenceMatcher: Sendable, Equatable, CustomStringConvertible {
         self.op = op
         self.value = value
         if op == .regex {
-            do { regex = RegexBox(try Regex(value)) } catch {
+            do { regex = try SafeRegex(value) } catch {
                 throw ParseError(description: "invalid regular expression in \(name)~=\(value): \(error)")
             }
         } else {
@@ -89,7 +91,7 @@ package struct SilenceMatcher: Sendable, Equatable, CustomStringConvertible {
         switch op {
         case .equal: return v == value
         case .notEqual: return v != value
-        case .regex: return regex.map { v.contains($0.regex) } ?? false
+        case .regex: return regex?.matches(in: v) ?? false
         }
     }
 
@@ -117,10 +119,4 @@ package struct SilenceMatcher: Sendable, Equatable, CustomStringConvertible {
     package static func == (a: SilenceMatcher, b: SilenceMatcher) -> Bool {
         a.field == b.field && a.op == b.op && a.value == b.value
     }
-}
-
-/// A compiled regular expression; never mutated after it is made, so shared across threads.
-private final class RegexBox: @unchecked Sendable {
-    let regex: Regex<AnyRegexOutput>
-    init(_ regex: Regex<AnyRegexOutput>) { self.regex = regex }
 }
