@@ -18,7 +18,7 @@ BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev pkg-config
 # loopback port; the cluster Debian's package may create is not used).
 TEST_PACKAGES  := python3 python3-pytest python3-venv python3-dbusmock dbus dbus-x11 libnotify-bin \
                   prometheus-alertmanager prometheus dunst xvfb \
-                  systemd man-db bash-completion dpkg-dev lintian postgresql openssl faketime
+                  systemd man-db bash-completion dpkg-dev lintian postgresql openssl gcc libc6-dev
 # Needed by `make deb` (dpkg-shlibdeps, dpkg-gencontrol, dpkg-deb, strip).
 DEB_PACKAGES   := dpkg-dev binutils
 
@@ -100,13 +100,18 @@ run: build
 test: test-deps build unit e2e test-calendar
 
 # The e2e files whose outcome could depend on the date (Tests/e2e/calendar_files.py finds them:
-# a date literal or calendar arithmetic in the file or a fake it imports) again with the clock
-# CALENDAR_SHIFT ahead (libfaketime; monotonic time is left alone, so timeouts still hold): a
-# date in a fixture that is about to pass fails here a year before it would fail everywhere.
-CALENDAR_SHIFT ?= +365d
-test-calendar: test-venv
-	cd Tests/e2e && FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f '$(CALENDAR_SHIFT)' \
-	  env TIDINGS_BIN=$(CURDIR)/$(BIN) $(CURDIR)/$(TEST_PYTHON) -m pytest -q -n $(E2E_JOBS) --dist loadfile \
+# a date literal or calendar arithmetic in the file or a fake it imports) again with the wall
+# clock CALENDAR_SHIFT seconds ahead, for the tests, their fakes and tidings alike
+# (Tests/e2e/clockshift: only the wall clock moves, so timers and timeouts still hold): a date
+# in a fixture that is about to pass fails here a year before it would fail everywhere.
+CALENDAR_SHIFT ?= 31536000
+CLOCKSHIFT     := .build/clockshift.so
+$(CLOCKSHIFT): Tests/e2e/clockshift/clockshift.c
+	mkdir -p $(@D)
+	$(CC) -shared -fPIC -O2 -Wall -o $@ $< -ldl
+test-calendar: test-venv $(CLOCKSHIFT)
+	cd Tests/e2e && LD_PRELOAD=$(CURDIR)/$(CLOCKSHIFT) CLOCK_SHIFT_SECONDS=$(CALENDAR_SHIFT) \
+	  TIDINGS_BIN=$(CURDIR)/$(BIN) $(CURDIR)/$(TEST_PYTHON) -m pytest -q -n $(E2E_JOBS) --dist loadfile \
 	  $$($(PYTHON) calendar_files.py)
 
 # make install/uninstall/deb, the units, man pages and completions (Tests/e2e/test_install.py).

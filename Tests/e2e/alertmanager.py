@@ -39,6 +39,12 @@ class Alertmanager:
         self.proc = None
 
     def start(self, timeout=30.0):
+        if os.environ.get("CLOCK_SHIFT_SECONDS"):
+            # `make test-calendar` moves the wall clock of the tests and of tidings a year ahead
+            # (clockshift/); Alertmanager, a Go program, keeps the real one, so its alerts would
+            # look a year old to tidings. Nothing a year on would see that mismatch.
+            import pytest
+            pytest.skip("Alertmanager keeps the real clock: not run with the clock moved (make test-calendar)")
         cfg = self.root / "am.yml"
         cfg.write_text("route:\n  receiver: 'null'\nreceivers:\n  - name: 'null'\n")
         self.log = open(self.root / "alertmanager.log", "w")
