@@ -84,6 +84,7 @@ def test_events_arrive_once_formatted_through_a_resolved_alias(tidings, hs, rela
         "formatted_body": '<strong><font color="#d00000" data-mx-color="#d00000">Critical:</font> Disk &lt;full&gt; &amp; hot</strong>'
                           '<br>sda1 at 99%<br>\nsdb1 at 98%<br><a href="https://example.org/disk?a=1&amp;b=2">'
                           'https://example.org/disk?a=1&amp;b=2</a>',
+        "m.mentions": {},
     }
     assert messages["Plain news"]["content"]["formatted_body"] == "<strong>Plain news</strong>"
 

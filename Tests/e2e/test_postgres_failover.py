@@ -73,8 +73,14 @@ def test_three_daemons_share_sources_and_survive_kill_9(tmp_path, pg_db):
             assert set(by_pid) <= {d.pid for d in daemons}, f"leases held by unknown pids: {by_pid}"
             listed = {s["name"]: s.get("owner") for s in nodes[0].run("sources", "--json").events}
             assert len(listed) == SOURCES
-            assert all(listed[name] and listed[name].endswith(f":{pid}") for name, pid in owners.items()), \
-                [(n, listed[n], owners[n]) for n in owners if not (listed[n] or "").endswith(f":{owners[n]}")][:5]
+            # The lease table is read again: a lease may pass on between the two reads (a round
+            # that came late on a loaded machine lets it lapse), and `sources` then rightly names
+            # the new holder. Every source whose lease stayed put must be named as its holder.
+            again = pg_db.source_owners()
+            steady = {name: pid for name, pid in owners.items() if again.get(name) == pid}
+            assert len(steady) >= SOURCES * 0.9, f"{SOURCES - len(steady)} leases changed hands within a second"
+            assert all(listed[name] and listed[name].endswith(f":{pid}") for name, pid in steady.items()), \
+                [(n, listed[n], steady[n]) for n in steady if not (listed[n] or "").endswith(f":{steady[n]}")][:5]
 
             victim = max(daemons, key=lambda d: by_pid[d.pid])
             orphans = sorted(int(name[1:]) for name, pid in owners.items() if pid == victim.pid)

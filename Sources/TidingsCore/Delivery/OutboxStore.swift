@@ -176,9 +176,9 @@ extension OutboxStore {
         try await store.database.write { db in try HeldPlacement.follow(db, routes: routes, now: now) }
     }
 
-    /// Silences apply when a held or retried delivery comes due, not only when its event was
-    /// routed (Alertmanager mutes at notify time): a silence added while a row waited for quiet
-    /// hours to end keeps it back. Of `rows`, those an active silence matches are not delivered:
+    /// Silences apply when a held delivery comes due, not only when its event was routed
+    /// (Alertmanager mutes at notify time): a silence added while a row waited for quiet hours
+    /// to end keeps it back. Of `rows`, those an active silence matches are not delivered:
     /// their row goes, their event is marked in history as silenced by it (unless it was
     /// already) and the silence counts it. Returns the rest, in order.
     func silenceDue(_ rows: [Delivery], now: Date) async throws -> [Delivery] {

@@ -231,20 +231,20 @@ public final class OutboxWorker: Sendable {
         return await recordDelivered(name, rows.map(\.id))
     }
 
-    /// Of rows that waited (held by a route, or retried), those a silence added meanwhile does
-    /// not keep back (``OutboxStore/silenceDue(_:now:)``). Rows queued by the poll that just
-    /// ran were checked then. When the state cannot say, they are delivered: a duplicate
-    /// notification is better than a lost one.
+    /// Of rows a route held (quiet hours, group_wait), those a silence added meanwhile does not
+    /// keep back (``OutboxStore/silenceDue(_:now:)``). Other rows were checked by the poll that
+    /// queued them; a retry goes out as it was decided. When the state cannot say, they are
+    /// delivered: a duplicate notification is better than a lost one.
     private func unsilenced(_ rows: [Delivery], log: Logger) async -> [Delivery] {
-        guard rows.contains(where: { $0.hold != nil || $0.attempts > 0 }) else { return rows }
+        guard rows.contains(where: { $0.hold != nil }) else { return rows }
         do {
             let kept = try await outbox.silenceDue(rows, now: env.now())
             if kept.count < rows.count {
-                log.info("\(rows.count - kept.count) waiting deliver\(rows.count - kept.count == 1 ? "y" : "ies") silenced before going out (see `tidings history`)")
+                log.info("\(rows.count - kept.count) held deliver\(rows.count - kept.count == 1 ? "y" : "ies") silenced before going out (see `tidings history`)")
             }
             return kept
         } catch {
-            log.warning("outbox: cannot check silences for waiting deliveries in \(outbox.store.path): \(error); delivering them")
+            log.warning("outbox: cannot check silences for held deliveries in \(outbox.store.path): \(error); delivering them")
             return rows
         }
     }
