@@ -15,6 +15,13 @@ final class ControlProtocolTests: XCTestCase {
         }
     }
 
+    /// `tidings check a a a` polls `a` once: a source named again is the same request, also from
+    /// a client that sent the names as given.
+    func testRequestNamesEachSourceOnceInTheOrderOfFirstMention() throws {
+        XCTAssertEqual(try ControlRequest.parse(#"{"v":1,"op":"poll","sources":["b","a","b","a","b"]}"#).sources, ["b", "a"])
+        XCTAssertEqual(ControlRequest(sources: ["a", "a", "a"]).line(), #"{"op":"poll","sources":["a"],"v":1}"#)
+    }
+
     func testRepliesRoundTripWithTheEventJSONVerbatim() throws {
         let event = Event(id: "01J", source: "s", provider: "exec", kind: "item", event: .new, key: "k", title: "T \u{1b}[31m", body: "b",
                           url: nil, severity: .warning, observedAt: Date(timeIntervalSince1970: 1_800_000_000), data: ["n": 1, "deep": ["x": [true]]])

@@ -1,6 +1,7 @@
 """`tidings check` against a local HTTP server: baseline, changes, validators and failures."""
 import os
 import sqlite3
+from collections import Counter
 
 from fakes.json_api import JSONAPI
 from fakes.server import FakeServer
@@ -74,6 +75,22 @@ def test_retry_after_is_reported_and_honoured_in_schedule(tidings):
         r = tidings.check()
         assert r.code == 2
         assert "HTTP 429" in r.stderr and "next try in 2m" in r.stderr, r.stderr
+
+
+def counted_plugin(t, name, polls):
+    """An exec source that appends its name to `polls` on each run and reports one item."""
+    t.write_plugin(name, f"#!/bin/sh\necho {name} >> {polls}\necho '{{\"key\": \"k\", \"title\": \"{name}\"}}'\n", mode=0o755)
+    t.write_plugin(f"{name}.toml", 'notify_existing = true\ninterval = "1h"\n')
+
+
+def test_a_source_named_twice_is_polled_once_in_the_order_of_first_mention(tidings):
+    polls = tidings.root / "polls"
+    for name in ("a", "b"):
+        counted_plugin(tidings, name, polls)
+    r = tidings.check("b", "a", "b", "a", "b")
+    assert r.code == 1, r
+    assert [e["source"] for e in r.events] == ["b", "a"]
+    assert Counter(polls.read_text().split()) == {"a": 1, "b": 1}
 
 
 def test_malformed_json_slow_response_and_oversized_body(tidings):

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ import pytest
 from conftest import read_log, wait_for
 from fakes.json_api import JSONAPI
 from fakes.server import FakeServer
-from test_check import api_source
+from test_check import api_source, counted_plugin
 from test_daemon import CONSOLE, json_events, lister
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="runs a process as another user")
@@ -133,6 +134,24 @@ def test_a_check_beside_the_daemon_keeps_the_servers_retry_after(tidings):
         assert "source limited failed: the server asked for no request before" in r.stderr, r.stderr
         assert len(api.requests) == asked, "not polled before Retry-After"
         assert d.poll() is None
+
+
+def test_a_source_named_twice_beside_the_daemon_is_polled_once_in_the_order_of_first_mention(tidings):
+    tidings.write_config(CONSOLE)
+    polls = tidings.root / "polls"
+    for name in ("a", "b"):
+        counted_plugin(tidings, name, polls)
+    d = tidings.start_daemon()
+    wait_for(lambda: polls.exists() and sorted(polls.read_text().split()) == ["a", "b"], what="the daemon's first polls")
+    wait_for(lambda: len(json_events(d)) == 2, what="the first polls delivered")
+    polls.write_text("")
+    for name in ("a", "b"):
+        (tidings.plugins / name).write_text(f"#!/bin/sh\necho {name} >> {polls}\necho '{{\"key\": \"k\", \"title\": \"{name} again\"}}'\n")
+    r = tidings.check("b", "a", "b", "a", "b")
+    assert r.code == 1, r
+    assert [(e["source"], e["event"]) for e in r.events] == [("b", "changed"), ("a", "changed")]
+    assert Counter(polls.read_text().split()) == {"a": 1, "b": 1}
+    assert d.poll() is None
 
 
 def test_a_second_daemon_on_the_same_state_exits_2_naming_the_first(tidings):
