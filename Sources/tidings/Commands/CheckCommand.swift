@@ -71,6 +71,8 @@ struct CheckCommand: AsyncParsableCommand {
             options = RecordOptions(router: app.router)
             options.accounting = .uncounted
         }
+        // One line per failure, printed by ``show(_:)``; a one-shot check has no next try to log.
+        options.callerReportsFailures = true
 
         let outcomes = await Self.pollAll(selected, runner: runner, options: options, limit: app.config.maxConcurrent,
                                           perHost: app.config.maxPerHost, logger: logger)
