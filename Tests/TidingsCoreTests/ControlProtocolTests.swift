@@ -35,6 +35,31 @@ final class ControlProtocolTests: XCTestCase {
         XCTAssertEqual(try ControlReply.parse(silenced.line()), silenced)
     }
 
+    /// "Busy" is an `error` with `retry`: a client that does not know it still reads a refusal.
+    func testBusyIsAnErrorThatMayBeRetried() throws {
+        let busy = ControlReply.busy("the daemon is serving 16 connections")
+        XCTAssertEqual(busy.line(), #"{"message":"the daemon is serving 16 connections","retry":true,"type":"error","v":1}"#)
+        XCTAssertEqual(try ControlReply.parse(busy.line()), busy)
+        XCTAssertEqual(try ControlReply.parse(#"{"message":"m","retry":false,"type":"error","v":1}"#), .error("m"))
+    }
+
+    /// A daemon at its limit may close a connection before it has read the request: the client
+    /// takes the hang-up for "busy" (and asks again), whether its write got EPIPE or its read
+    /// ECONNRESET, whichever the timing gives.
+    func testAHangUpBeforeAnyAnswerIsBusy() async throws {
+        let path = try scratchDirectory() + "/tidings.sock"
+        let listener = try UnixSocket.listen(path: path, backlog: 4)
+        defer { listener.close() }
+        for pause in [0, 200] {
+            let client = try XCTUnwrap(try ControlClient.connect(path: path))
+            let connection = try XCTUnwrap(try listener.accept(timeout: 5))
+            let answer = Task { await client.ask(ControlRequest(sources: ["a"]), limit: 10) }
+            try await Task.sleep(for: .milliseconds(pause))  // 0: before the request comes; 200: after, unread
+            connection.close()
+            guard case .busy = await answer.value else { return XCTFail("pause \(pause): \(await answer.value)") }
+        }
+    }
+
     func testRepliesOfAnotherVersionOrUnknownTypes() throws {
         XCTAssertNil(try ControlReply.parse(#"{"type":"progress","v":1}"#), "an unknown type is skipped")
         XCTAssertThrowsError(try ControlReply.parse(#"{"type":"done","v":2}"#))

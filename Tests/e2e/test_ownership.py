@@ -154,6 +154,42 @@ def test_a_source_named_twice_beside_the_daemon_is_polled_once_in_the_order_of_f
     assert d.poll() is None
 
 
+def gated_plugins(t, n):
+    """`n` exec sources whose polls wait until the returned gate file exists (it does now)."""
+    gate = t.root / "gate"
+    gate.touch()
+    for i in range(n):
+        t.write_plugin(f"held{i}", f"#!/bin/sh\nwhile [ ! -e {gate} ]; do sleep 0.05; done\n", mode=0o755)
+        t.write_plugin(f"held{i}.toml", 'interval = "1h"\ntimeout = "2m"\n')
+    return gate
+
+
+def test_more_checks_at_once_than_the_daemon_serves_wait_their_turn(tidings):
+    """Beyond the connections the daemon serves at once (16), a check hears that the daemon is
+    busy and asks again after a pause, within its time limit: none fails, none sees a broken pipe."""
+    tidings.write_config(CONSOLE)
+    n = 28
+    gate = gated_plugins(tidings, n)
+    d = tidings.start_daemon()
+    wait_for(lambda: read_log(d).count("baseline") == n, timeout=60, what="the first polls")
+    gate.unlink()
+    checks = [subprocess.Popen(tidings.args("check", "--json", f"held{i}"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=tidings.env) for i in range(n)]
+    try:
+        wait_for(lambda: read_log(d).count("asks to poll") >= 16, timeout=60, what="16 checks served at once")
+        time.sleep(2)  # the others knock meanwhile
+        gate.touch()
+        errors = [c.communicate(timeout=120)[1] for c in checks]
+    finally:
+        for c in checks:
+            if c.poll() is None:
+                c.kill()
+    failed = [(c.returncode, err) for c, err in zip(checks, errors) if c.returncode not in (0, 1) or "Broken pipe" in err]
+    assert failed == [], f"{len(failed)} of {n} checks failed: {failed[:3]}"
+    assert read_log(d).count("asks to poll") == n
+    assert d.poll() is None
+
+
 def test_a_second_daemon_on_the_same_state_exits_2_naming_the_first(tidings):
     tidings.write_config(CONSOLE)
     lister(tidings)
