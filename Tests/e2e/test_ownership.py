@@ -190,6 +190,27 @@ def test_more_checks_at_once_than_the_daemon_serves_wait_their_turn(tidings):
     assert d.poll() is None
 
 
+def test_ctrl_c_on_a_check_beside_the_daemon_ends_the_check_and_the_poll_goes_on(tidings):
+    """The daemon runs the plugin, under its own timeout: Ctrl-C ends only the check."""
+    tidings.write_config(CONSOLE)
+    gate = gated_plugins(tidings, 1)
+    d = tidings.start_daemon()
+    wait_for(lambda: "baseline" in read_log(d), what="the first poll")
+    gate.unlink()
+    check = subprocess.Popen(tidings.args("check", "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=tidings.env)
+    wait_for(lambda: "asks to poll" in read_log(d), what="the check asking")
+    start = time.monotonic()
+    check.send_signal(signal.SIGINT)
+    check.communicate(timeout=20)
+    assert check.returncode == -signal.SIGINT
+    assert time.monotonic() - start < 5
+    gate.touch()
+    wait_for(lambda: "not take the answer" in read_log(d) or "went away" in read_log(d), what="the daemon's poll ending")
+    assert tidings.check().code == 0
+    assert d.poll() is None
+
+
 def test_a_second_daemon_on_the_same_state_exits_2_naming_the_first(tidings):
     tidings.write_config(CONSOLE)
     lister(tidings)

@@ -19,6 +19,9 @@ struct CheckCommand: AsyncParsableCommand {
             daemon's failures, backoff or schedule; one the server asked to wait (Retry-After) is \
             not polled sooner. --dry-run never asks the daemon: it polls itself and records \
             nothing. `tidings items` reads the state the daemon (or a check) last recorded.
+
+            Interrupted (SIGINT, SIGTERM) while it polls by itself, check first stops the \
+            plugins and exec sinks it started, each with its whole process group.
             """)
 
     @OptionGroup var common: CommonOptions
@@ -51,6 +54,12 @@ struct CheckCommand: AsyncParsableCommand {
         // Held until this process exits: a daemon that starts meanwhile waits for this check.
         let lock = dryRun ? nil : try await lockStateOrAskDaemon(stateDir: app.stateDir, selected: selected, logger: logger)
         defer { withExtendedLifetime(lock) {} }
+        try await Interruption.guarding { try await pollHere(app, selected: selected, logger: logger) }
+    }
+
+    /// Polls in this process (no daemon owns the state, or --dry-run), prints, delivers with
+    /// --deliver, and exits with the status.
+    private func pollHere(_ app: App, selected: [SourceConfig], logger: Logger) async throws {
         let store = try app.openStore()
         let runner = PollRunner(store: store, http: App.http)
         var options = RecordOptions(router: deliver ? app.router : nil, dryRun: dryRun)
@@ -68,6 +77,7 @@ struct CheckCommand: AsyncParsableCommand {
 
         let outcomes = await Self.pollAll(selected, runner: runner, options: options, limit: app.config.maxConcurrent,
                                           perHost: app.config.maxPerHost, logger: logger)
+        try Task.checkCancellation()  // interrupted (``Interruption``): nothing to print or deliver
         let reports = outcomes.map { SourceReport(source: $0.source, events: $0.record.events, failure: $0.error?.message, silenced: $0.record.silenced) }
         show(reports)
         var failed = false
