@@ -15,6 +15,13 @@ final class ControlProtocolTests: XCTestCase {
         }
     }
 
+    /// `tidings check a a a` polls `a` once: a source named again is the same request, also from
+    /// a client that sent the names as given.
+    func testRequestNamesEachSourceOnceInTheOrderOfFirstMention() throws {
+        XCTAssertEqual(try ControlRequest.parse(#"{"v":1,"op":"poll","sources":["b","a","b","a","b"]}"#).sources, ["b", "a"])
+        XCTAssertEqual(ControlRequest(sources: ["a", "a", "a"]).line(), #"{"op":"poll","sources":["a"],"v":1}"#)
+    }
+
     func testRepliesRoundTripWithTheEventJSONVerbatim() throws {
         let event = Event(id: "01J", source: "s", provider: "exec", kind: "item", event: .new, key: "k", title: "T \u{1b}[31m", body: "b",
                           url: nil, severity: .warning, observedAt: Date(timeIntervalSince1970: 1_800_000_000), data: ["n": 1, "deep": ["x": [true]]])
@@ -26,6 +33,31 @@ final class ControlProtocolTests: XCTestCase {
         let silenced = ControlReply.event(event, silencedBy: "k3x9m0q2ta")
         XCTAssertEqual(silenced.line(), #"{"event":"# + event.jsonLine() + #","silenced_by":"k3x9m0q2ta","type":"event","v":1}"#)
         XCTAssertEqual(try ControlReply.parse(silenced.line()), silenced)
+    }
+
+    /// "Busy" is an `error` with `retry`: a client that does not know it still reads a refusal.
+    func testBusyIsAnErrorThatMayBeRetried() throws {
+        let busy = ControlReply.busy("the daemon is serving 16 connections")
+        XCTAssertEqual(busy.line(), #"{"message":"the daemon is serving 16 connections","retry":true,"type":"error","v":1}"#)
+        XCTAssertEqual(try ControlReply.parse(busy.line()), busy)
+        XCTAssertEqual(try ControlReply.parse(#"{"message":"m","retry":false,"type":"error","v":1}"#), .error("m"))
+    }
+
+    /// A daemon at its limit may close a connection before it has read the request: the client
+    /// takes the hang-up for "busy" (and asks again), whether its write got EPIPE or its read
+    /// ECONNRESET, whichever the timing gives.
+    func testAHangUpBeforeAnyAnswerIsBusy() async throws {
+        let path = try scratchDirectory() + "/tidings.sock"
+        let listener = try UnixSocket.listen(path: path, backlog: 4)
+        defer { listener.close() }
+        for pause in [0, 200] {
+            let client = try XCTUnwrap(try ControlClient.connect(path: path))
+            let connection = try XCTUnwrap(try listener.accept(timeout: 5))
+            let answer = Task { await client.ask(ControlRequest(sources: ["a"]), limit: 10) }
+            try await Task.sleep(for: .milliseconds(pause))  // 0: before the request comes; 200: after, unread
+            connection.close()
+            guard case .busy = await answer.value else { return XCTFail("pause \(pause): \(await answer.value)") }
+        }
     }
 
     func testRepliesOfAnotherVersionOrUnknownTypes() throws {

@@ -1,6 +1,8 @@
 """`tidings check` against a local HTTP server: baseline, changes, validators and failures."""
 import os
 import sqlite3
+from collections import Counter
+from datetime import datetime
 
 from fakes.json_api import JSONAPI
 from fakes.server import FakeServer
@@ -73,7 +75,38 @@ def test_retry_after_is_reported_and_honoured_in_schedule(tidings):
         api_source(tidings, "limited", api.url, 'interval = "10s"\njitter = 0.0')
         r = tidings.check()
         assert r.code == 2
-        assert "HTTP 429" in r.stderr and "next try in 2m" in r.stderr, r.stderr
+        (line,) = [l for l in r.stderr.splitlines() if "limited" in l]
+        assert "source limited failed: HTTP 429" in line and "the server asked for no request for 2m (Retry-After)" in line, r.stderr
+        (s,) = tidings.run("sources", "--json").events
+        due, failed = (datetime.fromisoformat(s[k].replace("Z", "+00:00")) for k in ("next_due", "last_error_at"))
+        assert (due - failed).total_seconds() >= 119, s
+
+
+def test_a_failure_is_one_line_naming_the_source_and_no_next_try(tidings):
+    """A one-shot check has no next try: its stderr says that the source failed and why, once."""
+    with FakeServer(JSONAPI, {"status": 500, "error_body": {"error": "boom"}}) as api:
+        api_source(tidings, "flaky500", api.url)
+        r = tidings.check()
+        assert r.code == 2, r
+        assert "next try" not in r.stderr, r.stderr
+        lines = [l for l in r.stderr.splitlines() if "flaky500" in l]
+        assert len(lines) == 1 and "HTTP 500" in lines[0] and "boom" in lines[0], r.stderr
+
+
+def counted_plugin(t, name, polls):
+    """An exec source that appends its name to `polls` on each run and reports one item."""
+    t.write_plugin(name, f"#!/bin/sh\necho {name} >> {polls}\necho '{{\"key\": \"k\", \"title\": \"{name}\"}}'\n", mode=0o755)
+    t.write_plugin(f"{name}.toml", 'notify_existing = true\ninterval = "1h"\n')
+
+
+def test_a_source_named_twice_is_polled_once_in_the_order_of_first_mention(tidings):
+    polls = tidings.root / "polls"
+    for name in ("a", "b"):
+        counted_plugin(tidings, name, polls)
+    r = tidings.check("b", "a", "b", "a", "b")
+    assert r.code == 1, r
+    assert [e["source"] for e in r.events] == ["b", "a"]
+    assert Counter(polls.read_text().split()) == {"a": 1, "b": 1}
 
 
 def test_malformed_json_slow_response_and_oversized_body(tidings):

@@ -2,7 +2,10 @@
 import json
 import os
 import signal
+import subprocess
 import time
+
+import pytest
 
 from conftest import wait_for
 
@@ -171,6 +174,48 @@ sleep 302
         os.kill(pid, signal.SIGKILL)
     assert r.code == 2 and "timed out after 1s" in r.stderr, r
     assert left == [], f"processes of the timed-out plugin still running after check exited: {left}"
+    assert took < 10
+
+
+def stuck_plugin(t, name="stuck"):
+    """A plugin deaf to SIGTERM that leaves a child and a grandchild (deaf too) in its process
+    group and then sleeps; its PID file appears once they run."""
+    pidfile = t.root / f"{name}.pid"
+    script(t, name, f"""\
+trap '' TERM
+sleep 60 &
+sh -c 'trap "" TERM; sleep 61' &
+echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}
+sleep 62
+""")
+    t.write_plugin(f"{name}.toml", 'timeout = "5m"\n')
+    return pidfile
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupting_check_kills_and_reaps_the_plugins_group_first(tidings, sig):
+    """The plugin leads a process group of its own, which Ctrl-C at the terminal never reaches:
+    check kills it (SIGTERM, then SIGKILL) and reaps it, then dies of the signal itself (status
+    128+N in a shell)."""
+    pidfile = stuck_plugin(tidings)
+    p = subprocess.Popen(tidings.args("check", "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=tidings.env)
+    leader = None
+    try:
+        wait_for(pidfile.exists, timeout=30, what="the plugin's start")
+        leader = int(pidfile.read_text())
+        start = time.monotonic()
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=30)
+        took = time.monotonic() - start
+        left = live_members(leader)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        for pid in live_members(leader) if leader else []:  # not left behind by the old binary
+            os.kill(pid, signal.SIGKILL)
+    assert left == [], f"processes of the plugin still running after check ended: {left}"
+    assert p.returncode == -sig, (p.returncode, err)
     assert took < 10
 
 

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ import pytest
 from conftest import read_log, wait_for
 from fakes.json_api import JSONAPI
 from fakes.server import FakeServer
-from test_check import api_source
+from test_check import api_source, counted_plugin
 from test_daemon import CONSOLE, json_events, lister
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="runs a process as another user")
@@ -133,6 +134,81 @@ def test_a_check_beside_the_daemon_keeps_the_servers_retry_after(tidings):
         assert "source limited failed: the server asked for no request before" in r.stderr, r.stderr
         assert len(api.requests) == asked, "not polled before Retry-After"
         assert d.poll() is None
+
+
+def test_a_source_named_twice_beside_the_daemon_is_polled_once_in_the_order_of_first_mention(tidings):
+    tidings.write_config(CONSOLE)
+    polls = tidings.root / "polls"
+    for name in ("a", "b"):
+        counted_plugin(tidings, name, polls)
+    d = tidings.start_daemon()
+    wait_for(lambda: polls.exists() and sorted(polls.read_text().split()) == ["a", "b"], what="the daemon's first polls")
+    wait_for(lambda: len(json_events(d)) == 2, what="the first polls delivered")
+    polls.write_text("")
+    for name in ("a", "b"):
+        (tidings.plugins / name).write_text(f"#!/bin/sh\necho {name} >> {polls}\necho '{{\"key\": \"k\", \"title\": \"{name} again\"}}'\n")
+    r = tidings.check("b", "a", "b", "a", "b")
+    assert r.code == 1, r
+    assert [(e["source"], e["event"]) for e in r.events] == [("b", "changed"), ("a", "changed")]
+    assert Counter(polls.read_text().split()) == {"a": 1, "b": 1}
+    assert d.poll() is None
+
+
+def gated_plugins(t, n):
+    """`n` exec sources whose polls wait until the returned gate file exists (it does now)."""
+    gate = t.root / "gate"
+    gate.touch()
+    for i in range(n):
+        t.write_plugin(f"held{i}", f"#!/bin/sh\nwhile [ ! -e {gate} ]; do sleep 0.05; done\n", mode=0o755)
+        t.write_plugin(f"held{i}.toml", 'interval = "1h"\ntimeout = "2m"\n')
+    return gate
+
+
+def test_more_checks_at_once_than_the_daemon_serves_wait_their_turn(tidings):
+    """Beyond the connections the daemon serves at once (16), a check hears that the daemon is
+    busy and asks again after a pause, within its time limit: none fails, none sees a broken pipe."""
+    tidings.write_config(CONSOLE)
+    n = 28
+    gate = gated_plugins(tidings, n)
+    d = tidings.start_daemon()
+    wait_for(lambda: read_log(d).count("baseline") == n, timeout=60, what="the first polls")
+    gate.unlink()
+    checks = [subprocess.Popen(tidings.args("check", "--json", f"held{i}"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=tidings.env) for i in range(n)]
+    try:
+        wait_for(lambda: read_log(d).count("asks to poll") >= 16, timeout=60, what="16 checks served at once")
+        time.sleep(2)  # the others knock meanwhile
+        gate.touch()
+        errors = [c.communicate(timeout=120)[1] for c in checks]
+    finally:
+        for c in checks:
+            if c.poll() is None:
+                c.kill()
+    failed = [(c.returncode, err) for c, err in zip(checks, errors) if c.returncode not in (0, 1) or "Broken pipe" in err]
+    assert failed == [], f"{len(failed)} of {n} checks failed: {failed[:3]}"
+    assert read_log(d).count("asks to poll") == n
+    assert d.poll() is None
+
+
+def test_ctrl_c_on_a_check_beside_the_daemon_ends_the_check_and_the_poll_goes_on(tidings):
+    """The daemon runs the plugin, under its own timeout: Ctrl-C ends only the check."""
+    tidings.write_config(CONSOLE)
+    gate = gated_plugins(tidings, 1)
+    d = tidings.start_daemon()
+    wait_for(lambda: "baseline" in read_log(d), what="the first poll")
+    gate.unlink()
+    check = subprocess.Popen(tidings.args("check", "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=tidings.env)
+    wait_for(lambda: "asks to poll" in read_log(d), what="the check asking")
+    start = time.monotonic()
+    check.send_signal(signal.SIGINT)
+    check.communicate(timeout=20)
+    assert check.returncode == -signal.SIGINT
+    assert time.monotonic() - start < 5
+    gate.touch()
+    wait_for(lambda: "not take the answer" in read_log(d) or "went away" in read_log(d), what="the daemon's poll ending")
+    assert tidings.check().code == 0
+    assert d.poll() is None
 
 
 def test_a_second_daemon_on_the_same_state_exits_2_naming_the_first(tidings):

@@ -8,6 +8,9 @@ package final class ControlClient: Sendable {
         case replies([ControlReply])
         /// The daemon refused the request, saying why.
         case refused(String)
+        /// The daemon serves all the connections it can: ask again later (after
+        /// ``ControlProtocol/busyRetry``), on a new connection.
+        case busy(String)
         /// No complete answer: the daemon hung, went away or broke the protocol.
         case failed(String)
     }
@@ -40,27 +43,47 @@ package final class ControlClient: Sendable {
         }
     }
 
+    /// One request on this connection. A daemon that serves all it can turns the connection
+    /// away, saying so, and may close it before it has read the request: a hang-up (EPIPE,
+    /// ECONNRESET) before the daemon said anything is "busy" too.
     private func exchange(_ request: ControlRequest, limit: Double) -> Answer {
         defer { socket.close() }
         let deadline = ContinuousClock.now.advanced(by: .seconds(limit))
         var replies: [ControlReply] = []
+        var heard = false
         do {
-            try socket.write(line: request.line(), stall: ControlProtocol.requestTimeout)
+            let hungUp = try send(request)
             while true {
                 guard let line = try socket.readLine(maxBytes: ControlProtocol.maxReplyBytes, idle: ControlProtocol.clientIdle, deadline: deadline) else {
+                    if let hungUp, !heard { return .busy("the daemon hung up before it read the request (\(hungUp))") }
                     return .failed("the daemon closed the connection before the end of its answer")
                 }
+                heard = true
                 switch try ControlReply.parse(line) {
                 case nil, .waiting?: continue
                 case .done?: return .replies(replies)
                 case .error(let message)?: return .refused(message)
+                case .busy(let message)?: return .busy(message)
                 case let reply?: replies.append(reply)
                 }
             }
+        } catch let e as SystemFailure where e.isHangUp && !heard {
+            return .busy("the daemon hung up before it answered (\(e))")
         } catch let e as SystemFailure {
             return .failed("no answer from the daemon: \(e)")
         } catch {
             return .failed("\(error)")
+        }
+    }
+
+    /// Writes the request. A hang-up is returned, not thrown: what the daemon wrote before it
+    /// hung up is still there to read.
+    private func send(_ request: ControlRequest) throws(SystemFailure) -> SystemFailure? {
+        do {
+            try socket.write(line: request.line(), stall: ControlProtocol.requestTimeout)
+            return nil
+        } catch where error.isHangUp {
+            return error
         }
     }
 }

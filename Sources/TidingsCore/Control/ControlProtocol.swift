@@ -22,8 +22,11 @@ package enum ControlProtocol {
     package static let writeStall: Double = 10
     /// The client gives up on a daemon that sends nothing for this long.
     package static let clientIdle: Double = 15
-    /// Connections served at once; more are told to try again.
+    /// Connections served at once; more are told the daemon is busy (``ControlReply/busy(_:)``).
     package static let maxConnections = 16
+    /// A client turned away as busy asks again after this pause: from 50 ms, doubling up to
+    /// 1 s, jittered by half so that clients turned away together come back apart.
+    package static let busyRetry = RetryPolicy(first: 0.05, cap: 1, jitter: 0.5)
 
     package static func socketPath(in stateDirectory: String) -> String { "\(stateDirectory)/\(socketName)" }
 }

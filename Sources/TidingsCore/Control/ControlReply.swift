@@ -1,6 +1,8 @@
 /// One line of the daemon's answer. In order: `wait` lines while the polls run; for each
 /// source asked for, its `event` lines and then its `result`; last `done`. Or a single
-/// `error` line when the request is refused.
+/// `error` line when the request is refused; with `"retry":true` when the daemon is busy
+/// (it serves ``ControlProtocol/maxConnections`` already) and the same request may be
+/// sent again later.
 ///
 ///     {"type":"wait","v":1}
 ///     {"event":{…the event JSON of DESIGN §4…},"type":"event","v":1}
@@ -9,6 +11,7 @@
 ///     {"error":"HTTP 500 …","source":"b","status":"failed","type":"result","v":1}
 ///     {"type":"done","v":1}
 ///     {"message":"…","type":"error","v":1}
+///     {"message":"…","retry":true,"type":"error","v":1}
 package enum ControlReply: Sendable, Equatable {
     case waiting
     /// An event of the poll; `silencedBy`: the silence that kept it from the sinks.
@@ -16,6 +19,8 @@ package enum ControlReply: Sendable, Equatable {
     case result(source: String, outcome: SourceOutcome)
     case done
     case error(String)
+    /// The daemon is busy: ask again later.
+    case busy(String)
 
     /// How one source's poll on request went.
     package enum SourceOutcome: Sendable, Equatable {
@@ -40,6 +45,8 @@ package enum ControlReply: Sendable, Equatable {
             return JSONValue.object(["v": v, "type": "done"]).jsonString()
         case .error(let message):
             return JSONValue.object(["v": v, "type": "error", "message": .string(message)]).jsonString()
+        case .busy(let message):
+            return JSONValue.object(["v": v, "type": "error", "message": .string(message), "retry": true]).jsonString()
         }
     }
 
@@ -75,7 +82,7 @@ package enum ControlReply: Sendable, Equatable {
         case "done":
             return .done
         case "error":
-            return .error(try string("message"))
+            return o["retry"] == true ? .busy(try string("message")) : .error(try string("message"))
         default:
             return nil
         }

@@ -1,10 +1,11 @@
 /// What a client asks the daemon, one JSON line:
 /// `{"v":1,"op":"poll","sources":["a","b"]}`: poll these sources now (`sources` absent or
-/// empty: every enabled source of the daemon's configuration).
+/// empty: every enabled source of the daemon's configuration). Each source is polled once,
+/// however often it is named, in the order of its first mention.
 package struct ControlRequest: Sendable, Equatable {
-    package var sources: [String]
+    package let sources: [String]
 
-    package init(sources: [String]) { self.sources = sources }
+    package init(sources: [String]) { self.sources = sources.firstMentions() }
 
     package func line() -> String {
         let obj: JSONValue = ["v": .number(Double(ControlProtocol.version)), "op": "poll", "sources": .array(sources.map(JSONValue.string))]

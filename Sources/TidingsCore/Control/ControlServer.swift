@@ -64,8 +64,7 @@ package final class ControlServer: Sendable {
                 return true
             }
             guard admitted else {
-                try? connection.write(line: ControlReply.error("the daemon is serving \(ControlProtocol.maxConnections) connections; try again").line(), stall: 0.1)
-                connection.close()
+                turnAway(connection)
                 continue
             }
             Thread.detachNewThread {
@@ -75,6 +74,17 @@ package final class ControlServer: Sendable {
             }
         }
         listener.close()
+    }
+
+    /// Tells a connection beyond ``ControlProtocol/maxConnections`` that the daemon is busy,
+    /// and closes it. The request it sent is read first: closed with bytes unread, the socket
+    /// would be reset, and a client still writing its request would get EPIPE instead of the
+    /// answer. Nothing here waits (the accept loop must go on): a request still on its way is
+    /// lost with the connection, and the client takes that hang-up for "busy" too.
+    private func turnAway(_ connection: UnixSocket) {
+        connection.discardReceived(maxBytes: ControlProtocol.maxRequestBytes)
+        try? connection.write(line: ControlReply.busy("the daemon is serving \(ControlProtocol.maxConnections) connections").line(), stall: 0.1)
+        connection.close()
     }
 
     private func serve(_ connection: UnixSocket) {

@@ -153,6 +153,19 @@ package final class UnixSocket: @unchecked Sendable {
         }
     }
 
+    /// Reads and drops what the peer has sent so far, up to `maxBytes`, without waiting. A
+    /// socket closed with bytes unread is reset: the peer would lose what was written to it.
+    package func discardReceived(maxBytes: Int) {
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        var total = 0
+        while total < maxBytes {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return }
+            total += n
+        }
+    }
+
     package func close() {
         guard !closed else { return }
         closed = true

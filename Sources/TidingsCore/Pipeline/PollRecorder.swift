@@ -32,6 +32,11 @@ public struct RecordOptions: Sendable {
     /// Whether this poll sends `repeat_interval` reminders: one that routes, is kept, and counts
     /// for the schedule (the daemon's polls, `check --deliver` without a daemon).
     var remindsOfItems: Bool { router != nil && !dryRun && accounting == .counted }
+    /// The caller tells of each failed poll itself (`tidings check`: one line per failure on
+    /// stderr), so the runner logs none. A one-shot caller has no next try to announce; what
+    /// a failure leaves in the state for later polls (rejected credentials, a server's
+    /// Retry-After) is said in the outcome's error instead.
+    package var callerReportsFailures = false
     /// Where daemons share the state: this instance's id. The poll is recorded only while it
     /// holds the source's lease (a poll that outlived its lease changes nothing).
     package var fence: String?

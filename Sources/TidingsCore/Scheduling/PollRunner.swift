@@ -61,7 +61,7 @@ public final class PollRunner: Sendable {
             return PollOutcome(source: source.name, record: PollRecord(authFailed: true), error: err, nextDue: .distantFuture, skippedAuthFailed: true)
         case .unreadable(let error):
             let err = PollError(.transient, "could not read the state database \(store.path): \(error)")
-            stateFailed(err.message, logger: log)
+            if !options.callerReportsFailures { stateFailed(err.message, logger: log) }
             return PollOutcome(source: source.name, record: PollRecord(), error: err,
                                nextDue: env.now().addingTimeInterval(min(settings.interval, 60)))
         }
@@ -99,7 +99,9 @@ public final class PollRunner: Sendable {
             switch (result, options.accounting) {
             case (.failure(let error), .uncounted):
                 if error.category == .auth { prepared.withLock { _ = $0.remove(source.name) } }
-                log.notice("poll on request failed: \(error.message) (not counted: failures, backoff and next poll unchanged)")
+                if !options.callerReportsFailures {
+                    log.notice("poll on request failed: \(error.message) (not counted: failures, backoff and next poll unchanged)")
+                }
                 return PollOutcome(source: source.name, record: PollRecord(), error: error, nextDue: .distantFuture, nextDueStored: true)
             case (.success(let value), .uncounted):
                 let record = try await recorder.recordSuccess(source, result: value, now: now, options: options)
@@ -130,17 +132,16 @@ public final class PollRunner: Sendable {
                 stateSucceeded(logger: log)
                 if isAuth {
                     prepared.withLock { _ = $0.remove(source.name) }
-                    log.error("credentials rejected: \(error.message); not polling again until the configuration changes")
-                    return PollOutcome(source: source.name, record: record, error: error, nextDue: .distantFuture, nextDueStored: true)
+                    let reported = logFailure(error, "credentials rejected: \(error.message); not polling again until the configuration changes",
+                                              level: .error, orExplain: "credentials rejected: not polled again until the configuration changes", options: options, logger: log)
+                    return PollOutcome(source: source.name, record: record, error: reported, nextDue: .distantFuture, nextDueStored: true)
                 }
                 let delay = wait(record.failures)
-                let text = "poll failed (\(record.failures) in a row): \(error.message); next try in \(DurationParser.format(delay))"
-                if failing.withLock({ $0.updateValue(record.failures, forKey: source.name) == nil }) {
-                    log.warning("\(text)")
-                } else {
-                    log.debug("\(text)")
-                }
-                return PollOutcome(source: source.name, record: record, error: error, nextDue: now.addingTimeInterval(delay), nextDueStored: true)
+                let first = failing.withLock { $0.updateValue(record.failures, forKey: source.name) == nil }
+                let reported = logFailure(error, "poll failed (\(record.failures) in a row): \(error.message); next try in \(DurationParser.format(delay))",
+                                          level: first ? .warning : .debug, orExplain: error.retryAfter.map { "the server asked for no request for \(DurationParser.format($0)) (Retry-After)" },
+                                          options: options, logger: log)
+                return PollOutcome(source: source.name, record: record, error: reported, nextDue: now.addingTimeInterval(delay), nextDueStored: true)
             }
         } catch let lost as LeaseLost {
             // The lease lapsed mid-poll (another instance may own the source now): nothing was
@@ -152,10 +153,24 @@ public final class PollRunner: Sendable {
         } catch {
             // The state could not be written: nothing was recorded, so nothing is lost; try again later.
             let err = PollError(.transient, "could not record the poll in the state database \(store.path): \(error)")
-            stateFailed(err.message, logger: log)
+            if !options.callerReportsFailures { stateFailed(err.message, logger: log) }
             return PollOutcome(source: source.name, record: PollRecord(), error: err,
                                nextDue: now.addingTimeInterval(min(settings.interval, 60)))
         }
+    }
+
+    /// Logs a counted failure as `line`; or, when the caller reports failures itself, logs
+    /// nothing and returns the error with `consequence` (what the state now holds for later
+    /// polls) after its message: the one line the caller prints then says it all.
+    private func logFailure(_ error: PollError, _ line: String, level: Logger.Level, orExplain consequence: String?,
+                            options: RecordOptions, logger: Logger) -> PollError {
+        guard options.callerReportsFailures else {
+            logger.log(level: level, "\(line)")
+            return error
+        }
+        var explained = error
+        if let consequence { explained.message += "; \(consequence)" }
+        return explained
     }
 
     /// What the state says before a poll.

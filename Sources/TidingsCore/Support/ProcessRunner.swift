@@ -14,9 +14,9 @@ import Synchronization
 /// pidfd), never on the Swift cooperative pool. The run ends when the child exits; output that
 /// still arrives after that (a background process that kept stdout open) is read for
 /// ``drainGrace`` and then left unread (the run is not a timeout, and such processes are left
-/// alone). Past the deadline, or when the calling task is cancelled, the whole process group
-/// gets SIGTERM, then SIGKILL once the child has exited or after ``killGrace``; the child is
-/// reaped before `run` returns.
+/// alone). Past the deadline, when the calling task is cancelled, or on ``stopAll()``, the
+/// whole process group gets SIGTERM, then SIGKILL once the child has exited or after
+/// ``killGrace``; the child is reaped before `run` returns.
 public enum ProcessRunner {
     public struct Output: Sendable {
         /// How the child ended.
@@ -86,11 +86,16 @@ public enum ProcessRunner {
             stdin: stdin ?? Data(), timeout: .seconds(min(max(0, timeout), 1e9)), maxOutput: maxOutput,
             exitWatch: exitWatch)
         let cancellation = try Cancellation()
+        guard runs.admit(cancellation) else {
+            cancellation.close()
+            throw CancellationError()
+        }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<Output, Error>) in
                 let thread = Thread {
                     c.resume(with: Result { try Execution.run(request, cancellation: cancellation) })
                     cancellation.close()
+                    runs.finished(cancellation)
                 }
                 thread.name = "exec \((exe as NSString).lastPathComponent)"
                 thread.start()
@@ -98,6 +103,19 @@ public enum ProcessRunner {
         } onCancel: {
             cancellation.cancel()
         }
+    }
+
+    /// The runs in progress in this process, for ``stopAll()``.
+    private static let runs = LiveRuns()
+
+    /// Stops every run in progress as a timeout stops one (SIGTERM to its process group,
+    /// SIGKILL after ``killGrace``) and returns once each child is reaped; a run that starts
+    /// later fails at once with `CancellationError`. For a process that is about to end on
+    /// SIGINT or SIGTERM (`tidings check`): its children lead process groups of their own,
+    /// which Ctrl-C at the terminal never reaches, and cancelling its tasks is not enough
+    /// (a poll's timeout stops waiting for a cancelled body at once).
+    public static func stopAll() async {
+        await runs.stopAll()
     }
 
     /// A child that exits without reading its stdin makes our write fail with EPIPE; without
@@ -170,6 +188,53 @@ public enum ProcessRunner {
                 s.wakeWriter = -1
             }
             Glibc.close(wakeReader)
+        }
+    }
+
+    /// The runs in progress, and whether more may start.
+    final class LiveRuns: Sendable {
+        private struct State {
+            var stopping = false
+            var running: [ObjectIdentifier: Cancellation] = [:]
+            /// ``stopAll()`` waiting for the last run to end.
+            var waiting: [CheckedContinuation<Void, Never>] = []
+        }
+        private let state = Mutex(State())
+
+        /// Counts a run in before it starts; false once stopping.
+        func admit(_ run: Cancellation) -> Bool {
+            state.withLock { s in
+                guard !s.stopping else { return false }
+                s.running[ObjectIdentifier(run)] = run
+                return true
+            }
+        }
+
+        /// The run is over: its child, if it started one, is reaped.
+        func finished(_ run: Cancellation) {
+            let waiting = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+                s.running[ObjectIdentifier(run)] = nil
+                guard s.running.isEmpty else { return [] }
+                defer { s.waiting = [] }
+                return s.waiting
+            }
+            waiting.forEach { $0.resume() }
+        }
+
+        func stopAll() async {
+            let running = state.withLock { s in
+                s.stopping = true
+                return Array(s.running.values)
+            }
+            running.forEach { $0.cancel() }
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let done = state.withLock { s -> Bool in
+                    guard !s.running.isEmpty else { return true }
+                    s.waiting.append(c)
+                    return false
+                }
+                if done { c.resume() }
+            }
         }
     }
 

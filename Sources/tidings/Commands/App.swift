@@ -97,10 +97,11 @@ struct App {
         Router(routes: config.routes, allSinks: config.sinks.map(\.name))
     }
 
-    /// The sources named on the command line (all enabled ones if none); unknown names exit 64.
+    /// The sources named on the command line (all enabled ones if none), each once, in the
+    /// order of its first mention; unknown names exit 64.
     func selectSources(_ names: [String]) throws -> [SourceConfig] {
         if names.isEmpty { return config.sources.filter { $0.settings.enabled } }
-        return try names.map { name in
+        return try names.firstMentions().map { name in
             guard let s = config.source(named: name) else {
                 let known = config.sources.map(\.name).joined(separator: ", ")
                 complain("no source named '\(name)' (configured: \(known.isEmpty ? "none" : known))")

@@ -19,6 +19,9 @@ struct CheckCommand: AsyncParsableCommand {
             daemon's failures, backoff or schedule; one the server asked to wait (Retry-After) is \
             not polled sooner. --dry-run never asks the daemon: it polls itself and records \
             nothing. `tidings items` reads the state the daemon (or a check) last recorded.
+
+            Interrupted (SIGINT, SIGTERM) while it polls by itself, check first stops the \
+            plugins and exec sinks it started, each with its whole process group.
             """)
 
     @OptionGroup var common: CommonOptions
@@ -49,16 +52,14 @@ struct CheckCommand: AsyncParsableCommand {
         let selected = try app.selectSources(sources)
         let logger = Log.logger("check")
         // Held until this process exits: a daemon that starts meanwhile waits for this check.
-        var lock: StateLock?
-        if !dryRun {
-            switch try await StateOwner.find(stateDirectory: app.stateDir, logger: logger) {
-            case .daemon(let pid, let client):
-                try await askDaemon(client, pid: pid, stateDir: app.stateDir, selected: selected, logger: logger)
-            case .check(let held):
-                lock = held
-            }
-        }
+        let lock = dryRun ? nil : try await lockStateOrAskDaemon(stateDir: app.stateDir, selected: selected, logger: logger)
         defer { withExtendedLifetime(lock) {} }
+        try await Interruption.guarding { try await pollHere(app, selected: selected, logger: logger) }
+    }
+
+    /// Polls in this process (no daemon owns the state, or --dry-run), prints, delivers with
+    /// --deliver, and exits with the status.
+    private func pollHere(_ app: App, selected: [SourceConfig], logger: Logger) async throws {
         let store = try app.openStore()
         let runner = PollRunner(store: store, http: App.http)
         var options = RecordOptions(router: deliver ? app.router : nil, dryRun: dryRun)
@@ -71,9 +72,12 @@ struct CheckCommand: AsyncParsableCommand {
             options = RecordOptions(router: app.router)
             options.accounting = .uncounted
         }
+        // One line per failure, printed by ``show(_:)``; a one-shot check has no next try to log.
+        options.callerReportsFailures = true
 
         let outcomes = await Self.pollAll(selected, runner: runner, options: options, limit: app.config.maxConcurrent,
                                           perHost: app.config.maxPerHost, logger: logger)
+        try Task.checkCancellation()  // interrupted (``Interruption``): nothing to print or deliver
         let reports = outcomes.map { SourceReport(source: $0.source, events: $0.record.events, failure: $0.error?.message, silenced: $0.record.silenced) }
         show(reports)
         var failed = false
@@ -105,14 +109,41 @@ struct CheckCommand: AsyncParsableCommand {
         return reports.contains(where: { !$0.events.isEmpty }) ? Exit.newEvents : Exit.nothingNew
     }
 
-    /// Asks the daemon that owns the state to poll now; prints what that poll produced and
-    /// exits as a direct check would. The daemon records the events and delivers them.
-    private func askDaemon(_ client: ControlClient, pid: Int32?, stateDir: String, selected: [SourceConfig], logger: Logger) async throws -> Never {
-        logger.notice("the daemon\(pid.map { " (PID \($0))" } ?? "") owns the state in \(stateDir): it polls now and delivers the events to its sinks")
+    /// Returns the state's lock (nil: a state without one) when this check works on the state
+    /// itself. While a daemon owns the state, asks it to poll now instead, and exits as a
+    /// direct check would with what that poll produced (the daemon records the events and
+    /// delivers them). A daemon that serves all the connections it can is asked again after
+    /// a pause (``ControlProtocol/busyRetry``), until the time the answer may take is up.
+    private func lockStateOrAskDaemon(stateDir: String, selected: [SourceConfig], logger: Logger) async throws -> StateLock? {
         // Bounded even if the daemon kept sending `wait`: every poll has its timeout, and
         // each may first wait for a scheduled poll of the same source.
-        let limit = 60 + 2 * selected.reduce(0) { $0 + $1.settings.timeout + 1 }
-        switch await client.ask(ControlRequest(sources: sources), limit: limit) {
+        let deadline = ContinuousClock.now + .seconds(60 + 2 * selected.reduce(0) { $0 + $1.settings.timeout + 1 })
+        var turnedAway = 0
+        while true {
+            switch try await StateOwner.find(stateDirectory: stateDir, logger: logger) {
+            case .check(let held):
+                return held
+            case .daemon(let pid, let client):
+                if turnedAway == 0 {
+                    logger.notice("the daemon\(pid.map { " (PID \($0))" } ?? "") owns the state in \(stateDir): it polls now and delivers the events to its sinks")
+                }
+                let answer = await client.ask(ControlRequest(sources: sources), limit: (deadline - .now) / .seconds(1))
+                guard case .busy(let why) = answer else { try show(answer) }
+                turnedAway += 1
+                let pause = Duration.seconds(ControlProtocol.busyRetry.delay(afterAttempts: turnedAway, unit: .random(in: 0..<1)))
+                guard ContinuousClock.now + pause < deadline else {
+                    complain("the daemon stayed busy: \(why)")
+                    throw ExitCode(Exit.failure)
+                }
+                logger.debug("the daemon is busy (\(why)); asking again in \(pause)")
+                try await Task.sleep(for: pause)
+            }
+        }
+    }
+
+    /// Prints the daemon's answer and exits as a direct check would.
+    private func show(_ answer: ControlClient.Answer) throws -> Never {
+        switch answer {
         case .replies(let replies):
             var reports: [SourceReport] = []
             var events: [Event] = []
@@ -127,13 +158,13 @@ struct CheckCommand: AsyncParsableCommand {
                     if case .failed(let message) = outcome { failure = message }
                     reports.append(SourceReport(source: source, events: events, failure: failure, silenced: silenced))
                     (events, silenced) = ([], [:])
-                case .waiting, .done, .error:
+                case .waiting, .done, .error, .busy:
                     break
                 }
             }
             show(reports)
             throw ExitCode(Self.status(reports))
-        case .refused(let message):
+        case .refused(let message), .busy(let message):
             complain("the daemon refused: \(message)")
         case .failed(let message):
             complain(message)
