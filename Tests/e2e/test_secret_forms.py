@@ -238,3 +238,20 @@ def test_a_secret_file_the_user_may_not_read_says_permission_denied(tmp_path_fac
         assert f"{config}:4:" in r.stderr and f"cannot read secret file {secret}: permission denied" in r.stderr, r.stderr
     finally:
         shutil.rmtree(root)
+
+
+def test_a_placeholder_secret_is_a_warning_only_where_it_is_used(tidings):
+    """The example's `CHANGE-ME…` is worth a warning on an enabled source (it will be sent and
+    refused), not on a disabled one, which is what the shipped examples are."""
+    secret = tidings.write_secret("password", "CHANGE-ME-sportdate-password")
+    for enabled, warned in [("false", False), ("true", True)]:
+        tidings.write_plugin("sd.toml", f"""
+            enabled = {enabled}
+            provider = "sportdate"
+            base_url = "http://127.0.0.1:9"
+            email = "me@example.com"
+            password_file = "{secret}"
+            """)
+        r = tidings.run("config", "check")
+        assert r.code == 0, r
+        assert ("still holds the example's placeholder" in r.stderr) == warned, (enabled, r.stderr)

@@ -313,6 +313,7 @@ public struct ConfigLoader: Sendable {
         let settings = try defaults.overlaid(with: r)
         let flap = try r.duration("flap_window") ?? factory.defaultFlapWindow
         r.implicitCommand = implicitExec
+        r.placeholdersExpected = !settings.enabled
         let setup = ProviderSetup(sourceName: name, pluginsDir: pluginsDir, interval: settings.interval)
         let instance = try factory.make(r, setup, warn)
         try r.finish()

@@ -23,6 +23,9 @@ public final class OptionReader {
     public var lenientSecrets: ((ConfigError) -> Void)?
     /// Receives ``warning(_:_:)``s (the loader's: `config check` and the daemon show them).
     public var warnings: ((ConfigError) -> Void)?
+    /// A disabled source's table: a secret file still holding the example's `CHANGE-ME…` is
+    /// what one expects there, not worth a warning at every start.
+    public var placeholdersExpected = false
 
     public init(_ table: ConfigTable, what: String, baseDirectory: String? = nil) {
         self.table = table
@@ -155,6 +158,7 @@ public final class OptionReader {
         let sub = OptionReader(t, what: "\(what) '\(key)'", baseDirectory: baseDirectory)
         sub.lenientSecrets = lenientSecrets
         sub.warnings = warnings
+        sub.placeholdersExpected = placeholdersExpected
         return sub
     }
 
@@ -332,7 +336,8 @@ public final class OptionReader {
     /// not a regular file (a directory, a FIFO that would never end), one larger than
     /// ``maxSecretFileBytes``, and with `private` one that group or others can read (as an
     /// inline secret in such a config file is: ssh refuses a readable private key the same way).
-    /// A value still starting with `CHANGE-ME` (the shipped placeholders) is a warning.
+    /// A value still starting with `CHANGE-ME` (the shipped placeholders) is a warning, unless
+    /// ``placeholdersExpected``.
     /// - Parameters:
     ///   - name: the file as messages name it.
     ///   - private: check the mode (not for systemd credentials, which systemd makes private).
@@ -362,7 +367,7 @@ public final class OptionReader {
         var text = String(decoding: data, as: UTF8.self)
         while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
         guard !text.isEmpty else { throw error(variant, "\(what): \(name) is empty") }
-        if text.hasPrefix("CHANGE-ME") {
+        if text.hasPrefix("CHANGE-ME") && !placeholdersExpected {
             warning(variant, "\(what): \(name) still holds the example's placeholder (CHANGE-ME…): put the real secret there")
         }
         return text
