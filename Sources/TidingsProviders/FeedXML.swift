@@ -103,7 +103,12 @@ enum XMLFeed {
         if let link = item.child("link", ns) {
             e.link = FeedText.absolute(link.text, bases: link.bases, feedURL: feedURL)
         }
-        if e.link == nil, let permalink { e.link = FeedText.absolute(permalink, bases: item.bases, feedURL: feedURL) }
+        // A permalink guid is the link when there is none; only an absolute one (many feeds
+        // leave isPermaLink out on guids that are no URL at all).
+        if e.link == nil, let permalink, let u = URL(string: permalink), let scheme = u.scheme?.lowercased(),
+           scheme == "http" || scheme == "https" {
+            e.link = FeedText.absolute(permalink, feedURL: feedURL)
+        }
         e.title = FeedText.line(HTMLText.text(item.child("title", ns)?.text ?? ""))
         let summary = item.child("description", ns) ?? item.child("encoded", content)
         e.body = HTMLText.text(summary?.text ?? "")
