@@ -10,7 +10,7 @@ BIN          := .build/debug/tidings
 STATE_DIR    ?= .state
 
 # Needed to build (GRDB links SQLite; the desktop sink links libnotify; HTTP is libcurl).
-BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev pkg-config
+BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev pkg-config
 # Needed by the test suite: real session bus + notification server, real Alertmanager, real
 # Prometheus and promtool; for the install tests: systemd-analyze, man, bash completion, the
 # Debian package tools, lintian; PostgreSQL (and openssl, for the sslmode tests' certificates)

@@ -62,7 +62,13 @@ let package = Package(
         /// One file (or folder) per remote system.
         .target(
             name: "TidingsProviders",
-            dependencies: ["TidingsCore", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["TidingsCore", "CLibXML2", .product(name: "Logging", package: "swift-log")]
+        ),
+        /// libxml2 (the feed provider's XML parser, in recovery mode), via pkg-config.
+        .systemLibrary(
+            name: "CLibXML2",
+            pkgConfig: "libxml-2.0",
+            providers: [.apt(["libxml2-dev"])]
         ),
         /// libnotify (desktop notifications over D-Bus), via pkg-config.
         .systemLibrary(
