@@ -39,6 +39,9 @@ public struct FeedProvider: Provider {
     }
 
     public var host: String? { url.host }
+    /// A feed lists its latest entries, not all of them: an entry that scrolls off is not
+    /// removed, and one that comes back (a publisher reorders, a 304 after a cut) is not new.
+    public var snapshotIsComplete: Bool { false }
 
     public static let factory = ProviderFactory(name: "feed", summary: "RSS, Atom and JSON Feed entries") { o, _, _ in
         let url = try o.requestURL("url")

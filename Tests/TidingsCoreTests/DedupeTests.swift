@@ -29,6 +29,20 @@ final class DedupeTests: XCTestCase {
         XCTAssertEqual(loud.changes.map(\.type), [.new])
     }
 
+    /// A window onto a longer list (a feed): leaving it is no removal, coming back is no news
+    /// unless the item changed meanwhile; new items are still new.
+    func testAWindowForgetsQuietlyAndKnowsItemsThatReturn() {
+        let d = Deduplicator(reportsRemovals: false)
+        var s: [String: StoredItem] = [:]
+        _ = run(d, &s, [item("a"), item("b")], baseline: true, at: t0)
+        XCTAssertEqual(run(d, &s, [item("b"), item("c")], at: t0 + 1), ["new:c"], "a left: not removed")
+        XCTAssertEqual(s["a"]?.state, .gone, "remembered as gone, so pruned in time")
+        XCTAssertEqual(run(d, &s, [item("a"), item("b"), item("c")], at: t0 + 2), [], "a is back, unchanged: not new")
+        XCTAssertEqual(run(d, &s, [item("c")], at: t0 + 3), [])
+        XCTAssertEqual(run(d, &s, [item("a", "edited"), item("c")], at: t0 + 4), ["changed:a"], "back and edited: changed")
+        XCTAssertEqual(s["a"]?.state, .present)
+    }
+
     func testNewChangedRemovedAndUnchanged() {
         let d = Deduplicator()
         var s: [String: StoredItem] = [:]

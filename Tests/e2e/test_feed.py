@@ -99,7 +99,7 @@ def test_baseline_new_changed_reorder_and_conditional_requests(tidings):
         assert r.stdout == ""
 
 
-def test_rss_with_undeclared_entities_and_a_removed_entry(tidings):
+def test_rss_with_undeclared_entities_and_an_entry_that_scrolls_off_and_back(tidings):
     def rss(*items):
         return ("<rss version=\"2.0\"><channel><title>R</title>"
                 + "".join(f"<item><guid>{g}</guid><title>{t}</title><link>/r/{g}</link></item>" for g, t in items)
@@ -112,9 +112,18 @@ def test_rss_with_undeclared_entities_and_a_removed_entry(tidings):
         r = tidings.check()
         assert r.code == 1, r
         got = sorted((e["event"], e["key"], e["title"]) for e in r.events)
-        assert got == [("new", "b", "Café au lait & more"), ("removed", "a", "First")]
+        assert got == [("new", "b", "Café au lait & more")], "an entry leaving the feed is not removed"
         new = next(e for e in r.events if e["event"] == "new")
         assert new["url"] == f"{srv.url}/r/b", "made absolute against the feed's URL"
+        # a comes back unchanged: the same entry, no event; edited: changed, never new twice.
+        srv.state["body"] = rss(("a", "First"), ("b", "Caf&eacute;&nbsp;au&nbsp;lait &amp; more"))
+        r = tidings.check()
+        assert r.code == 0 and r.stdout == "", r
+        srv.state["body"] = rss(("b", "Caf&eacute;&nbsp;au&nbsp;lait &amp; more"))
+        assert tidings.check().code == 0
+        srv.state["body"] = rss(("a", "First, edited"), ("b", "Caf&eacute;&nbsp;au&nbsp;lait &amp; more"))
+        r = tidings.check()
+        assert [(e["event"], e["key"]) for e in r.events] == [("changed", "a")], r
 
 
 def test_config_check_poll_and_a_bad_pattern_names_file_and_line(tidings):

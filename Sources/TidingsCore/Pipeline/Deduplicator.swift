@@ -10,8 +10,16 @@ import Foundation
 /// unless `notifyExisting`. Pure: no I/O, no clock.
 public struct Deduplicator: Sendable {
     public var flapWindow: TimeInterval
+    /// False for a provider whose snapshot is a window onto a longer list
+    /// (``Provider/snapshotIsComplete``): an item that leaves it is stored as gone without a
+    /// `removed` event, and one that returns is not `new` again (`changed` if its fingerprint
+    /// moved meanwhile). Gone items are pruned after `history_days`, like any.
+    public var reportsRemovals: Bool
 
-    public init(flapWindow: TimeInterval = 0) { self.flapWindow = flapWindow }
+    public init(flapWindow: TimeInterval = 0, reportsRemovals: Bool = true) {
+        self.flapWindow = flapWindow
+        self.reportsRemovals = reportsRemovals
+    }
 
     public struct Change: Sendable, Equatable {
         public var type: EventType
@@ -96,6 +104,14 @@ public struct Deduplicator: Sendable {
                 // Returned within the flap window: one `changed`, never removed+new.
                 out.upserts.append(StoredItem(item: item, state: .present, firstSeen: old.firstSeen, changedAt: now))
                 out.changes.append(Change(type: .changed, item: item, previous: old.item, flapped: true))
+            case .gone where !reportsRemovals:
+                // Back in the window: the same item, not news unless it changed meanwhile.
+                if old.fingerprint != item.fingerprint {
+                    out.upserts.append(StoredItem(item: item, state: .present, firstSeen: old.firstSeen, changedAt: now))
+                    out.changes.append(Change(type: .changed, item: item, previous: old.item))
+                } else {
+                    out.upserts.append(StoredItem(item: item, state: .present, firstSeen: old.firstSeen, changedAt: now))
+                }
             case .gone:
                 out.upserts.append(StoredItem(item: item, state: .present, firstSeen: now, changedAt: now))
                 if baseline && !notifyExisting { out.baselineCount += 1 } else { out.changes.append(Change(type: .new, item: item)) }
@@ -106,6 +122,9 @@ public struct Deduplicator: Sendable {
             switch old.state {
             case .gone:
                 continue
+            case .present where !reportsRemovals, .missing where !reportsRemovals:
+                // Left the window: remembered (as gone, so pruned in time), not removed.
+                out.upserts.append(old.with(state: .gone, changedAt: now, missingSince: now))
             case .present where baseline:
                 out.upserts.append(old.with(state: .gone, changedAt: now, missingSince: now))
             case .present where flapWindow > 0:

@@ -73,9 +73,10 @@ public struct PollRecorder: Sendable {
             var events: [Event] = []
             if case .snapshot(let items, let validators) = result {
                 let intake = ItemIntake.take(items)
-                let previous = try Self.items(db, source: source.name)
+                let complete = source.instance.snapshotIsComplete
+                let previous = try Self.items(db, source: source.name, includingGone: !complete)
                 let baseline = status.baselineAt == nil
-                let outcome = Deduplicator(flapWindow: source.flapWindow)
+                let outcome = Deduplicator(flapWindow: source.flapWindow, reportsRemovals: complete)
                     .run(previous: previous, current: intake.items, baseline: baseline, notifyExisting: source.settings.notifyExisting, now: now)
                 try Self.write(db, source: source.name, upserts: outcome.upserts)
                 try Reminders.forget(db, source: source.name, upserts: outcome.upserts)
@@ -195,9 +196,12 @@ public struct PollRecorder: Sendable {
     /// The source's present and missing items. `gone` rows (removal reported) are left out:
     /// de-duplication treats a gone item that returns exactly like one never seen (`new`,
     /// first seen now), and they pile up between prunes.
-    static func items(_ db: any SQLConnection, source: String) throws -> [String: StoredItem] {
+    /// The stored items of `source`, without those gone unless `includingGone` (a window's
+    /// items that left it: the Deduplicator must know them when they come back).
+    static func items(_ db: any SQLConnection, source: String, includingGone: Bool = false) throws -> [String: StoredItem] {
         var out: [String: StoredItem] = [:]
-        let rows = try db.fetchAll("SELECT key, kind, fingerprint, content_hash, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ? AND state <> 'gone'", source)
+        let rows = try db.fetchAll("SELECT key, kind, fingerprint, content_hash, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ?"
+                                   + (includingGone ? "" : " AND state <> 'gone'"), source)
         out.reserveCapacity(rows.count)
         for r in rows {
             let key: String = try r[0]

@@ -99,10 +99,16 @@ public protocol Provider: Sendable {
     func prepare(_ context: PollContext) async throws
     /// Fetches the current items.
     func poll(_ context: PollContext) async throws -> PollResult
+    /// Whether a snapshot is the whole set (the default): an item missing from it is gone, a
+    /// `removed` event. False for a window onto a longer list, such as a feed's latest entries:
+    /// an item that leaves the window is forgotten quietly, and one that comes back within
+    /// `history_days` is the same item again (changed only if its fingerprint moved), never new.
+    var snapshotIsComplete: Bool { get }
 }
 
 extension Provider {
     public var host: String? { nil }
+    public var snapshotIsComplete: Bool { true }
     public func prepare(_ context: PollContext) async throws {}
 }
 
