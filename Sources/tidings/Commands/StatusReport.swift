@@ -29,6 +29,15 @@ struct StatusReport {
         case ok, new, failing
         case authFailed = "auth-failed"
         case paused
+
+        /// Of `source`, as stored (`status`: nil before its first poll).
+        init(_ source: SourceConfig, _ status: SourceStatus?) {
+            if !source.settings.enabled { self = .paused }
+            else if status?.authFailedHash == source.configHash { self = .authFailed }
+            else if (status?.failures ?? 0) > 0 { self = .failing }
+            else if status?.lastSuccess == nil { self = .new }
+            else { self = .ok }
+        }
     }
 
     /// A failing or auth-failed source.
@@ -92,12 +101,7 @@ struct StatusReport {
         var problems: [Problem] = []
         for s in config.sources {
             let st = statuses[s.name]
-            let health: Health
-            if !s.settings.enabled { health = .paused }
-            else if st?.authFailedHash == s.configHash { health = .authFailed }
-            else if (st?.failures ?? 0) > 0 { health = .failing }
-            else if st?.lastSuccess == nil { health = .new }
-            else { health = .ok }
+            let health = Health(s, st)
             counts[health, default: 0] += 1
             if health == .failing || health == .authFailed {
                 problems.append(Problem(name: s.name, provider: s.provider, health: health, failures: st?.failures ?? 0,
