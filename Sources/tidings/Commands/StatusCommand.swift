@@ -15,9 +15,9 @@ struct StatusCommand: AsyncParsableCommand {
             state and how many sources it polls; the sources by health (ok, new: not polled \
             yet, failing, auth-failed, paused: enabled = false) with the failing and auth-failed \
             ones named (the first 20 in text; all in JSON), their last error and next try; the \
-            outbox of each sink: pending, held (until when and why) and dead; the active \
-            silences; the pending notices (not marked seen); the last 10 events. The last line \
-            says "healthy", or what needs attention.
+            outbox of each sink: pending (queued or retrying), held (until when and why) and \
+            dead; the active silences; the pending notices (not marked seen); the last 10 \
+            events. The last line says "healthy", or what needs attention.
 
             Exit status: 0 healthy; 1 needs attention: a source is failing or auth-failed, a \
             delivery is dead, or no daemon runs while enabled sources exist (on PostgreSQL: \
@@ -39,7 +39,7 @@ struct StatusCommand: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
-    @Flag(help: "Print one JSON object (keys: see below).")
+    @Flag(help: "Print one JSON object (its keys: see the description above).")
     var json = false
 
     func run() async throws {
