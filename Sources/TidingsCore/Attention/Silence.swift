@@ -153,9 +153,15 @@ package enum SilenceID {
 package enum SilenceMark {
     /// The event's JSON (DESIGN §4), plus `"silenced_by": "ID"` when a silence kept it back.
     package static func jsonLine(_ e: Event, silencedBy silence: String?) -> String {
-        guard let silence, case .object(var members) = e.jsonObject else { return e.jsonLine() }
+        guard silence != nil else { return e.jsonLine() }
+        return json(e, silencedBy: silence).jsonString()
+    }
+
+    /// ``jsonLine(_:silencedBy:)`` as a value, to go inside another object.
+    package static func json(_ e: Event, silencedBy silence: String?) -> JSONValue {
+        guard let silence, case .object(var members) = e.jsonObject else { return e.jsonObject }
         members["silenced_by"] = .string(silence)
-        return JSONValue.object(members).jsonString()
+        return .object(members)
     }
 }
 

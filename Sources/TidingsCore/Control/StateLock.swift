@@ -71,8 +71,43 @@ package final class StateLock: Sendable {
         return .heldByDaemon(pid: lock.recordedPID())
     }
 
+    /// What `tidings status` found: never creates the directory or the lock file, and holds
+    /// nothing once it returns.
+    package enum Probe: Sendable, Equatable {
+        /// No lock file: no daemon has ever run on this state directory (or it is missing).
+        case noLockFile
+        /// Nobody holds it exclusively: no daemon (checks may hold it shared).
+        case free
+        /// A daemon holds it: its PID once written, and since when (the lock file's
+        /// modification time: the daemon writes its PID into it right after locking).
+        case heldByDaemon(pid: Int32?, since: Date?)
+    }
+
+    /// Looks, without waiting, whether a daemon holds the lock of `directory`. A shared lock is
+    /// taken and dropped at once: a daemon starting in that instant waits 100 ms for it, as it
+    /// waits for a check.
+    package static func probe(directory: String) throws(SystemFailure) -> Probe {
+        let path = Self.path(in: directory)
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        if fd < 0 {
+            if errno == ENOENT { return .noLockFile }
+            throw SystemFailure("cannot open \(path)", errno: errno)
+        }
+        defer { Glibc.close(fd) }
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
+            flock(fd, LOCK_UN)
+            return .free
+        }
+        guard errno == EWOULDBLOCK else { throw SystemFailure("cannot lock \(path)", errno: errno) }
+        var st = stat()
+        let since = fstat(fd, &st) == 0 ? Date(timeIntervalSince1970: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9) : nil
+        return .heldByDaemon(pid: readPID(fd), since: since)
+    }
+
     /// The PID the daemon wrote; nil if it has not written it yet (it writes right after locking).
-    private func recordedPID() -> Int32? {
+    private func recordedPID() -> Int32? { Self.readPID(fd) }
+
+    private static func readPID(_ fd: Int32) -> Int32? {
         var bytes = [UInt8](repeating: 0, count: 32)
         let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
         guard n > 0 else { return nil }

@@ -147,6 +147,32 @@ extension OutboxStore {
         return out
     }
 
+    /// Deliveries held at `now` for one sink until one time for one reason: what
+    /// `tidings status` shows instead of every row.
+    package struct HeldGroup: Sendable, Equatable {
+        package var sink: String
+        package var hold: OutboxEntry.Hold
+        package var count: Int
+    }
+
+    /// The held deliveries at `now`, grouped by sink, reason and end of the hold (soonest first).
+    package static func heldGroups(_ db: any SQLConnection, now: Date) throws -> [HeldGroup] {
+        let sql = "SELECT sink, hold, hold_until, count(*) FROM delivery WHERE status != 'dead' AND hold_until > ? GROUP BY sink, hold, hold_until ORDER BY sink, hold_until"
+        return try db.fetchAll(sql, now).compactMap { r -> HeldGroup? in
+            guard let reason = Digest.Reason(rawValue: (try r[1] as String?) ?? "") else { return nil }
+            return HeldGroup(sink: try r[0], hold: OutboxEntry.Hold(until: try r[2], reason: reason), count: try r[3])
+        }
+    }
+
+    /// Each sink's newest dead letter's error (sinks without dead letters are absent).
+    package static func lastDeadErrors(_ db: any SQLConnection) throws -> [String: String] {
+        var out: [String: String] = [:]
+        for r in try db.fetchAll("SELECT sink, last_error FROM delivery WHERE id IN (SELECT max(id) FROM delivery WHERE status = 'dead' GROUP BY sink)") {
+            if let e: String = try r[1] { out[try r[0]] = e }
+        }
+        return out
+    }
+
     /// Every queued, held and dead delivery (also those whose event cannot be read), by sink,
     /// oldest first, with their status at `now`.
     public func entries(now: Date = Date()) throws -> [OutboxEntry] {

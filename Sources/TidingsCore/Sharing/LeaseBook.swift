@@ -175,6 +175,32 @@ package enum LeaseBook {
         return out
     }
 
+    /// A daemon sharing the state as `tidings status` shows it: who, since when, how many
+    /// source and sink leases it holds now.
+    package struct LiveInstance: Sendable, Equatable {
+        /// "HOST:PID".
+        package var label: String
+        package var startedAt: Date
+        /// Its last lease round.
+        package var seenAt: Date
+        package var sources: Int
+        package var sinks: Int
+    }
+
+    /// The instances that renewed their leases within `window`, with the leases they hold
+    /// (one query, whatever the number of sources).
+    package static func liveInstanceLeases(_ db: any SQLConnection, within window: TimeInterval, now: Date) throws -> [LiveInstance] {
+        try db.fetchAll("""
+            SELECT i.host, i.pid, i.started_at, i.seen_at,
+              (SELECT count(*) FROM lease l WHERE l.owner = i.id AND l.expires_at > ? AND substr(l.name, 1, 7) = 'source:'),
+              (SELECT count(*) FROM lease l WHERE l.owner = i.id AND l.expires_at > ? AND substr(l.name, 1, 5) = 'sink:')
+            FROM instance i WHERE i.stopped_at IS NULL AND i.seen_at > ? ORDER BY i.host, i.pid
+            """, now, now, now.addingTimeInterval(-window)).map { r -> LiveInstance in
+            LiveInstance(label: "\(try r[0] as String):\(try r[1] as Int)", startedAt: try r[2], seenAt: try r[3],
+                         sources: try r[4], sinks: try r[5])
+        }
+    }
+
     /// Whether an instance other than `except` renewed its leases within `window` (the
     /// daemons that deliver what `tidings check` queues).
     package static func liveInstances(_ db: any SQLConnection, within window: TimeInterval, now: Date) throws -> [String] {

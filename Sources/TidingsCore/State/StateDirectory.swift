@@ -23,7 +23,7 @@ package enum StateDirectory {
         }
     }
 
-    static let databaseName = "tidings.sqlite"
+    package static let databaseName = "tidings.sqlite"
 
     /// Creates what is missing and checks the rest; returns the database path.
     @discardableResult

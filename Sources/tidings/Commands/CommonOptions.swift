@@ -31,6 +31,8 @@ struct CommonOptions: ParsableArguments {
 enum Exit {
     static let nothingNew: Int32 = 0
     static let newEvents: Int32 = 1
+    /// `tidings status`: the state needs attention (a failing source, a dead letter, no daemon).
+    static let attention: Int32 = 1
     static let failure: Int32 = 2
     static let usage: Int32 = 64
     static let config: Int32 = 78

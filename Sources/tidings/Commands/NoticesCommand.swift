@@ -41,15 +41,17 @@ struct NoticesCommand: AsyncParsableCommand {
             if !json { try NoticeBook.markSeen(store, ids: notices.map(\.id)) }
         }
 
-        static func jsonLine(_ n: PendingNotice) -> String {
-            let obj: JSONValue = [
+        static func jsonLine(_ n: PendingNotice) -> String { json(n).jsonString() }
+
+        /// A notice as JSON (also inside `tidings status --json`).
+        static func json(_ n: PendingNotice) -> JSONValue {
+            [
                 "id": .string(n.id), "source": .string(n.source), "key": .string(n.key), "title": .string(n.title),
                 "body": .string(n.body), "url": n.url.map(JSONValue.string) ?? .null, "severity": .string(n.severity.rawValue),
                 "created_at": .string(Timestamp.format(n.createdAt)), "updated_at": .string(Timestamp.format(n.updatedAt)),
                 "expires_at": .string(Timestamp.format(n.expiresAt)),
                 "seen_at": n.seenAt.map { .string(Timestamp.format($0)) } ?? .null,
             ]
-            return obj.jsonString()
         }
 
         static func textLine(_ n: PendingNotice, idLength: Int) -> String {

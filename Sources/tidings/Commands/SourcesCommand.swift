@@ -19,12 +19,8 @@ struct SourcesCommand: AsyncParsableCommand {
         let shared = store.database.isShared
         for s in app.config.sources {
             let st = statuses[s.name]
-            let state: String
-            if !s.settings.enabled { state = "disabled" }
-            else if st?.authFailedHash == s.configHash { state = "auth-failed" }
-            else if (st?.failures ?? 0) > 0 { state = "failing" }
-            else if st?.lastSuccess == nil { state = "new" }
-            else { state = "ok" }
+            let health = StatusReport.Health(s, st)
+            let state = health == .paused ? "disabled" : health.rawValue
             if json {
                 let obj: JSONValue = [
                     "name": .string(s.name), "provider": .string(s.provider), "state": .string(state),
