@@ -137,12 +137,26 @@ def test_three_daemons_share_sources_and_survive_kill_9(tmp_path, pg_db):
             # round delayed on a loaded machine), so the poll's transaction refuses it (fencing)
             # and the next poll, two seconds later, records the change. Wait for the state to
             # hold the final generation of every feed (bounded), then check it exactly below.
+            missing: dict = {}
+
             def recorded() -> bool:
                 have = collections.defaultdict(set)
                 for e in pg_db.events():
                     have[e["source"]].add((e["event"], e["key"]))
-                return all(world.expected(i, world.generation(i)) <= have[source_name(i)] for i in range(SOURCES))
-            wait_for(recorded, timeout=30, interval=1, what="every feed's last change recorded")
+                missing.clear()
+                missing.update({source_name(i): sorted(world.expected(i, world.generation(i)) - have[source_name(i)])
+                                for i in range(SOURCES) if not world.expected(i, world.generation(i)) <= have[source_name(i)]})
+                return not missing
+            try:
+                # One instance is left polling all 300 feeds every 2 s while other test files
+                # load the same 2 cores: convergence is bounded generously (the takeover bounds
+                # above are what the test measures).
+                t_drain = time.monotonic()
+                wait_for(recorded, timeout=90, interval=1, what="every feed's last change recorded")
+                print(f"drain: every feed's last change recorded {time.monotonic() - t_drain:.1f}s after every source was polled")
+            except AssertionError:
+                raise AssertionError(f"{len(missing)} feeds lack events, e.g. {dict(list(missing.items())[:5])}; "
+                                     f"the last instance's log: {read_log(last)[-2000:]}")
             wait_for(lambda: pg_db.queued() == 0, timeout=60, interval=0.5, what="an empty outbox")
             last.send_signal(signal.SIGTERM)
             assert last.wait(timeout=30) == 0, read_log(last)[-3000:]
