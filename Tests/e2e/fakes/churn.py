@@ -99,6 +99,10 @@ class ChurnWorld:
                 f'\n[sinks.hook]\ntype = "webhook"\nurl = "{hook_url}/hook"\ntimeout = "5s"\n{secret}'
                 + state_toml + self.all_toml())
 
+    def first_served_at(self, i: int) -> float | None:
+        ok = [t for t, _, status in self.served(i) if status == 200]
+        return ok[0] if ok else None
+
     def served(self, i: int) -> list:
         with self.server.httpd.lock:
             return list(self.log[i])
@@ -106,7 +110,7 @@ class ChurnWorld:
     def request_times(self, i: int) -> list:
         return [t for t, _, _ in self.served(i)]
 
-    def expected(self, i: int, final_generation: int | None = None) -> set:
+    def expected(self, i: int, final_generation: int | None = None, baseline_after_first: bool = False) -> set:
         """(event, key) of a correct history of feed i: the first 200 answer is the silent
         baseline; every later generation up to `final_generation` (default: the last one
         served) is `new`, and every generation before the last is `removed`."""
@@ -114,6 +118,10 @@ class ChurnWorld:
         if not ok:
             return set()
         first, last = ok[0], final_generation if final_generation is not None else max(ok)
+        if baseline_after_first:
+            # The first poll answered but was not recorded (its lease lapsed: fencing), and the
+            # feed had moved on by the poll that made the baseline.
+            first = next((g for g in ok if g > ok[0]), ok[0])
         return ({("new", item_key(i, g)) for g in range(first + 1, last + 1)}
                 | {("removed", item_key(i, g)) for g in range(first, last)})
 
