@@ -7,12 +7,15 @@
 4. cold start: `tidings sources` on a state with 10,000 sources;
 5. shared state (DESIGN §11): 30,000 sources at 60 s ± 10 % across three daemons on one
    PostgreSQL (a private server, Tests/e2e/postgres.py): CPU and peak RSS per instance,
-   PostgreSQL's CPU (all its processes), scheduling lateness per instance.
+   PostgreSQL's CPU (all its processes), scheduling lateness per instance;
+6. sources people watch (DESIGN §12): one `check` of 100 feeds and 100 pages vs urlwatch 2.29
+   on the same nginx (wall, CPU, peak RSS), and one 10,000-entry feed and one 2 MB page
+   (entries/s, MiB/s, peak RSS).
 
 Prints one short table; the raw figures go to bench-results/latest.json (not committed).
 Knobs (environment): BENCH_N="200 1000", BENCH_RUNS=7, BENCH_DAEMON_SOURCES=10000,
 BENCH_DAEMON_SECONDS=135, BENCH_SHARED_SOURCES=30000, BENCH_SHARED_SECONDS=180,
-BENCH_ONLY="1 2 3 4 5", BENCH_KEEP=1 (keep the work directory).
+BENCH_ONLY="1 2 3 4 5 6", BENCH_KEEP=1 (keep the work directory).
 """
 import argparse
 import json
@@ -90,6 +93,7 @@ events {{ worker_connections 8192; }}
 http {{
   access_log off;
   default_type application/json;
+  types {{ application/json json; application/atom+xml xml; text/html html; }}
   keepalive_requests 1000000;
   keepalive_timeout 120s;
   client_body_temp_path {t}/body;
@@ -351,6 +355,103 @@ def bench_cold_start(args, work, targs):
     return {"median_ms": 1000 * statistics.median(times), "min_ms": 1000 * min(times), "rss_kib": rss}
 
 
+WATCH_N = 100  # feeds and pages each in benchmark 6's check
+
+
+def watch_files(nginx):
+    """Benchmark 6's documents under nginx's root: w/feedI.xml (20 Atom entries), w/pageI.html
+    (a 30 KB page whose #content the sources watch), w/big.xml (10,000 entries), w/big.html (2 MB)."""
+    w = os.path.join(nginx.www, "w")
+    os.makedirs(w, exist_ok=True)
+
+    def atom(i, n):
+        entries = "".join(
+            f'<entry><id>urn:bench:{i}:{k}</id><title>Entry {k} of feed {i} &amp; more</title>'
+            f'<link href="/posts/{i}/{k}"/><updated>2026-01-01T00:00:00Z</updated>'
+            f'<summary type="html">&lt;p&gt;Summary &lt;b&gt;{k}&lt;/b&gt; of feed {i}&lt;/p&gt;</summary></entry>'
+            for k in range(n))
+        return f'<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom"><id>urn:bench:{i}</id><title>Feed {i}</title>{entries}</feed>'
+
+    def page(i, rows):
+        filler = "".join(f'<div class="ad"><p>Filler paragraph {k} with <a href="/x/{k}">a link</a>.</p></div>' for k in range(rows))
+        jobs = "".join(f'<li class="job" data-id="{k}"><h3>Job {k} at site {i}</h3><p>Details of job {k}</p></li>' for k in range(20))
+        return (f'<!doctype html><html><head><meta charset="utf-8"><title>Site {i}</title>'
+                f'<script>var x = {i};</script></head><body><nav>menu</nav>{filler}'
+                f'<div id="content"><ul>{jobs}</ul></div>{filler}</body></html>')
+
+    for i in range(WATCH_N):
+        with open(os.path.join(w, f"feed{i}.xml"), "w") as f:
+            f.write(atom(i, 20))
+        with open(os.path.join(w, f"page{i}.html"), "w") as f:
+            f.write(page(i, 200))
+    with open(os.path.join(w, "big.xml"), "w") as f:
+        f.write(atom("big", 10000))
+    with open(os.path.join(w, "big.html"), "w") as f:
+        f.write(page("big", 20000))
+    for d, _, fs in os.walk(w):
+        os.chmod(d, 0o755)
+        for x in fs:
+            os.chmod(os.path.join(d, x), 0o644)
+    return {"big_xml": os.path.getsize(os.path.join(w, "big.xml")), "big_html": os.path.getsize(os.path.join(w, "big.html"))}
+
+
+def watch_tidings_config(path, nginx, feeds, pages, extra=""):
+    """feeds / pages: lists of (name, path under w/)."""
+    os.makedirs(os.path.join(path, "plugins.d"), exist_ok=True)
+    with open(os.path.join(path, "tidings.toml"), "w") as f:
+        f.write('plugins_dir = "plugins.d"\n\n[defaults]\ninterval = "5m"\njitter = 0.1\n')
+    base = f"http://127.0.0.1:{nginx.port}/w/"
+    for name, doc in feeds:
+        with open(os.path.join(path, "plugins.d", f"{name}.toml"), "w") as f:
+            f.write(f'provider = "feed"\nurl = "{base}{doc}"\nmax_entries = 20000\n{extra}')
+    for name, doc in pages:
+        with open(os.path.join(path, "plugins.d", f"{name}.toml"), "w") as f:
+            f.write(f'provider = "page"\nurl = "{base}{doc}"\nselect = "css:#content li.job"\neach = true\nkey = "@data-id"\n{extra}')
+    return ["--config", os.path.join(path, "tidings.toml"), "--state-dir", os.path.join(path, "state")]
+
+
+def bench_watch(args, work, nginx, urlwatch, runs):
+    sizes = watch_files(nginx)
+    d = os.path.join(work, "watch")
+    base = f"http://127.0.0.1:{nginx.port}/w/"
+    feeds = [(f"feed{i:03d}", f"feed{i}.xml") for i in range(WATCH_N)]
+    pages = [(f"page{i:03d}", f"page{i}.html") for i in range(WATCH_N)]
+    targs = watch_tidings_config(os.path.join(d, "tidings"), nginx, feeds, pages)
+    u = os.path.join(d, "urlwatch")
+    uargs = urlwatch_config(u, nginx, 0)
+    with open(os.path.join(u, "urls.yaml"), "w") as f:
+        jobs = [f"name: {n}\nurl: {base}{doc}\n" for n, doc in feeds]
+        jobs += [f"name: {n}\nurl: {base}{doc}\nfilter:\n  - css: '#content li.job'\n  - html2text: re\n" for n, doc in pages]
+        f.write("---\n".join(jobs))
+    res = {"feeds": WATCH_N, "pages": WATCH_N, "runs": runs}
+    tcmd, ucmd = [args.bin, "check", "-q"] + targs, [urlwatch] + uargs
+    log(f"[6] {WATCH_N} feeds + {WATCH_N} pages: warming up")
+    for _ in range(2):
+        timed(tcmd, ok=(0, 1))
+        timed(ucmd)
+    t, uu = [], []
+    for r in range(runs):
+        t.append(timed(tcmd)[:3])
+        uu.append(timed(ucmd)[:3])
+        log(f"[6] run {r + 1}/{runs}: tidings {t[-1][0]:.2f}s {t[-1][2] // 1024}MiB, urlwatch {uu[-1][0]:.2f}s {uu[-1][2] // 1024}MiB")
+    med = lambda xs, k: statistics.median(x[k] for x in xs)
+    for name, xs in (("tidings", t), ("urlwatch", uu)):
+        res[name] = {"wall_s": med(xs, 0), "cpu_s": med(xs, 1), "rss_kib": med(xs, 2)}
+    # One big document at a time, from an empty state each run (every entry parsed, deduplicated
+    # and stored), so the figure is the whole per-entry cost.
+    for key, kind, doc, unit in (("big_feed", "feed", "big.xml", 10000), ("big_page", "page", "big.html", 20)):
+        xs = []
+        for r in range(max(3, runs // 2)):
+            p = os.path.join(d, f"{key}{r}")
+            a = watch_tidings_config(p, nginx, [(key, doc)] if kind == "feed" else [], [(key, doc)] if kind == "page" else [])
+            xs.append(timed([args.bin, "check", "-q"] + a, ok=(0, 1))[:3])
+        wall = statistics.median(x[0] for x in xs)
+        res[key] = {"bytes": sizes["big_xml" if kind == "feed" else "big_html"], "items": unit, "wall_s": wall,
+                    "cpu_s": statistics.median(x[1] for x in xs), "rss_kib": max(x[2] for x in xs)}
+        log(f"[6] {doc}: {wall:.2f}s, {res[key]['rss_kib'] // 1024} MiB")
+    return res
+
+
 # ---------------------------------------------------------------- report
 
 def machine():
@@ -408,6 +509,15 @@ def table(res):
             worst = max(i["p99_ms"] for i in ins)
             rows.append(("   lateness p99 per instance", " / ".join(f"{i['p99_ms']:.1f} ms" for i in ins),
                          f"p99 <= 250 ms: {'met' if worst <= 250 else 'MISSED'}"))
+    if "watch" in res:
+        x = res["watch"]
+        t, u = x["tidings"], x["urlwatch"]
+        rows.append((f"6. check {x['feeds']} feeds + {x['pages']} pages: tidings", f"{t['wall_s']:.3f} s wall, {t['cpu_s']:.3f} s CPU, {mib(t['rss_kib'])}", ""))
+        rows.append(("   urlwatch 2.29", f"{u['wall_s']:.3f} s wall, {u['cpu_s']:.3f} s CPU, {mib(u['rss_kib'])}", ""))
+        rows.append(("   ratio urlwatch/tidings", f"wall {u['wall_s'] / max(t['wall_s'], 1e-3):.1f}x, CPU {u['cpu_s'] / max(t['cpu_s'], 1e-3):.1f}x, RSS {u['rss_kib'] / t['rss_kib']:.1f}x", ""))
+        f, p = x["big_feed"], x["big_page"]
+        rows.append((f"   feed of {f['items']:,} entries ({f['bytes'] / 1e6:.1f} MB), empty state", f"{f['items'] / max(f['wall_s'], 1e-3):,.0f} entries/s ({f['wall_s']:.2f} s), {mib(f['rss_kib'])}", ""))
+        rows.append((f"   page of {p['bytes'] / 1e6:.1f} MB, empty state", f"{p['bytes'] / 1e6 / max(p['wall_s'], 1e-3):.1f} MB/s ({p['wall_s']:.2f} s), {mib(p['rss_kib'])}", ""))
     w = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = [f"tidings benchmarks — {res['machine']}, load average at start {res.get('loadavg', '?')}", ""]
     lines += [f"{a:<{w[0]}}  {b:<{w[1]}}  {c}".rstrip() for a, b, c in rows]
@@ -434,9 +544,11 @@ def main():
     try:
         nginx.start()
         log(f"nginx on 127.0.0.1:{nginx.port}, work dir {work}")
+        urlwatch = make_venv(work) if (1 in only or 6 in only) else None
         if 1 in only:
-            urlwatch = make_venv(work)
             res["check"] = [bench_check_vs_urlwatch(args, work, nginx, urlwatch, n, runs) for n in ns]
+        if 6 in only:
+            res["watch"] = bench_watch(args, work, nginx, urlwatch, runs)
         targs = None
         if 2 in only or 4 in only:
             res["daemon"], targs = bench_daemon(args, work, nginx, dn, dsec)

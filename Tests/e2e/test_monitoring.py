@@ -376,15 +376,15 @@ def test_reload_keeps_an_unchanged_listen_and_moves_a_changed_one(tidings):
 
 
 # ---------------------------------------------------------------------------------------------
-# The shipped alert rules: valid for promtool, and the README shows exactly them.
+# The shipped alert rules: valid for promtool, and the docs (operations, "Monitoring") show exactly them.
 
-def test_alert_rules_are_valid_and_the_readme_shows_them():
+def test_alert_rules_are_valid_and_the_docs_show_them():
     check = subprocess.run(["promtool", "check", "rules", str(RULES)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "SUCCESS: 3 rules found" in check.stdout, check.stdout
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```yaml\n(.*?)```", readme, re.S)
-    assert RULES.read_text() in blocks, "README's alert rules differ from etc/prometheus/tidings-alerts.yml"
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", doc, re.S)
+    assert RULES.read_text() in blocks, "docs/operations.md's alert rules differ from etc/prometheus/tidings-alerts.yml"
 
 
 def test_config_check_warns_about_a_non_loopback_listen(tidings):
