@@ -173,28 +173,34 @@ def make_venv(work):
 
 # ---------------------------------------------------------------- benchmarks
 
+def side_by_side(tag, tcmd, ucmd, runs):
+    """tidings and urlwatch, warmed up (state and cache filled), then `runs` runs each, interleaved:
+    {"tidings": medians, "urlwatch": medians}."""
+    log(f"{tag}: warming up (state and cache filled)")
+    for _ in range(2):
+        timed(tcmd, ok=(0, 1))
+        timed(ucmd)
+    _, _, _, rc = timed(tcmd, ok=(0, 1))
+    if rc != 0:
+        log(f"{tag} warning: a warm tidings check still reported events (exit {rc})")
+    t, u = [], []
+    for r in range(runs):
+        t.append(timed(tcmd)[:3])
+        u.append(timed(ucmd)[:3])
+        log(f"{tag} run {r + 1}/{runs}: tidings {t[-1][0]:.2f}s {t[-1][2] // 1024}MiB, urlwatch {u[-1][0]:.2f}s {u[-1][2] // 1024}MiB")
+    med = lambda xs, k: statistics.median(x[k] for x in xs)
+    return {name: {"wall_s": med(xs, 0), "cpu_s": med(xs, 1), "rss_kib": med(xs, 2), "rss_kib_max": max(x[2] for x in xs)}
+            for name, xs in (("tidings", t), ("urlwatch", u))}
+
+
 def bench_check_vs_urlwatch(args, work, nginx, urlwatch, n, runs):
     d = os.path.join(work, f"check{n}")
     targs = tidings_config(os.path.join(d, "tidings"), nginx, n)
     uargs = urlwatch_config(os.path.join(d, "urlwatch"), nginx, n)
     tcmd = [args.bin, "check", "-q"] + targs
     ucmd = [urlwatch] + uargs
-    log(f"[1] N={n}: warming up (state and cache filled)")
-    for _ in range(2):
-        timed(tcmd, ok=(0, 1))
-        timed(ucmd)
-    _, _, _, rc = timed(tcmd, ok=(0, 1))
-    if rc != 0:
-        log(f"[1] warning: a warm tidings check still reported events (exit {rc})")
-    t, u = [], []
-    for r in range(runs):
-        t.append(timed(tcmd)[:3])
-        u.append(timed(ucmd)[:3])
-        log(f"[1] N={n} run {r + 1}/{runs}: tidings {t[-1][0]:.2f}s {t[-1][2] // 1024}MiB, urlwatch {u[-1][0]:.2f}s {u[-1][2] // 1024}MiB")
-    med = lambda xs, k: statistics.median(x[k] for x in xs)
     res = {"n": n, "runs": runs}
-    for name, xs in (("tidings", t), ("urlwatch", u)):
-        res[name] = {"wall_s": med(xs, 0), "cpu_s": med(xs, 1), "rss_kib": med(xs, 2), "rss_kib_max": max(x[2] for x in xs)}
+    res.update(side_by_side(f"[1] N={n}", tcmd, ucmd, runs))
     res["wall_ratio"] = res["urlwatch"]["wall_s"] / max(res["tidings"]["wall_s"], 1e-3)
     res["cpu_ratio"] = res["urlwatch"]["cpu_s"] / max(res["tidings"]["cpu_s"], 1e-3)
     res["rss_ratio"] = res["urlwatch"]["rss_kib"] / res["tidings"]["rss_kib"]
@@ -425,18 +431,7 @@ def bench_watch(args, work, nginx, urlwatch, runs):
         f.write("---\n".join(jobs))
     res = {"feeds": WATCH_N, "pages": WATCH_N, "runs": runs}
     tcmd, ucmd = [args.bin, "check", "-q"] + targs, [urlwatch] + uargs
-    log(f"[6] {WATCH_N} feeds + {WATCH_N} pages: warming up")
-    for _ in range(2):
-        timed(tcmd, ok=(0, 1))
-        timed(ucmd)
-    t, uu = [], []
-    for r in range(runs):
-        t.append(timed(tcmd)[:3])
-        uu.append(timed(ucmd)[:3])
-        log(f"[6] run {r + 1}/{runs}: tidings {t[-1][0]:.2f}s {t[-1][2] // 1024}MiB, urlwatch {uu[-1][0]:.2f}s {uu[-1][2] // 1024}MiB")
-    med = lambda xs, k: statistics.median(x[k] for x in xs)
-    for name, xs in (("tidings", t), ("urlwatch", uu)):
-        res[name] = {"wall_s": med(xs, 0), "cpu_s": med(xs, 1), "rss_kib": med(xs, 2)}
+    res.update(side_by_side(f"[6] {WATCH_N} feeds + {WATCH_N} pages", tcmd, ucmd, runs))
     # One big document at a time, from an empty state each run (every entry parsed, deduplicated
     # and stored), so the figure is the whole per-entry cost.
     for key, kind, doc, unit in (("big_feed", "feed", "big.xml", 10000), ("big_page", "page", "big.html", 20)):
