@@ -40,13 +40,14 @@ SWIFT_INPUTS := Package.swift $(wildcard Package.resolved) $(shell find Sources 
 # The installed binary: a copy of the static release build, so that a later dynamic release
 # build (make bench, make soak) cannot replace what `make install` installs.
 RELEASE_BIN := .build/install/tidings
-# Man pages generated from the argument parser, one per subcommand.
-RELEASE_MAN := .build/install/man
+# Man pages generated from the argument parser, one per subcommand (from the debug build: the
+# command line is the same in every build, so a clone needs no release build to read them).
+MAN_DIR     := .build/man
 # What install and deb copy: the two above, unless given on the command line, as
 # Tests/e2e/test_install_modes.py does (`make install INSTALL_BIN=.build/debug/tidings
 # MAN_BUILD=DIR`, DIR holding *.1 pages and a .stamp): then nothing is built, the files must exist.
 INSTALL_BIN := $(RELEASE_BIN)
-MAN_BUILD   := $(RELEASE_MAN)
+MAN_BUILD   := $(MAN_DIR)
 # Date printed in the man pages: the last commit's, for reproducible pages.
 MAN_DATE    := $(shell git log -1 --format=%cs 2>/dev/null || date +%F)
 
@@ -141,18 +142,20 @@ $(RELEASE_BIN): $(SWIFT_INPUTS) Makefile | deps
 	mkdir -p $(@D)
 	cp .build/release/tidings $@
 
-# tidings(1) and one page per subcommand, generated from the argument parser of the binary
-# being installed by swift-argument-parser's generate-manual (the tool behind its
-# `swift package plugin generate-manual`, which would first rebuild the whole package in release
-# mode without the static runtime: minutes, and the static build then recompiles everything).
-# etc/man/generated-pages.sed makes the pages indexable by whatis and quiet under groff.
-man: $(RELEASE_MAN)/.stamp
+# tidings(1) and one page per subcommand, tidings-SUBCOMMAND(1) as git and systemd name theirs,
+# generated from the argument parser of the debug build by swift-argument-parser's
+# generate-manual (the tool behind its `swift package plugin generate-manual`, which would
+# first rebuild the whole package in release mode): `make man`, then `man -l .build/man/tidings.1`.
+# etc/man/generated-pages.sed names the pages and makes them indexable by whatis and quiet under groff.
+man: build
+	@$(MAKE) --no-print-directory $(MAN_DIR)/.stamp
 
-$(RELEASE_MAN)/.stamp: $(RELEASE_BIN) etc/man/generated-pages.sed
+$(MAN_DIR)/.stamp: $(BIN) etc/man/generated-pages.sed
 	$(SWIFT) build --product generate-manual
-	rm -rf $(RELEASE_MAN) && mkdir -p $(RELEASE_MAN)
-	.build/debug/generate-manual $(RELEASE_BIN) --multi-page --date $(MAN_DATE) --output-directory $(RELEASE_MAN)
-	sed -i -f etc/man/generated-pages.sed $(RELEASE_MAN)/*.1
+	rm -rf $(MAN_DIR) && mkdir -p $(MAN_DIR)
+	.build/debug/generate-manual $(BIN) --multi-page --date $(MAN_DATE) --output-directory $(MAN_DIR)
+	sed -i -f etc/man/generated-pages.sed $(MAN_DIR)/*.1
+	cd $(MAN_DIR) && for f in tidings.*.1; do mv "$$f" "$$(echo "$${f%.1}" | tr . -).1"; done
 	touch $@
 
 # Every mode is explicit (directories 0755, files 0644, the binary and executable examples 0755),
@@ -190,7 +193,7 @@ install: $(INSTALL_BIN) $(MAN_BUILD)/.stamp
 
 uninstall:
 	rm -f $(DESTDIR)$(bindir)/tidings
-	rm -f $(DESTDIR)$(mandir)/man1/tidings.1 $(DESTDIR)$(mandir)/man1/tidings.*.1 $(DESTDIR)$(mandir)/man5/tidings.toml.5
+	rm -f $(DESTDIR)$(mandir)/man1/tidings.1 $(DESTDIR)$(mandir)/man1/tidings-*.1 $(DESTDIR)$(mandir)/man5/tidings.toml.5
 	rm -f $(DESTDIR)$(bashcompdir)/tidings $(DESTDIR)$(zshcompdir)/_tidings $(DESTDIR)$(fishcompdir)/tidings.fish
 	rm -f $(DESTDIR)$(unitdir)/user/tidings.service $(DESTDIR)$(unitdir)/system/tidings.service
 	rm -rf $(DESTDIR)$(docdir)

@@ -70,13 +70,13 @@ def prefixed(tmp_path_factory) -> Path:
 
 
 def command_pages(binary: Path) -> set[str]:
-    """tidings.1 and tidings.SUB[.SUB].1 for every command the argument parser knows."""
+    """tidings.1 and tidings-SUB[-SUB].1 for every command the argument parser knows."""
     dump = json.loads(subprocess.run([str(binary), "--experimental-dump-help"], capture_output=True,
                                      text=True, check=True, env=system_env()).stdout)
     names = set()
 
     def walk(command, path):
-        names.add(".".join(path) + ".1")
+        names.add("-".join(path) + ".1")
         for sub in command.get("subcommands") or []:
             walk(sub, path + [sub["commandName"]])
 
@@ -87,7 +87,7 @@ def command_pages(binary: Path) -> set[str]:
 def test_install_lays_out_what_design_8_lists(staged):
     usr = staged / "usr"
     pages = command_pages(usr / "bin/tidings")
-    assert {"tidings.1", "tidings.run.1", "tidings.check.1", "tidings.config.check.1", "tidings.config.init.1"} <= pages
+    assert {"tidings.1", "tidings-run.1", "tidings-check.1", "tidings-config-check.1", "tidings-config-init.1"} <= pages
     examples = {f"share/doc/tidings/examples/{p.relative_to(ROOT)}" for p in (ROOT / "plugins.d").rglob("*") if p.is_file()}
     expected = {
         "bin/tidings",
