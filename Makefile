@@ -9,8 +9,9 @@ TEST_PYTHON  := $(TEST_VENV)/bin/python
 BIN          := .build/debug/tidings
 STATE_DIR    ?= .state
 
-# Needed to build (GRDB links SQLite; the desktop sink links libnotify; HTTP is libcurl).
-BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev pkg-config
+# Needed to build (GRDB links SQLite; the desktop sink links libnotify; HTTP is libcurl; python3
+# makes tidings.toml(5) from docs/).
+BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev pkg-config python3
 # Needed by the test suite: real session bus + notification server, real Alertmanager, real
 # Prometheus and promtool; for the install tests: systemd-analyze, man, bash completion, the
 # Debian package tools, lintian; PostgreSQL (and openssl, for the sslmode tests' certificates)
@@ -150,12 +151,13 @@ $(RELEASE_BIN): $(SWIFT_INPUTS) Makefile | deps
 man: build
 	@$(MAKE) --no-print-directory $(MAN_DIR)/.stamp
 
-$(MAN_DIR)/.stamp: $(BIN) etc/man/generated-pages.sed
+$(MAN_DIR)/.stamp: $(BIN) etc/man/generated-pages.sed etc/man/md2man.py etc/man/tidings.toml.5.in $(shell find docs -name '*.md')
 	$(SWIFT) build --product generate-manual
 	rm -rf $(MAN_DIR) && mkdir -p $(MAN_DIR)
 	.build/debug/generate-manual $(BIN) --multi-page --date $(MAN_DATE) --output-directory $(MAN_DIR)
 	sed -i -f etc/man/generated-pages.sed $(MAN_DIR)/*.1
 	cd $(MAN_DIR) && for f in tidings.*.1; do mv "$$f" "$$(echo "$${f%.1}" | tr . -).1"; done
+	$(PYTHON) etc/man/md2man.py etc/man/tidings.toml.5.in . $(VERSION) $(MAN_DATE) @DOCDIR@ > $(MAN_DIR)/tidings.toml.5
 	touch $@
 
 # Every mode is explicit (directories 0755, files 0644, the binary and executable examples 0755),
@@ -174,7 +176,7 @@ install: $(INSTALL_BIN) $(MAN_BUILD)/.stamp
 	  $(DESTDIR)$(unitdir)/user $(DESTDIR)$(unitdir)/system
 	install -m 0755 $(INSTALL_BIN) $(DESTDIR)$(bindir)/tidings
 	install -m 0644 $(MAN_BUILD)/*.1 $(DESTDIR)$(mandir)/man1/
-	$(call install_stdout,0644,$(DESTDIR)$(mandir)/man5/tidings.toml.5,sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DOCDIR@|$(docdir)|g' etc/man/tidings.toml.5)
+	$(call install_stdout,0644,$(DESTDIR)$(mandir)/man5/tidings.toml.5,sed -e 's|@DOCDIR@|$(docdir)|g' $(MAN_BUILD)/tidings.toml.5)
 	$(call install_stdout,0644,$(DESTDIR)$(bashcompdir)/tidings,$(INSTALL_BIN) --generate-completion-script bash | sed '1{/^#!/d}')
 	$(call install_stdout,0644,$(DESTDIR)$(zshcompdir)/_tidings,$(INSTALL_BIN) --generate-completion-script zsh)
 	$(call install_stdout,0644,$(DESTDIR)$(fishcompdir)/tidings.fish,$(INSTALL_BIN) --generate-completion-script fish)

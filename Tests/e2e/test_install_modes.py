@@ -24,8 +24,8 @@ def make_args(tmp_path: Path, *args: str) -> list[str]:
     man = tmp_path / "man"
     if not man.exists():
         man.mkdir(mode=0o700)
-        for page in ("tidings.1", "tidings.run.1"):
-            (man / page).write_text(f'.TH "{page[:-2].upper()}" "1"\n.SH NAME\n{page[:-2]} \\- stand-in\n')
+        for page in ("tidings.1", "tidings-run.1", "tidings.toml.5"):
+            (man / page).write_text(f'.TH "{page[:-2].upper()}" "{page[-1]}"\n.SH NAME\n{page[:-2]} \\- stand-in\n')
             (man / page).chmod(0o600)
         (man / ".stamp").touch()
     return ["make", "--no-print-directory", "-C", str(ROOT), *args,

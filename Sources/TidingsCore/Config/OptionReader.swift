@@ -386,10 +386,13 @@ public final class OptionReader {
 
     // MARK: finishing
 
-    /// Throws ``ConfigErrors`` naming every key nobody read.
+    /// Throws ``ConfigErrors`` naming every key nobody read, each with the keys the table takes
+    /// (as serde's "expected one of"): the fix is on the same line as the typo.
     public func finish() throws {
-        let unknown = table.keys.filter { !consumed.contains($0) }.map { error($0, "\(what): unknown key '\($0)'") }
-        if !unknown.isEmpty { throw ConfigErrors(unknown) }
+        let stray = table.keys.filter { !consumed.contains($0) }
+        guard !stray.isEmpty else { return }
+        let known = consumed.subtracting(stray).sorted().joined(separator: ", ")
+        throw ConfigErrors(stray.map { error($0, "\(what): unknown key '\($0)' (known: \(known))") })
     }
 }
 
