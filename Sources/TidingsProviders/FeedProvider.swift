@@ -29,7 +29,8 @@ public struct FeedProvider: Provider {
     static let maxTitle = 300
     static let maxBody = 2000
 
-    package init(url: URL, headers: HeaderTable = HeaderTable(), include: [SafeRegex] = [], exclude: [SafeRegex] = [],
+    /// Public for the fuzz package (Fuzz/), which decodes documents with a default source.
+    public init(url: URL, headers: HeaderTable = HeaderTable(), include: [SafeRegex] = [], exclude: [SafeRegex] = [],
                  maxEntries: Int = FeedProvider.defaultMaxEntries) {
         self.url = url
         self.headers = headers

@@ -43,6 +43,11 @@ final class FuzzRegressionTests: XCTestCase {
             _ = try? ExecProvider.parseJSONLines($0)
             _ = ExecProvider.nagiosItem(status: Int32(($0.first ?? 0) % 4), stdout: $0, name: "fuzz")
         },
+        "feed": { data in
+            let source = FeedProvider(url: URL(string: "https://blog.example.com/feed.xml")!)
+            _ = try? source.decode(data)
+            _ = try? source.decode(data, charset: "windows-1252")
+        },
     ]
 
     static func loadConfig(_ data: Data) throws -> TidingsConfig {

@@ -13,6 +13,7 @@ enum Targets {
     static let all: [String: @Sendable (Data) -> Void] = [
         "config": config, "duration": duration, "sportdate": sportdate, "statuspage": statuspage,
         "economic": economic, "alertmanager": alertmanager, "http-json": httpJSON, "exec-output": execOutput,
+        "feed": feed,
     ]
 
     /// The TOML text of a main config → ``ConfigLoader/load(text:file:)`` with every built-in
@@ -74,5 +75,14 @@ enum Targets {
     static func execOutput(_ data: Data) {
         _ = try? ExecProvider.parseJSONLines(data)
         _ = ExecProvider.nagiosItem(status: Int32((data.first ?? 0) % 4), stdout: data, name: "fuzz")
+    }
+
+    /// A feed document (RSS, Atom, RDF or JSON Feed; libxml2 in recovery mode), read as the
+    /// server's bytes and as declared windows-1252, with the default entry limit.
+    static let feedSource = FeedProvider(url: URL(string: "https://blog.example.com/feed.xml")!)
+
+    static func feed(_ data: Data) {
+        _ = try? feedSource.decode(data)
+        _ = try? feedSource.decode(data, charset: "windows-1252")
     }
 }
