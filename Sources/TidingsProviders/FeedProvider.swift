@@ -29,8 +29,7 @@ public struct FeedProvider: Provider {
     static let maxTitle = 300
     static let maxBody = 2000
 
-    /// Public for the fuzz package (Fuzz/), which decodes documents with a default source.
-    public init(url: URL, headers: HeaderTable = HeaderTable(), include: [SafeRegex] = [], exclude: [SafeRegex] = [],
+    package init(url: URL, headers: HeaderTable = HeaderTable(), include: [SafeRegex] = [], exclude: [SafeRegex] = [],
                  maxEntries: Int = FeedProvider.defaultMaxEntries) {
         self.url = url
         self.headers = headers
@@ -38,6 +37,10 @@ public struct FeedProvider: Provider {
         self.exclude = exclude
         self.maxEntries = maxEntries
     }
+
+    /// A source with every option at its default: for the fuzz package (Fuzz/), which decodes
+    /// documents from outside this package.
+    public init(url: URL) { self.init(url: url, headers: HeaderTable()) }
 
     public var host: String? { url.host }
     /// A feed lists its latest entries, not all of them: an entry that scrolls off is not
