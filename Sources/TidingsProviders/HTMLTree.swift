@@ -122,8 +122,9 @@ struct RenderedText {
     static let maxVisits = 2_000_000
     static let maxDepth = 1024
 
-    private(set) var raw = ""
-    private var bytes = 0
+    /// The text so far, UTF-8 (bytes, not Characters: a page's text is megabytes at most,
+    /// and byte loops keep rendering fast in debug builds too).
+    private(set) var raw: [UInt8] = []
     private var pre = 0
     /// The text was cut: too long, too many nodes or too deep.
     private(set) var cut = false
@@ -132,13 +133,13 @@ struct RenderedText {
     mutating func render(_ node: xmlNodePtr) {
         var walkCut = false
         HTMLTree.walk(node, includeRoot: true, budget: Self.maxVisits, maxDepth: Self.maxDepth, cut: &walkCut, enter: { n in
-            if bytes >= Self.maxBytes {
+            if raw.count >= Self.maxBytes {
                 cut = true
                 return .stop
             }
             switch n.pointee.type {
             case XML_TEXT_NODE, XML_CDATA_SECTION_NODE:
-                if let t = n.pointee.content { text(String(cString: t)) }
+                if let t = n.pointee.content { text(t) }
                 return .skipChildren
             case XML_ATTRIBUTE_NODE:
                 return .descend
@@ -168,47 +169,87 @@ struct RenderedText {
 
     /// A plain string as the text of a selection (an XPath string result, a text document).
     mutating func plain(_ s: String) {
-        let room = Self.maxBytes - bytes
-        if s.utf8.count > room {
-            cut = true
-            append(String(decoding: s.utf8.prefix(max(room, 0)), as: UTF8.self))
-        } else {
-            append(s)
-        }
+        let room = max(Self.maxBytes - raw.count, 0)
+        if s.utf8.count > room { cut = true }
+        raw.append(contentsOf: s.utf8.prefix(room))
         append("\n")
     }
 
-    private mutating func text(_ s: String) {
-        if pre > 0 {
-            append(s)
-        } else {
-            // Source line breaks and tabs are spaces in HTML; runs collapse in `lines`.
-            append(String(s.map { $0 == "\n" || $0 == "\r" || $0 == "\r\n" || $0 == "\t" ? " " : $0 }))
-        }
+    /// A text node's bytes; outside `pre`, source line breaks and tabs are spaces (runs collapse in `lines`).
+    private mutating func text(_ t: UnsafePointer<xmlChar>) {
+        let start = raw.count
+        raw.append(contentsOf: UnsafeBufferPointer(start: t, count: strlen(UnsafeRawPointer(t).assumingMemoryBound(to: CChar.self))))
+        guard pre == 0 else { return }
+        for i in start..<raw.count where raw[i] == 0x0A || raw[i] == 0x0D || raw[i] == 0x09 { raw[i] = 0x20 }
     }
 
-    private mutating func append(_ s: String) {
-        raw += s
-        bytes += s.utf8.count
+    private mutating func append(_ s: StaticString) {
+        raw.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
 
-    /// The rendered lines: each one's whitespace collapsed (no-break spaces too), control
-    /// characters removed, blank lines dropped.
+    /// The rendered lines: each one's whitespace collapsed (no-break and other Unicode spaces
+    /// too), control characters removed, blank lines dropped.
     var lines: [String] { Self.lines(raw) }
 
-    static func lines(_ text: String) -> [String] {
-        text.split(omittingEmptySubsequences: true, whereSeparator: { $0.isNewline }).compactMap { sub -> String? in
-            let clean = String(String.UnicodeScalarView(sub.unicodeScalars.filter { !isControl($0) }))
-            let line = clean.split(whereSeparator: { $0.isWhitespace }).joined(separator: " ")
-            return line.isEmpty ? nil : line
+    static func lines(_ text: String) -> [String] { lines(Array(text.utf8)) }
+
+    static func lines(_ bytes: [UInt8]) -> [String] {
+        var out: [String] = []
+        var line: [UInt8] = []
+        var space = false
+        func flush() {
+            if !line.isEmpty { out.append(String(decoding: line, as: UTF8.self)) }
+            line.removeAll(keepingCapacity: true)
+            space = false
         }
+        let n = bytes.count
+        var i = 0
+        while i < n {
+            let b = bytes[i]
+            if b == 0x0A {
+                flush()
+                i += 1
+                continue
+            }
+            let (length, isSpace, keep) = Self.classify(bytes, i)
+            if isSpace {
+                space = !line.isEmpty
+            } else if keep {
+                if space { line.append(0x20) }
+                space = false
+                line.append(contentsOf: bytes[i..<(i + length)])
+            }
+            i += length
+        }
+        flush()
+        return out
     }
 
-    /// C0 and C1 controls (ESC of terminal sequences among them), DEL, and the bidirectional
-    /// overrides that can reorder what a terminal shows. Tabs count as whitespace.
-    static func isControl(_ c: Unicode.Scalar) -> Bool {
-        let v = c.value
-        if v == 0x09 { return false }
-        return v < 0x20 || (v >= 0x7F && v <= 0x9F) || (v >= 0x202A && v <= 0x202E) || (v >= 0x2066 && v <= 0x2069)
+    /// What starts at `i`: its length in bytes, whether it is whitespace, whether it is kept
+    /// (not a control character: C0, DEL, C1, the bidirectional overrides and isolates).
+    static func classify(_ b: [UInt8], _ i: Int) -> (Int, Bool, Bool) {
+        let c = b[i]
+        func at(_ k: Int) -> UInt8 { i + k < b.count ? b[i + k] : 0 }
+        switch c {
+        case 0x20, 0x09, 0x0B, 0x0C, 0x0D: return (1, true, false)
+        case 0..<0x20, 0x7F: return (1, false, false)
+        case 0xC2:
+            let d = at(1)
+            if d >= 0x80 && d <= 0x9F { return (2, false, false) }  // C1 (NEL among them)
+            if d == 0xA0 { return (2, true, false) }  // no-break space
+            return (min(2, b.count - i), false, true)
+        case 0xE2:
+            let d = at(1), e = at(2)
+            if d == 0x80 && ((e >= 0x80 && e <= 0x8A) || e == 0xA8 || e == 0xA9 || e == 0xAF) { return (3, true, false) }
+            if d == 0x80 && e >= 0xAA && e <= 0xAE { return (3, false, false) }  // LRE…RLO
+            if d == 0x81 && e == 0x9F { return (3, true, false) }
+            if d == 0x81 && e >= 0xA6 && e <= 0xA9 { return (3, false, false) }  // LRI…PDI
+            return (min(3, b.count - i), false, true)
+        case 0xE1 where at(1) == 0x9A && at(2) == 0x80, 0xE3 where at(1) == 0x80 && at(2) == 0x80:
+            return (3, true, false)
+        default:
+            let length = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1
+            return (min(length, b.count - i), false, true)
+        }
     }
 }

@@ -152,11 +152,14 @@ public struct PageProvider: Provider, EventDescriber {
                 selected = [.node(doc.root)]
             case .css(let sel):
                 var cut = false
-                selected = sel.select(under: doc.root, limit: Self.maxItems, budget: RenderedText.maxVisits, maxDepth: RenderedText.maxDepth,
+                selected = sel.select(under: doc.root, limit: Self.maxItems + 1, budget: RenderedText.maxVisits, maxDepth: RenderedText.maxDepth,
                                       cut: &cut).map { .node($0) }
                 if cut { notes.append("the page is larger or nests deeper than tidings reads (\(RenderedText.maxDepth) levels): the selection stops there") }
             case .xpath(let expr):
                 selected = try PageXPath.evaluate(expr, doc: doc.doc, node: doc.root)
+            }
+            if selected.count > Self.maxItems {
+                notes.append("'select' matched \(selected.count) elements: only the first \(Self.maxItems) are read")
             }
             for s in selected.prefix(Self.maxItems) {
                 var r = RenderedText()

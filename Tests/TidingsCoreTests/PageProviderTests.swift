@@ -172,26 +172,25 @@ final class PageProviderTests: XCTestCase {
     }
 
     func testCharsetHeaderThenMetaThenUTF8() throws {
+        func text(_ bytes: [UInt8], _ charset: String?) throws -> [String] {
+            let doc = try PageDocument(Data(bytes), charset: charset)
+            var r = RenderedText()
+            withExtendedLifetime(doc) { r.render(doc.root) }
+            return r.lines
+        }
         // "Café €" in windows-1252, declared by the header only.
         let cp1252: [UInt8] = Array("<p>Caf".utf8) + [0xE9, 0x20, 0x80] + Array("</p>".utf8)
-        var r = RenderedText()
-        r.render(try PageDocument(Data(cp1252), charset: "windows-1252").root)
-        XCTAssertEqual(r.lines, ["Café €"])
+        XCTAssertEqual(try text(cp1252, "windows-1252"), ["Café €"])
         // ISO-8859-1 as a label means windows-1252 (0x80 is €), as in browsers.
-        r = RenderedText()
-        r.render(try PageDocument(Data(cp1252), charset: "ISO-8859-1").root)
-        XCTAssertEqual(r.lines, ["Café €"])
+        XCTAssertEqual(try text(cp1252, "ISO-8859-1"), ["Café €"])
         // The page's meta when the header says nothing.
         let meta: [UInt8] = Array("<html><head><meta charset=\"windows-1252\"></head><body><p>Caf".utf8) + [0xE9] + Array("</p></body></html>".utf8)
-        r = RenderedText()
-        r.render(try PageDocument(Data(meta), charset: nil).root)
-        XCTAssertEqual(r.lines, ["Café"])
+        XCTAssertEqual(try text(meta, nil), ["Café"])
         // The header wins over a meta that disagrees: UTF-8 bytes, meta says windows-1252.
         let utf8 = Array("<html><head><meta http-equiv=\"Content-Type\" content=\"text/html; charset=windows-1252\"></head><body><p>Café</p></body></html>".utf8)
-        r = RenderedText()
-        r.render(try PageDocument(Data(utf8), charset: "utf-8").root)
-        XCTAssertEqual(r.lines, ["Café"])
+        XCTAssertEqual(try text(utf8, "utf-8"), ["Café"])
         XCTAssertEqual(PageDocument.metaCharset(Data(utf8)), "windows-1252")
+        XCTAssertEqual(try text(utf8, nil), ["CafÃ©"], "without the header the meta counts, even when it is wrong")
     }
 
     func testDeepNestingIsAClearFailureAndShallowerIsRead() throws {
@@ -294,6 +293,13 @@ final class PageProviderTests: XCTestCase {
         let later = html.replacingOccurrences(of: "Generated at 12:00:01", with: "Generated at 12:05:09")
         XCTAssertEqual(try provider(ignore: ["^Generated at "]).decode(Data(later.utf8), contentType: "text/html").items[0].fingerprint,
                        whole[0].fingerprint, "an ignored line changes nothing")
+    }
+
+    func testEachTakesAtMostTenThousandElementsAndSaysSo() throws {
+        let html = "<ul>" + (0...PageProvider.maxItems).map { "<li>\($0)</li>" }.joined() + "</ul>"
+        let decoded = try provider(select: "li", each: true).decode(Data(html.utf8), contentType: "text/html")
+        XCTAssertEqual(decoded.items.count, PageProvider.maxItems)
+        XCTAssertEqual(decoded.notes, ["'select' matched 10001 elements: only the first 10000 are read"])
     }
 
     func testPlainTextAndTypesThatAreNotText() throws {
