@@ -50,6 +50,11 @@ final class CurlTransfer: CurlJob, @unchecked Sendable {
         tidings_curl_easy_setopt_ptr(handle, CURLOPT_WRITEDATA, me)
         tidings_curl_easy_setopt_callback(handle, CURLOPT_HEADERFUNCTION, curlHeaderCallback)
         tidings_curl_easy_setopt_ptr(handle, CURLOPT_HEADERDATA, me)
+        if let ca = request.caFile {
+            // This CA instead of the system's: no CA directory either.
+            tidings_curl_easy_setopt_str(handle, CURLOPT_CAINFO, ca)
+            tidings_curl_easy_setopt_ptr(handle, CURLOPT_CAPATH, nil)
+        }
 
         let method = request.method.uppercased()
         if method == "HEAD" {
@@ -141,6 +146,10 @@ final class CurlTransfer: CurlJob, @unchecked Sendable {
             return .failure(HTTPClientError.timeout(request.timeout))
         case CURLE_FILESIZE_EXCEEDED:
             return .failure(HTTPClientError.bodyTooLarge(limit: request.maxBody))
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR:
+            let hint = request.caFile.map { " (checked against ca_file \($0))" }
+                ?? " (for a private CA or a self-signed server, give its certificate as ca_file)"
+            return .failure(HTTPClientError.transport("TLS certificate: " + Redactor.shared.scrub(errorBuffer.message(code)) + hint))
         default:
             return .failure(HTTPClientError.transport(Redactor.shared.scrub(errorBuffer.message(code))))
         }

@@ -11,6 +11,7 @@ import TidingsCore
 /// include = ["(?i)release"]          # regular expressions on the title (SafeRegex)
 /// exclude = ["(?i)nightly"]
 /// max_entries = 500                  # only the first N entries of the document are read
+/// ca_file = "/etc/ssl/private-ca.pem" # trust this CA for https instead of the system's
 /// ```
 /// XML is parsed by libxml2 in recovery mode, without external entities or DTD loads; a
 /// document it had to repair is a warning, not a failure. Keys: Atom `id`, RSS `guid`, RDF
@@ -23,6 +24,8 @@ public struct FeedProvider: Provider {
     package var include: [SafeRegex]
     package var exclude: [SafeRegex]
     public var maxEntries: Int
+    /// `ca_file`: the CAs trusted for https instead of the system's.
+    public var caFile: String?
 
     public static let defaultMaxEntries = 500
     /// An entry's title and text are cut to these many characters.
@@ -30,8 +33,9 @@ public struct FeedProvider: Provider {
     static let maxBody = 2000
 
     package init(url: URL, headers: HeaderTable = HeaderTable(), include: [SafeRegex] = [], exclude: [SafeRegex] = [],
-                 maxEntries: Int = FeedProvider.defaultMaxEntries) {
+                 maxEntries: Int = FeedProvider.defaultMaxEntries, caFile: String? = nil) {
         self.url = url
+        self.caFile = caFile
         self.headers = headers
         self.include = include
         self.exclude = exclude
@@ -49,16 +53,11 @@ public struct FeedProvider: Provider {
 
     public static let factory = ProviderFactory(name: "feed", summary: "RSS, Atom and JSON Feed entries") { o, _, _ in
         let url = try o.requestURL("url")
-        func patterns(_ key: String) throws -> [SafeRegex] {
-            try (o.stringList(key) ?? []).map { (pattern: String) throws -> SafeRegex in
-                do { return try SafeRegex(pattern) } catch {
-                    throw o.error(key, "\(o.what): '\(key)': invalid regular expression \"\(pattern)\": \(error)")
-                }
-            }
-        }
         return FeedProvider(
-            url: url, headers: try o.headers(), include: try patterns("include"), exclude: try patterns("exclude"),
-            maxEntries: try o.int("max_entries", range: 1...100_000) ?? FeedProvider.defaultMaxEntries)
+            url: url, headers: try o.headers(), include: try ProviderSupport.patterns(o, "include"),
+            exclude: try ProviderSupport.patterns(o, "exclude"),
+            maxEntries: try o.int("max_entries", range: 1...100_000) ?? FeedProvider.defaultMaxEntries,
+            caFile: try ProviderSupport.caFile(o))
     }
 
     var credentials: Credentials { headers.carriesCredentials || url.user != nil ? .sent : .notSent }
@@ -68,7 +67,7 @@ public struct FeedProvider: Provider {
 
     public func poll(_ ctx: PollContext) async throws -> PollResult {
         let hdrs: [(String, String)] = [("Accept", Self.accept)] + headers.pairs + ctx.validators.requestHeaders
-        let response = try await ctx.send("GET", url, headers: hdrs, credentials: credentials)
+        let response = try await ctx.send("GET", url, headers: hdrs, credentials: credentials, caFile: caFile)
         if response.status == 304 { return .notModified }
         guard (200..<300).contains(response.status) else {
             throw PollError.http(response, credentials: credentials, detail: PollError.excerpt(response.body))

@@ -55,4 +55,27 @@ enum ProviderSupport {
     }
 
     static func isSuccess(_ response: HTTPResponse) -> Bool { (200..<300).contains(response.status) }
+
+    /// A list of regular expressions (SafeRegex, linear time); a bad one is a config error at its line.
+    static func patterns(_ options: OptionReader, _ key: String) throws -> [SafeRegex] {
+        try (options.stringList(key) ?? []).map { (pattern: String) throws -> SafeRegex in
+            do { return try SafeRegex(pattern) } catch {
+                throw options.error(key, "\(options.what): '\(key)': invalid regular expression \"\(pattern)\": \(error)")
+            }
+        }
+    }
+
+    /// `ca_file` (DESIGN §12): a PEM file of the CAs to trust for https instead of the system's.
+    /// One that is missing or unreadable is a config error at its line.
+    static func caFile(_ options: OptionReader) throws -> String? {
+        guard let path = try options.path("ca_file") else { return nil }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw options.error("ca_file", "\(options.what): cannot read ca_file \(path): no such file")
+        }
+        guard !isDirectory.boolValue, FileManager.default.isReadableFile(atPath: path) else {
+            throw options.error("ca_file", "\(options.what): cannot read ca_file \(path): \(isDirectory.boolValue ? "it is a directory" : "permission denied")")
+        }
+        return path
+    }
 }

@@ -14,10 +14,13 @@ public struct HTTPRequest: Sendable {
     /// one that carries credentials; public requests say ``RedirectPolicy/anyOrigin``, sinks
     /// ``RedirectPolicy/never``.
     public var redirects: RedirectPolicy
+    /// PEM file of the CAs to trust for https, instead of the system's (a source's `ca_file`).
+    public var caFile: String?
 
     public init(
         method: String = "GET", url: URL, headers: [(String, String)] = [], body: Data? = nil,
-        timeout: TimeInterval = 30, maxBody: Int = 10 << 20, redirects: RedirectPolicy = .sameOrigin
+        timeout: TimeInterval = 30, maxBody: Int = 10 << 20, redirects: RedirectPolicy = .sameOrigin,
+        caFile: String? = nil
     ) {
         self.method = method
         self.url = url
@@ -26,6 +29,7 @@ public struct HTTPRequest: Sendable {
         self.timeout = timeout
         self.maxBody = maxBody
         self.redirects = redirects
+        self.caFile = caFile
     }
 }
 

@@ -65,12 +65,13 @@ public struct PollContext: Sendable {
     ///   it follows redirects anywhere except from https to http.
     /// - The response body passes through ``Redactor``: a server that echoes a credential
     ///   cannot plant it in items, events or the state.
+    /// - `caFile`: the source's `ca_file`, trusted for https instead of the system's CAs.
     public func send(_ method: String = "GET", _ url: URL, headers: [(String, String)] = [], body: Data? = nil,
-                     credentials: Credentials) async throws -> HTTPResponse {
+                     credentials: Credentials, caFile: String? = nil) async throws -> HTTPResponse {
         do {
             var response = try await http.send(HTTPRequest(
                 method: method, url: url, headers: headers, body: body, timeout: timeout, maxBody: maxBody,
-                redirects: credentials.redirects))
+                redirects: credentials.redirects, caFile: caFile))
             response.body = Redactor.shared.scrub(response.body)
             return response
         } catch let e as HTTPClientError {

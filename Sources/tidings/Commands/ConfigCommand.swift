@@ -43,7 +43,14 @@ struct ConfigCommand: AsyncParsableCommand {
             var failed = false
             for (source, outcome) in zip(selected, await SamplePoll.run(selected, http: http, limit: c.maxConcurrent)) {
                 switch outcome {
-                case .items(let n): emit("source \(source.name): polled, \(n) item\(n == 1 ? "" : "s")")
+                case .items(let items):
+                    let n = items.count
+                    emit("source \(source.name): polled, \(n) item\(n == 1 ? "" : "s")")
+                    // What would be taken: the first items, one line each.
+                    for item in items.prefix(SamplePoll.shown) {
+                        emit("  \(TerminalText.line(Redactor.shared.scrub("\(item.key): \(item.title)")).prefix(160))")
+                    }
+                    if n > SamplePoll.shown { emit("  … and \(n - SamplePoll.shown) more") }
                 case .notModified: emit("source \(source.name): polled, not modified")
                 case .failed(let error):
                     failed = true
@@ -207,9 +214,11 @@ struct StarterConfig {
 enum SamplePoll {
     /// A sample poll waits at most this long, whatever the source's `timeout`.
     static let timeoutCap: TimeInterval = 10
+    /// The items listed under a source's count.
+    static let shown = 10
 
     enum Outcome {
-        case items(Int)
+        case items([Item])
         case notModified
         case failed(PollError)
     }
@@ -241,7 +250,7 @@ enum SamplePoll {
                 return try await provider.poll(context)
             }
             switch result {
-            case .snapshot(let items, _): return .items(items.count)
+            case .snapshot(let items, _): return .items(items)
             case .notModified: return .notModified
             }
         } catch let e as PollError {

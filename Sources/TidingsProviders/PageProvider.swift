@@ -1,0 +1,437 @@
+import CLibXML2
+import Foundation
+import TidingsCore
+
+/// `provider = "page"`: a web page (or any text resource) watched for changes (DESIGN §12,
+/// docs/providers/page.md).
+///
+/// ```toml
+/// provider = "page"
+/// url = "https://example.com/jobs"
+/// select = "css:ul.jobs > li"        # or "xpath:EXPR"; default the whole document
+/// each = true                        # every selected element is an item
+/// key = "@data-id"                   # with each: "css:…" / "xpath:…" relative to the element, or "@attr"
+/// ignore = ["^Updated at "]          # lines matching any are dropped before comparison (SafeRegex)
+/// user_agent = "Mozilla/5.0 …"
+/// ca_file = "/etc/ssl/private-ca.pem"
+/// ```
+/// HTML is parsed by libxml2's HTML parser in recovery mode (as browsers repair it), without
+/// network access; the charset is the HTTP header's, else the page's `<meta charset>`, else
+/// UTF-8. Other text types (text/plain, JSON…) are compared as text. Kind `page`: `title` the
+/// first line, `body` the text, `data.text` the compared text; a `changed` event's body is a
+/// unified diff of that text, with `data.added` / `data.removed` its lines.
+public struct PageProvider: Provider, EventDescriber {
+    public var url: URL
+    var headers: HeaderTable
+    var selection: Selection
+    var each: Bool
+    var key: Key?
+    var ignore: [SafeRegex]
+    var userAgent: String?
+    var caFile: String?
+
+    enum Selection: Sendable, Equatable {
+        case document
+        case css(CSSSelector)
+        case xpath(String)
+    }
+
+    enum Key: Sendable, Equatable {
+        case attribute(String)
+        case css(CSSSelector)
+        case xpath(String)
+    }
+
+    /// An item's title and body are cut to these many characters, its compared text (data.text) to `maxText`.
+    static let maxTitle = 200
+    static let maxBody = 4000
+    static let maxText = 64 << 10
+    /// With `each`, at most this many elements are items.
+    static let maxItems = 10_000
+
+    init(url: URL, headers: HeaderTable = HeaderTable(), selection: Selection = .document, each: Bool = false, key: Key? = nil,
+         ignore: [SafeRegex] = [], userAgent: String? = nil, caFile: String? = nil) {
+        self.url = url
+        self.headers = headers
+        self.selection = selection
+        self.each = each
+        self.key = key
+        self.ignore = ignore
+        self.userAgent = userAgent
+        self.caFile = caFile
+    }
+
+    public var host: String? { url.host }
+
+    public static let factory = ProviderFactory(name: "page", summary: "a web page or text resource, compared as text") { o, _, _ in
+        let url = try o.requestURL("url")
+        var selection = Selection.document
+        if let raw = try o.string("select") {
+            switch try PageProvider.parse(raw, option: "select", o) {
+            case .css(let s): selection = .css(s)
+            case .xpath(let x): selection = .xpath(x)
+            case .attribute: throw o.error("select", "\(o.what): 'select' must start with \"css:\" or \"xpath:\", not \"\(raw)\"")
+            }
+        }
+        let each = try o.bool("each") ?? false
+        var key: Key?
+        if let raw = try o.string("key") {
+            guard each else { throw o.error("key", "\(o.what): 'key' names each selected element's identity: it needs each = true") }
+            key = try PageProvider.parse(raw, option: "key", o)
+        }
+        let ignore = try ProviderSupport.patterns(o, "ignore")
+        let userAgent = try o.string("user_agent")
+        if let userAgent, userAgent.isEmpty || !HeaderTable.isValidValue(userAgent) {
+            throw o.error("user_agent", "\(o.what): 'user_agent' must be one line of text, not empty")
+        }
+        return PageProvider(url: url, headers: try o.headers(), selection: selection, each: each, key: key, ignore: ignore,
+                            userAgent: userAgent, caFile: try ProviderSupport.caFile(o))
+    }
+
+    /// `css:SELECTOR`, `xpath:EXPR` or (for `key`) `@attr`, checked: a bad one names where it goes wrong.
+    static func parse(_ raw: String, option: String, _ o: OptionReader) throws -> Key {
+        let forms = option == "key" ? "\"css:\", \"xpath:\" or \"@\"" : "\"css:\" or \"xpath:\""
+        if raw.hasPrefix("css:") {
+            do { return .css(try CSSSelector(String(raw.dropFirst(4)))) } catch {
+                throw o.error(option, "\(o.what): '\(option)': invalid CSS selector \"\(raw.dropFirst(4))\": \(error)")
+            }
+        }
+        if raw.hasPrefix("xpath:") {
+            let expr = String(raw.dropFirst(6))
+            if let problem = PageXPath.check(expr) {
+                throw o.error(option, "\(o.what): '\(option)': invalid XPath \"\(expr)\": \(problem)")
+            }
+            return .xpath(expr)
+        }
+        if option == "key", raw.hasPrefix("@"), raw.count > 1 {
+            return .attribute(String(raw.dropFirst()).lowercased())
+        }
+        throw o.error(option, "\(o.what): '\(option)' must start with \(forms), not \"\(raw)\"")
+    }
+
+    var credentials: Credentials { headers.carriesCredentials || url.user != nil ? .sent : .notSent }
+
+    static let accept = "text/html, application/xhtml+xml, text/plain;q=0.9, */*;q=0.8"
+
+    public func poll(_ ctx: PollContext) async throws -> PollResult {
+        var hdrs: [(String, String)] = [("Accept", Self.accept)]
+        if let userAgent { hdrs.append(("User-Agent", userAgent)) }
+        hdrs += headers.pairs + ctx.validators.requestHeaders
+        let response = try await ctx.send("GET", url, headers: hdrs, credentials: credentials, caFile: caFile)
+        if response.status == 304 { return .notModified }
+        guard (200..<300).contains(response.status) else {
+            throw PollError.http(response, credentials: credentials, detail: PollError.excerpt(response.body))
+        }
+        let decoded = try decode(response.body, contentType: response.header("content-type"))
+        for note in decoded.notes {
+            Log.warnOnce("page \(ctx.source) \(note)", "the page at \(Self.shown(url)): \(note)", logger: ctx.logger)
+        }
+        return .snapshot(decoded.items, validators: Validators(from: response))
+    }
+
+    struct Decoded {
+        var items: [Item]
+        /// What was cut or guessed (logged as warnings, once).
+        var notes: [String] = []
+    }
+
+    /// A successful response body → items (pure: what `poll` does after the request).
+    func decode(_ body: Data, contentType: String?) throws -> Decoded {
+        let type = contentType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let charset = FeedProvider.charset(ofContentType: contentType)
+        var notes: [String] = []
+        var texts: [(node: xmlNodePtr?, lines: [String], cut: Bool)] = []
+        var document: PageDocument?
+        defer { withExtendedLifetime(document) {} }  // the selected nodes live in it
+        if PageDocument.isMarkup(type: type, body: body) {
+            let doc = try PageDocument(body, charset: charset)
+            document = doc
+            let selected: [PageXPath.Selected]
+            switch selection {
+            case .document:
+                selected = [.node(doc.root)]
+            case .css(let sel):
+                var cut = false
+                selected = sel.select(under: doc.root, limit: Self.maxItems + 1, budget: RenderedText.maxVisits, maxDepth: RenderedText.maxDepth,
+                                      cut: &cut).map { .node($0) }
+                if cut { notes.append("the page is larger or nests deeper than tidings reads (\(RenderedText.maxDepth) levels): the selection stops there") }
+            case .xpath(let expr):
+                selected = try PageXPath.evaluate(expr, doc: doc.doc, node: doc.root)
+            }
+            if selected.count > Self.maxItems {
+                notes.append("'select' matched \(selected.count) elements: only the first \(Self.maxItems) are read")
+            }
+            for s in selected.prefix(Self.maxItems) {
+                var r = RenderedText()
+                switch s {
+                case .node(let n): r.render(n)
+                case .value(let v): r.plain(v)
+                }
+                texts.append((s.node, r.lines, r.cut))
+            }
+        } else {
+            guard type.hasPrefix("text/") || type.contains("json") || type.contains("javascript") || type.isEmpty else {
+                throw PollError(.transient, "not a text resource: Content-Type \(type)")
+            }
+            if selection != .document {
+                throw PollError(.transient, "'select' needs an HTML page, and this is \(type.isEmpty ? "text" : type)")
+            }
+            var r = RenderedText()
+            r.plain(PageDocument.decodeText(body, charset: charset))
+            texts.append((nil, r.lines, r.cut))
+        }
+        if texts.contains(where: { $0.cut }) {
+            notes.append("its text is longer than tidings reads (\(RenderedText.maxBytes) bytes, \(RenderedText.maxDepth) levels deep): the rest is not compared")
+        }
+        if !each {
+            if texts.isEmpty { throw PollError(.transient, "'select' matched nothing on the page") }
+            let lines = filter(texts.flatMap { $0.lines })
+            return Decoded(items: [item(key: "page", lines: lines)], notes: notes)
+        }
+        var items: [Item] = []
+        var seen: Set<String> = []
+        for t in texts {
+            let lines = filter(t.lines)
+            let given = t.node.flatMap { keyValue(of: $0, document: document) }
+            if lines.isEmpty && given == nil { continue }
+            let k = given ?? "text:" + Fingerprint.of(["page-element", lines.joined(separator: "\n")])
+            guard seen.insert(k).inserted else { continue }  // the first of elements with one key
+            items.append(item(key: k, lines: lines))
+        }
+        return Decoded(items: items, notes: notes)
+    }
+
+    /// Lines that match an `ignore` pattern dropped.
+    func filter(_ lines: [String]) -> [String] {
+        guard !ignore.isEmpty else { return lines }
+        return lines.filter { line in !ignore.contains { $0.matches(in: line) } }
+    }
+
+    /// An element's `key`: its attribute, or the text of the first match under it (one line).
+    func keyValue(of element: xmlNodePtr, document: PageDocument?) -> String? {
+        let found: PageXPath.Selected?
+        switch key {
+        case nil: return nil
+        case .attribute(let name)?:
+            found = HTMLTree.attribute(element, name).map { .value($0) }
+        case .css(let sel)?:
+            found = sel.first(under: element).map { .node($0) }
+        case .xpath(let expr)?:
+            guard let document else { return nil }
+            found = (try? PageXPath.evaluate(expr, doc: document.doc, node: element))?.first
+        }
+        guard let found else { return nil }
+        var r = RenderedText()
+        switch found {
+        case .node(let n): r.render(n)
+        case .value(let v): r.plain(v)
+        }
+        let line = String(r.lines.joined(separator: " ").prefix(500))
+        return line.isEmpty ? nil : line
+    }
+
+    func item(key: String, lines: [String]) -> Item {
+        let text = lines.joined(separator: "\n")
+        let title = lines.first.map { FeedText.cut($0, Self.maxTitle) } ?? "(empty)"
+        return Item(key: key, kind: "page", title: title, body: FeedText.cut(text, Self.maxBody), url: Self.shown(url),
+                    data: ["text": .string(FeedText.cut(text, Self.maxText))], fingerprint: Fingerprint.of(["page", text]))
+    }
+
+    /// The URL without a user name or password.
+    static func shown(_ url: URL) -> String {
+        guard url.user != nil, var c = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.absoluteString }
+        c.user = nil
+        c.password = nil
+        return c.string ?? url.absoluteString
+    }
+
+    // MARK: events
+
+    /// A `changed` page: its body is a unified diff of the compared text, `data.added` and
+    /// `data.removed` the lines (the whole old and new text are not repeated in `data.changes`).
+    public func describe(_ event: inout Event, change: Deduplicator.Change, firstSeen: Date) {
+        guard change.type == .changed, let previous = change.previous else { return }
+        func lines(_ item: Item) -> [String] {
+            (item.data["text"]?.stringValue ?? item.body).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        }
+        let diff = TextDiff.lines(lines(previous), lines(change.item))
+        event.body = TextDiff.unified(diff.ops)
+        guard case .object(var data) = event.data else { return }
+        func list(_ pick: (TextDiff.Op) -> String?) -> JSONValue {
+            .array(diff.ops.compactMap(pick).prefix(500).map { .string(FeedText.cut($0, 1000)) })
+        }
+        data["added"] = list { if case .added(let s) = $0 { return s } else { return nil } }
+        data["removed"] = list { if case .removed(let s) = $0 { return s } else { return nil } }
+        if case .object(var changes)? = data["changes"] {
+            changes["text"] = nil
+            changes["body"] = nil
+            data["changes"] = .object(changes)
+        }
+        if !diff.minimal { data["diff_cut"] = true }
+        event.data = .object(data)
+    }
+}
+
+/// A parsed HTML page (freed with this object).
+final class PageDocument {
+    let doc: xmlDocPtr
+    /// The root element, or the document node of an empty page.
+    var root: xmlNodePtr {
+        xmlDocGetRootElement(doc) ?? UnsafeMutableRawPointer(doc).assumingMemoryBound(to: xmlNode.self)
+    }
+
+    /// libxml2's nesting limit without HTML_PARSE_HUGE.
+    static let maxDepth = 256
+
+    /// Recover as a browser does, never touch the network, say nothing; not HTML_PARSE_HUGE
+    /// (libxml2's limits on depth and text sizes stay on).
+    static let options = HTML_PARSE_RECOVER.rawValue | HTML_PARSE_NONET.rawValue | HTML_PARSE_NOERROR.rawValue
+        | HTML_PARSE_NOWARNING.rawValue
+
+    /// Parses `body` in the charset of the HTTP header, else the page's `<meta charset>`, else
+    /// UTF-8 (the header wins over the page, as in browsers).
+    init(_ body: Data, charset: String?) throws {
+        XMLFeed.setUp()
+        let declared = charset.map(Self.encodingName)
+        let encoding = declared ?? Self.metaCharset(body).map(Self.encodingName) ?? "UTF-8"
+        // The header's charset: the page's own meta cannot switch it.
+        let options = Int32(bitPattern: Self.options | (declared != nil ? HTML_PARSE_IGNORE_ENC.rawValue : 0))
+        guard body.count < Int32.max else { throw PollError(.transient, "page too large to parse") }
+        xmlResetLastError()
+        let parsed: xmlDocPtr? = body.withUnsafeBytes { raw in
+            let chars = raw.bindMemory(to: CChar.self)
+            // An empty page is an empty document (libxml2 reads nothing from zero bytes).
+            let input = chars.isEmpty ? " " : nil
+            if let input { return htmlReadMemory(input, 1, nil, encoding, options) }
+            return htmlReadMemory(chars.baseAddress, Int32(chars.count), nil, encoding, options)
+        }
+        guard let parsed else { throw PollError(.transient, "the page could not be read as HTML") }
+        // libxml2 stops at 256 levels of nesting (without HTML_PARSE_HUGE) and drops the rest
+        // of the page: a clear failure, not a page that lost its text.
+        if let e = xmlGetLastError(), e.pointee.domain == Int32(XML_FROM_PARSER.rawValue) || e.pointee.domain == Int32(XML_FROM_HTML.rawValue),
+           let m = e.pointee.message, String(cString: m).hasPrefix("Excessive depth") {
+            xmlFreeDoc(parsed)
+            throw PollError(.transient, "the page nests elements more than \(Self.maxDepth) levels deep (libxml2's limit): it cannot be read")
+        }
+        doc = parsed
+    }
+
+    deinit { xmlFreeDoc(doc) }
+
+    /// Whether a response is parsed as HTML: an HTML or XML type, or none and a body that starts with `<`.
+    static func isMarkup(type: String, body: Data) -> Bool {
+        if type.contains("html") || type.contains("xml") { return true }
+        guard type.isEmpty else { return false }
+        let first = body.prefix(1024).first { ![0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) }
+        return first == UInt8(ascii: "<")
+    }
+
+    /// Charset labels as libxml2 (iconv) names them; the Latin-1 and ASCII labels mean
+    /// windows-1252, as they do in browsers (WHATWG Encoding).
+    static func encodingName(_ label: String) -> String {
+        let l = label.trimmingCharacters(in: CharacterSet(charactersIn: " \t\"'")).lowercased()
+        switch l {
+        case "iso-8859-1", "iso8859-1", "iso_8859-1", "latin1", "l1", "ascii", "us-ascii", "cp1252", "x-cp1252",
+             "windows-1252", "cp819", "ibm819":
+            return "windows-1252"
+        case "utf8", "unicode-1-1-utf-8", "utf-8":
+            return "UTF-8"
+        default:
+            return l
+        }
+    }
+
+    /// The charset a page declares in its first 1024 bytes: `<meta charset="…">` or
+    /// `<meta http-equiv="Content-Type" content="text/html; charset=…">`.
+    static func metaCharset(_ body: Data) -> String? {
+        let head = String(decoding: body.prefix(1024), as: UTF8.self).lowercased()
+        var rest = head[...]
+        while let meta = rest.range(of: "<meta") {
+            let tagEnd = rest[meta.upperBound...].firstIndex(of: ">") ?? rest.endIndex
+            let tag = rest[meta.upperBound..<tagEnd]
+            if let c = tag.range(of: "charset") {
+                var value = tag[c.upperBound...].drop { $0 == " " }
+                if value.first == "=" {
+                    value = value.dropFirst().drop { $0 == " " || $0 == "\"" || $0 == "'" }
+                    let name = value.prefix { !" \"';/>".contains($0) }
+                    if !name.isEmpty { return String(name) }
+                }
+            }
+            rest = rest[tagEnd...]
+        }
+        return nil
+    }
+
+    /// A text resource's body as text: UTF-8 (invalid bytes replaced) unless the header names
+    /// windows-1252 (Latin-1) or UTF-16.
+    static func decodeText(_ body: Data, charset: String?) -> String {
+        switch charset.map(encodingName) {
+        case "windows-1252"?: return String(data: body, encoding: .windowsCP1252) ?? String(decoding: body, as: UTF8.self)
+        case "utf-16"?, "utf-16le"?, "utf-16be"?: return String(data: body, encoding: .utf16) ?? String(decoding: body, as: UTF8.self)
+        default: return String(decoding: body, as: UTF8.self)
+        }
+    }
+}
+
+/// XPath 1.0 through libxml2: checked at config load, evaluated with a bound on its operations.
+enum PageXPath {
+    enum Selected {
+        case node(xmlNodePtr)
+        case value(String)
+        var node: xmlNodePtr? { if case .node(let n) = self { return n } else { return nil } }
+    }
+
+    /// libxml2 stops an evaluation after this many operations (a costly expression on a large page).
+    static let maxOperations: UInt = 20_000_000
+
+    /// What is wrong with `expr` (libxml2's message and where), or nil if it compiles.
+    static func check(_ expr: String) -> String? {
+        XMLFeed.setUp()
+        guard !expr.trimmingCharacters(in: .whitespaces).isEmpty else { return "empty expression" }
+        xmlResetLastError()
+        let compiled = expr.withCString { xmlXPathCompile(UnsafeRawPointer($0).assumingMemoryBound(to: xmlChar.self)) }
+        if let compiled {
+            xmlXPathFreeCompExpr(compiled)
+            return nil
+        }
+        return lastError(expr)
+    }
+
+    static func lastError(_ expr: String) -> String {
+        guard let e = xmlGetLastError(), e.pointee.domain == Int32(XML_FROM_XPATH.rawValue) else { return "not a valid XPath 1.0 expression" }
+        let message = e.pointee.message.map { String(cString: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "invalid"
+        // int1: the byte offset where libxml2 stopped.
+        let offset = Int(e.pointee.int1)
+        let at = String(decoding: expr.utf8.prefix(max(offset, 0)), as: UTF8.self).count + 1
+        return "\(message) at character \(at)"
+    }
+
+    /// The nodes (or the string, number or boolean) `expr` gives with `node` as the context.
+    static func evaluate(_ expr: String, doc: xmlDocPtr, node: xmlNodePtr) throws -> [Selected] {
+        XMLFeed.setUp()
+        guard let ctx = xmlXPathNewContext(doc) else { throw PollError(.transient, "libxml2: out of memory") }
+        defer { xmlXPathFreeContext(ctx) }
+        ctx.pointee.opLimit = maxOperations
+        ctx.pointee.node = node
+        xmlResetLastError()
+        let result = expr.withCString { xmlXPathEvalExpression(UnsafeRawPointer($0).assumingMemoryBound(to: xmlChar.self), ctx) }
+        guard let result else {
+            throw PollError(.transient, "XPath \"\(expr)\" could not be evaluated on this page: \(lastError(expr))")
+        }
+        defer { xmlXPathFreeObject(result) }
+        switch result.pointee.type {
+        case XPATH_NODESET:
+            guard let set = result.pointee.nodesetval, set.pointee.nodeNr > 0, let tab = set.pointee.nodeTab else { return [] }
+            return (0..<Int(set.pointee.nodeNr)).compactMap { tab[$0].map { .node($0) } }
+        case XPATH_STRING:
+            return [.value(result.pointee.stringval.map { String(cString: $0) } ?? "")]
+        case XPATH_NUMBER:
+            let v = result.pointee.floatval
+            return [.value(v.isFinite && v == v.rounded() && abs(v) < 1e15 ? String(Int(v)) : String(v))]
+        case XPATH_BOOLEAN:
+            return [.value(result.pointee.boolval != 0 ? "true" : "false")]
+        default:
+            return []
+        }
+    }
+}
