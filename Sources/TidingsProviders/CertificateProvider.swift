@@ -207,7 +207,9 @@ public struct CertificateProvider: Provider {
         let expiry = Timestamp.format(leaf.notAfter)
         let when: String
         switch daysLeft {
-        case ..<0: when = "expired \(-daysLeft) day\(-daysLeft == 1 ? "" : "s") ago (\(expiry))"
+        case ..<0:
+            let ago = Int((now.timeIntervalSince(leaf.notAfter) / 86400).rounded(.down))
+            when = ago == 0 ? "expired less than a day ago (\(expiry))" : "expired \(ago) day\(ago == 1 ? "" : "s") ago (\(expiry))"
         case ..<1: when = "expires within a day (\(expiry))"
         default: when = "expires in \(daysLeft) day\(daysLeft == 1 ? "" : "s") (\(expiry))"
         }

@@ -80,7 +80,7 @@ def test_custom_bands(tidings, ca):
 
 
 def test_verification_failures_are_critical_with_the_reason(tidings, ca, tmp_path):
-    expired = ca.leaf("expired", not_before=-30 * DAY, not_after=-2 * DAY + HOUR)
+    expired = ca.leaf("expired", not_before=-30 * DAY, not_after=-2 * DAY - HOUR)
     wrong = ca.leaf("wrong", not_after=60 * DAY, san="DNS:elsewhere.localhost")
     own = self_signed(tmp_path, "selfsigned", days=60)
     with TLSServer(*expired) as a, TLSServer(*wrong) as b, TLSServer(*own) as c:
@@ -97,7 +97,8 @@ def test_verification_failures_are_critical_with_the_reason(tidings, ca, tmp_pat
             assert e["data"]["verify_error"], e
             assert f"does not verify ({reason})" in e["title"], e
         # The dates are still read (verification off for the second look).
-        assert events[a.target]["data"]["days_left"] == -2, events[a.target]
+        # Rounded down: 2 days and an hour ago is -3 days left.
+        assert events[a.target]["data"]["days_left"] == -3, events[a.target]
         assert "expired 2 days ago" in events[a.target]["title"]
         assert events[b.target]["data"]["days_left"] == 59
         assert events[b.target]["data"]["sha256"] == der_sha256(wrong[0])
