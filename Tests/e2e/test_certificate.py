@@ -122,6 +122,10 @@ def test_ca_file_decides_trust(tidings, ca):
         (e,) = r.events
         assert (e["event"], e["severity"], e["data"]["verified"]) == ("changed", "info", True), e
 
+        r = tidings.run("config", "check", "--poll")
+        assert r.code == 0, r
+        assert "source certs: polled, 1 item" in r.stdout + r.stderr, r
+
 
 def test_renewal_and_new_band_are_changed(tidings, ca):
     old = ca.leaf("svc", not_after=60 * DAY + HOUR)
