@@ -51,17 +51,14 @@ public struct CertificateProvider: Provider {
         }
         if let node = o.table["targets"] {
             o.markConsumed("targets")
-            let entries: [ConfigNode]
+            var entries: [ConfigNode] = []
             switch node.value {
+            case .array(let list) where list.isEmpty:
+                errors.append(o.error("targets", "\(o.what): 'targets' is empty: list at least one \"host:port\""))
             case .array(let list): entries = list
             case .string: entries = [node]
-            default: entries = []
-            }
-            if case .array = node.value {} else if case .string = node.value {} else {
+            default:
                 errors.append(o.error("targets", "\(o.what): 'targets' must be a list of strings like \"example.com:443\", not \(node.typeName)"))
-            }
-            if case .array(let list) = node.value, list.isEmpty {
-                errors.append(o.error("targets", "\(o.what): 'targets' is empty: list at least one \"host:port\""))
             }
             var seen: Set<String> = []
             let lines = Self.elementLines(file: o.file, from: node.line, entries.map { entry -> String? in

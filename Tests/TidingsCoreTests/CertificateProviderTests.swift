@@ -117,6 +117,12 @@ final class CertificateProviderTests: XCTestCase {
 
         let missing = try configErrors("", plugins: ["certs.toml": ("provider = \"certificate\"\n", 0o600)])
         XCTAssertTrue(missing.contains { $0.message.contains("missing required key 'targets'") }, "\(missing)")
+        let empty = try configErrors("", plugins: ["certs.toml": ("provider = \"certificate\"\ntargets = []\n", 0o600)])
+        XCTAssertTrue(empty.contains { $0.description.contains("certs.toml:2: ") && $0.message.contains("'targets' is empty") }, "\(empty)")
+        let number = try configErrors("", plugins: ["certs.toml": ("provider = \"certificate\"\ntargets = 443\n", 0o600)])
+        XCTAssertTrue(number.contains { $0.message.contains("must be a list of strings") }, "\(number)")
+        let mixed = try configErrors("", plugins: ["certs.toml": ("provider = \"certificate\"\ntargets = [\"a.example.com\", 443]\n", 0o600)])
+        XCTAssertTrue(mixed.contains { $0.message.contains("each target must be a string, not an integer") }, "\(mixed)")
     }
 
     func testDefaults() throws {
