@@ -128,7 +128,7 @@ extension Response {
         if let allow = r.allow { headers[.allow] = allow }
         if r.status == 413 { headers[.connection] = "close" }
         for (name, value) in r.headers {
-            if let n = HTTPField.Name(name) { headers[n] = value }
+            if let n = HTTPFields.Element.Name(name) { headers[n] = value }
         }
         self.init(status: .init(code: r.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: r.body)))
     }

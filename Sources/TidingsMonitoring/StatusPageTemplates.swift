@@ -188,7 +188,7 @@ enum StatusPageAssets {
     static let css = """
         :root { color-scheme: light dark; --bad: #c0392b; --ok: #2e7d32; --muted: #777; }
         * { box-sizing: border-box; }
-        body { font: 15px/1.45 system-ui, sans-serif; margin: 0; overflow-wrap: anywhere; }
+        body { font: 15px/1.45 system-ui, sans-serif; margin: 0; overflow-wrap: break-word; }
         header { background: #223; padding: .5rem 1rem; }
         header nav { display: flex; flex-wrap: wrap; gap: .25rem 1rem; align-items: center; }
         header a, header label { color: #eef; text-decoration: none; }
@@ -197,16 +197,17 @@ enum StatusPageAssets {
         h1 { font-size: 1.4rem; overflow-wrap: anywhere; }
         h2 { font-size: 1.15rem; margin-top: 1.5rem; }
         table { border-collapse: collapse; width: 100%; }
-        th, td { text-align: left; vertical-align: top; padding: .3rem .4rem; border-bottom: 1px solid #8884; overflow-wrap: anywhere; }
+        th, td { text-align: left; vertical-align: top; padding: .3rem .4rem; border-bottom: 1px solid #8884; }
+        .verdict, .error, code, .body, li { overflow-wrap: anywhere; }
         .scroll { overflow-x: auto; }
         .verdict { padding: .25rem .75rem; border-left: 4px solid var(--ok); }
         .verdict.bad { border-color: var(--bad); }
         tr.bad td:first-child { border-left: 3px solid var(--bad); }
-        .error, .bad { color: var(--bad); }
+        .error, .tag.bad { color: var(--bad); }
         .tag { display: inline-block; font-size: .8em; padding: 0 .35em; border: 1px solid #8886; border-radius: .3em; }
         .when, small { color: var(--muted); }
         ul.events, ul.items, ul.notices, ul.silences { padding-left: 1rem; }
-        li { margin: .3rem 0; overflow-wrap: anywhere; }
+        li { margin: .3rem 0; }
         .body { white-space: pre-wrap; color: var(--muted); max-height: 6em; overflow: hidden; }
         .sev-critical > .tag:first-of-type { border-color: var(--bad); }
         form { display: inline; }
@@ -217,7 +218,9 @@ enum StatusPageAssets {
         button.danger { color: var(--bad); }
         svg.chart { display: block; max-width: 100%; height: auto; }
         @media (max-width: 40rem) {
-          th, td { padding: .25rem; font-size: .9rem; }
+          main { padding: .5rem .6rem 2rem; }
+          th, td { padding: .25rem; font-size: .85rem; }
+          .scroll table { min-width: 34rem; }
           textarea { width: 100%; }
           form.silence { flex-direction: column; align-items: stretch; }
         }

@@ -5,12 +5,14 @@ import TidingsCore
 /// The status page's guards (DESIGN §13, docs/status-page.md "Security model"), without sockets:
 /// authentication, the CSRF token, the same-origin check and the response headers.
 package struct WebSecurity: Sendable {
-    /// A random key per daemon process: tokens of a previous daemon are refused.
-    private let key: SymmetricKey
+    /// A random key per daemon process: tokens of a previous daemon are refused. Its bytes
+    /// (SymmetricKey is not Sendable).
+    private let keyBytes: [UInt8]
+    private var key: SymmetricKey { SymmetricKey(data: keyBytes) }
     /// How long a CSRF token is good for (a page left open longer asks to reload).
     package static let tokenLifetime: TimeInterval = 12 * 3600
 
-    package init(key: SymmetricKey = SymmetricKey(size: .bits256)) { self.key = key }
+    package init(key: SymmetricKey = SymmetricKey(size: .bits256)) { keyBytes = key.withUnsafeBytes { Array($0) } }
 
     // MARK: CSRF (synchronizer token, stateless)
 
