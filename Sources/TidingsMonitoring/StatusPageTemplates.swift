@@ -52,7 +52,7 @@ enum StatusPageTemplates {
         <h2>Sources</h2>
         <p class="counts">{{#counts}}<span class="tag">{{n}} {{health}}</span> {{/counts}}</p>
         <div class="scroll"><table>
-        <thead><tr><th>Source</th><th>Health</th><th>Items</th><th>Last ok</th><th>Next</th><th>Events, 24 h</th></tr></thead>
+        <thead><tr><th>Source</th><th>Health</th><th>Items</th><th>Last ok</th><th>Next</th><th>Polls, events: 24 h</th></tr></thead>
         <tbody>
         {{#sources}}<tr class="{{#bad}}bad{{/bad}}"><td><a href="{{link}}">{{name}}</a> <small>{{provider}}</small></td><td>{{health}}{{#failures}} ({{failures}}){{/failures}}{{#lastError}}<div class="error">{{lastError}}</div>{{/lastError}}</td><td>{{items}}</td><td>{{lastSuccess}}</td><td>{{nextDue}}</td><td>{{{chart}}}</td></tr>
         {{/sources}}
@@ -86,8 +86,13 @@ enum StatusPageTemplates {
         <tr><th>Failures in a row</th><td>{{#failures}}{{failures}}{{/failures}}{{^failures}}0{{/failures}}</td></tr>
         <tr><th>Last error</th><td>{{#lastError}}<span class="error">{{lastError}}</span> ({{lastErrorAt}}){{/lastError}}{{^lastError}}none{{/lastError}}</td></tr>
         <tr><th>Next poll</th><td>{{nextDue}}</td></tr>
-        <tr><th>Events, 24 h</th><td>{{{chart}}}</td></tr>
+        <tr><th>Polls and events, 24 h</th><td>{{{chart}}}</td></tr>
         </table>
+        <h2>Last polls</h2>
+        {{^polls}}<p>None since the daemon started.</p>{{/polls}}
+        {{#hasPolls}}<div class="scroll"><table class="polls"><thead><tr><th>Ended</th><th>Took</th><th>Outcome</th><th>Events</th></tr></thead><tbody>{{/hasPolls}}
+        {{#polls}}<tr><td>{{at}}</td><td>{{duration}}</td><td class="{{#failed}}error{{/failed}}">{{outcome}}</td><td>{{events}}</td></tr>{{/polls}}
+        {{#hasPolls}}</tbody></table></div>{{/hasPolls}}
         <h2>Items ({{itemCount}})</h2>
         {{^items}}<p>None.</p>{{/items}}
         <ul class="items">{{#items}}<li class="sev-{{severity}}"><span class="tag">{{severity}}</span> {{#url}}<a href="{{url}}" rel="noopener noreferrer nofollow">{{title}}</a>{{/url}}{{^url}}{{title}}{{/url}} <small>{{kind}}, seen since {{seen}}{{#missing}}, missing from the last poll{{/missing}}</small>{{#body}}<div class="body">{{body}}</div>{{/body}}</li>{{/items}}</ul>

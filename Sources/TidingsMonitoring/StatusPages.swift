@@ -167,7 +167,7 @@ package final class StatusPages: Sendable {
         let sources: [[String: Any]] = config.sources.map { s in
             let st = statuses[s.name]
             var row = sourceRow(s, st, now: now)
-            row["chart"] = StatusChart.hours(events(day).filter { $0.source == s.name }, now: now)
+            row["chart"] = StatusChart.hours(events: events(day).filter { $0.source == s.name }, polls: RecentPolls.shared.of(s.name), now: now)
             return row
         }
         let reasons = report.reasons
@@ -195,9 +195,15 @@ package final class StatusPages: Sendable {
         guard let s = config.source(named: name) else { return notFound() }
         let st = try b.store.statuses()[name]
         let items = try b.store.currentItems(source: name)
-        let recent = try b.store.history(source: name, limit: 50)
+        let recent = try b.store.history(source: name, limit: 1000)
         var ctx = sourceRow(s, st, now: now)
-        ctx["chart"] = StatusChart.hours(events(recent), now: now)
+        let polls = RecentPolls.shared.of(name)
+        ctx["chart"] = StatusChart.hours(events: events(recent), polls: polls, now: now)
+        ctx["hasPolls"] = !polls.isEmpty
+        ctx["polls"] = polls.suffix(20).reversed().map { p -> [String: Any] in
+            ["at": Self.time(p.at, now), "duration": String(format: "%.3f s", p.seconds), "failed": p.error != nil,
+             "outcome": p.error ?? "ok", "events": p.events]
+        }
         ctx["items"] = items.prefix(Self.maxRows).map { c -> [String: Any] in
             var row = itemRow(title: c.item.title, body: c.item.body, url: c.item.url, severity: c.item.severity)
             row["kind"] = c.item.kind
@@ -207,7 +213,7 @@ package final class StatusPages: Sendable {
         }
         ctx["itemCount"] = items.count
         ctx["more"] = items.count > Self.maxRows
-        ctx["events"] = recent.reversed().map { entryRow($0, now: now) }
+        ctx["events"] = recent.suffix(50).reversed().map { entryRow($0, now: now) }
         ctx["interval"] = DurationParser.format(s.settings.interval)
         ctx["file"] = s.file + (s.line.map { ":\($0)" } ?? "")
         return render("source", "Source " + name, ctx)
@@ -421,22 +427,33 @@ package final class StatusPages: Sendable {
     }
 }
 
-/// A small server-rendered SVG: events per hour over the last day.
+/// A small server-rendered SVG: polls (grey, failed ones red) and events (blue) per hour over
+/// the last day, each on its own scale. Numbers only: nothing remote goes into it.
 package enum StatusChart {
-    package static func hours(_ events: [Event], now: Date) -> String {
-        var buckets = [Int](repeating: 0, count: 24)
-        for e in events {
-            let age = now.timeIntervalSince(e.observedAt)
-            guard age >= 0, age < 86_400 else { continue }
-            buckets[23 - Int(age / 3600)] += 1
+    package static func hours(events: [Event], polls: [RecentPolls.Poll], now: Date) -> String {
+        func buckets(_ dates: [Date]) -> [Int] {
+            var out = [Int](repeating: 0, count: 24)
+            for d in dates {
+                let age = now.timeIntervalSince(d)
+                if age >= 0 && age < 86_400 { out[23 - Int(age / 3600)] += 1 }
+            }
+            return out
         }
-        let top = max(1, buckets.max() ?? 1)
-        var svg = "<svg class=\"chart\" viewBox=\"0 0 240 40\" width=\"240\" height=\"40\" role=\"img\" aria-label=\"events per hour over the last day: \(buckets.reduce(0, +)) in all\">"
-        svg += "<title>events per hour, last 24 h (\(buckets.reduce(0, +)))</title><rect x=\"0\" y=\"39\" width=\"240\" height=\"1\" fill=\"#999\"/>"
-        for (i, n) in buckets.enumerated() where n > 0 {
-            let h = max(2, Int((Double(n) / Double(top) * 38).rounded()))
-            svg += "<rect x=\"\(i * 10 + 1)\" y=\"\(39 - h)\" width=\"8\" height=\"\(h)\" fill=\"#3a7bd5\"><title>\(n)</title></rect>"
+        let e = buckets(events.map(\.observedAt)), p = buckets(polls.map(\.at)), f = buckets(polls.filter { $0.error != nil }.map(\.at))
+        let (eTotal, pTotal, fTotal) = (e.reduce(0, +), p.reduce(0, +), f.reduce(0, +))
+        let label = "last 24 h: \(pTotal) polls (\(fTotal) failed), \(eTotal) events"
+        var svg = "<svg class=\"chart\" viewBox=\"0 0 240 40\" width=\"240\" height=\"40\" role=\"img\" aria-label=\"\(label)\">"
+        svg += "<title>\(label)</title><rect x=\"0\" y=\"39\" width=\"240\" height=\"1\" fill=\"#999\"/>"
+        func bars(_ counts: [Int], x: Int, fill: String, top: Int) {
+            for (i, n) in counts.enumerated() where n > 0 {
+                let h = max(2, Int((Double(n) / Double(max(1, top)) * 38).rounded()))
+                svg += "<rect x=\"\(i * 10 + x)\" y=\"\(39 - h)\" width=\"4\" height=\"\(h)\" fill=\"\(fill)\"/>"
+            }
         }
+        let pollTop = p.max() ?? 0
+        bars(p, x: 1, fill: "#9aa", top: pollTop)
+        bars(f, x: 1, fill: "#c0392b", top: pollTop)
+        bars(e, x: 5, fill: "#3a7bd5", top: e.max() ?? 0)
         return svg + "</svg>"
     }
 }

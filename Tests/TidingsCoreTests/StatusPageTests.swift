@@ -142,6 +142,19 @@ final class StatusPageTests: XCTestCase {
         XCTAssertEqual(try SilenceStore.all(store).count, 2)
     }
 
+    func testRecentPollsAreBoundedAndForgotten() {
+        let log = RecentPolls()
+        for i in 0..<(RecentPolls.perSource + 5) {
+            log.record("a", .init(at: Date(timeIntervalSince1970: Double(i)), seconds: 0, error: nil, events: 0))
+        }
+        log.record("b", .init(at: Date(), seconds: 1, error: "x", events: 0))
+        XCTAssertEqual(log.of("a").count, RecentPolls.perSource)
+        XCTAssertEqual(log.of("a").first?.at, Date(timeIntervalSince1970: 5), "the oldest go first")
+        log.forget(["a"])
+        XCTAssertEqual(log.of("a"), [])
+        XCTAssertEqual(log.of("b").count, 1)
+    }
+
     func testOffWithoutStatusPageAndTheOverviewRenders() async throws {
         let now = Date()
         let off = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\n")
@@ -162,15 +175,20 @@ final class StatusPageTests: XCTestCase {
         XCTAssertEqual(put?.status, 405)
     }
 
-    func testTheChartCountsEventsPerHourOfTheLastDay() {
+    func testTheChartCountsPollsAndEventsPerHourOfTheLastDay() {
         let now = Date()
         func event(_ ago: TimeInterval) -> Event {
             Event(id: UUID().uuidString, source: "s", provider: "p", kind: "item", event: .new, key: "k", title: "t", body: "",
                   url: nil, severity: .info, observedAt: now.addingTimeInterval(-ago), data: .null)
         }
-        let svg = StatusChart.hours([event(10), event(20), event(3 * 3600 + 5), event(2 * 86_400)], now: now)
-        XCTAssertTrue(svg.contains("(3)</title>"), svg)
-        XCTAssertEqual(svg.components(separatedBy: "<rect").count - 1, 3, "the axis and two hours with events")
+        let polls = [RecentPolls.Poll(at: now.addingTimeInterval(-5), seconds: 0.2, error: nil, events: 2),
+                     RecentPolls.Poll(at: now.addingTimeInterval(-7200), seconds: 0.3, error: "HTTP 500", events: 0),
+                     RecentPolls.Poll(at: now.addingTimeInterval(-90_000), seconds: 0.1, error: nil, events: 0)]
+        let svg = StatusChart.hours(events: [event(10), event(20), event(3 * 3600 + 5), event(2 * 86_400)], polls: polls, now: now)
+        XCTAssertTrue(svg.contains("<title>last 24 h: 2 polls (1 failed), 3 events</title>"), svg)
+        // The axis; polls in two hours, one of them failed; events in two hours.
+        XCTAssertEqual(svg.components(separatedBy: "<rect").count - 1, 1 + 2 + 1 + 2, svg)
+        XCTAssertEqual(svg.components(separatedBy: "fill=\"#c0392b\"").count - 1, 1, svg)
         XCTAssertTrue(StatusPages.safeURL("javascript:alert(1)") == nil && StatusPages.safeURL("https://x.example/a") != nil)
     }
 }
