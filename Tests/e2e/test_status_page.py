@@ -125,7 +125,10 @@ def site(tmp_path_factory):
         d = t.start_daemon()
         try:
             def ready():
-                code, s = status_json(t)
+                r = t.run("status", "--json")
+                if r.code == 2:
+                    return None  # the daemon has not made its state yet
+                s = json.loads(r.stdout)
                 return (s["sources"]["counts"]["failing"] == 1 and s["outbox"].get("hook", {}).get("dead") == 3
                         and s["notices"]) and s
             wait_for(ready, timeout=40, what="a failing source, three dead letters, a notice")
@@ -258,6 +261,13 @@ def test_poll_now_goes_through_the_daemon(site):
     r = http(base + "/sources/lister/poll", method="POST", data={"csrf": csrf(base)}, headers={"Origin": base})
     assert r.status == 200 and "polled: ok" in r.text, r.text
     assert http(base + "/sources/nope/poll", method="POST", data={"csrf": csrf(base)}, headers={"Origin": base}).status == 404
+    # The daemon remembers its polls: the scheduled one and the one on request, the newest first.
+    page = http(base + "/sources/api").text
+    polls = page[page.index('<table class="polls">'):]
+    polls = polls[:polls.index("</table>")]
+    assert polls.count("<tr>") >= 3 and polls.count('class="error"') >= 2, polls  # a head row and two failed polls
+    assert re.search(r"<td>\d+\.\d{3} s</td>", polls), polls
+    assert re.search(r"last 24 h: [2-9] polls \([2-9] failed\), 1 events", page), page
 
 
 # Configuration and authentication ---------------------------------------------------------------
