@@ -90,22 +90,40 @@ package final class StatusPages: Sendable {
         do {
             switch request.method {
             case "GET":
-                if parts == [""] { return try overview(b) }
-                if parts.count == 2 && parts[0] == "sources" { return try source(b, parts[1]) }
-                if parts == ["history"] { return try history(b, FormDecoding.fields(Substring(request.query))) }
-                if parts == ["outbox"] { return try outbox(b) }
-                if parts == ["silences"] { return try silences(b, error: nil) }
-                if parts == ["notices"] { return try notices(b) }
-                return notFound()
+                let query = request.query
+                return try await offPool { [self] in
+                    if parts == [""] { return try overview(b) }
+                    if parts.count == 2 && parts[0] == "sources" { return try source(b, parts[1]) }
+                    if parts == ["history"] { return try history(b, FormDecoding.fields(Substring(query))) }
+                    if parts == ["outbox"] { return try outbox(b) }
+                    if parts == ["silences"] { return try silences(b, error: nil) }
+                    if parts == ["notices"] { return try notices(b) }
+                    return notFound()
+                }
             case "POST":
                 if let refused = refusal(request) { return refused }
+                if parts.count == 3 && parts[0] == "sources" && parts[2] == "poll" {
+                    guard b.config().source(named: parts[1]) != nil else { return notFound() }
+                    // Through the daemon, as `tidings check` asks it; awaited, not blocking.
+                    return pollResult(b, parts[1], await b.pollNow([parts[1]]))
+                }
                 let form = FormDecoding.fields(Substring(decoding: request.body, as: UTF8.self))
-                return try await change(b, parts, form)
+                return try await offPool { [self] in try change(b, parts, form) }
             default:
                 return secured(.text(405, "method not allowed: use GET, or POST for a change", allow: "GET, POST"))
             }
         } catch {
             return page(500, "Cannot read the state", Redactor.shared.scrub("\(error)"))
+        }
+    }
+
+    /// The pages read and write the state synchronously (a write can wait for the lock, a
+    /// PostgreSQL state for the network): on threads of their own, never the cooperative pool.
+    private static let queue = DispatchQueue(label: "tidings.status-page", attributes: .concurrent)
+
+    private func offPool(_ body: @escaping @Sendable () throws -> MonitoringResponse) async throws -> MonitoringResponse {
+        try await withCheckedThrowingContinuation { c in
+            Self.queue.async { c.resume(with: Result { try body() }) }
         }
     }
 
@@ -125,7 +143,7 @@ package final class StatusPages: Sendable {
         return nil
     }
 
-    private func change(_ b: Backend, _ parts: [String], _ form: [String: String]) async throws -> MonitoringResponse {
+    private func change(_ b: Backend, _ parts: [String], _ form: [String: String]) throws -> MonitoringResponse {
         let now = clock()
         // [collection, id, action] or [collection].
         let (what, id, action) = (parts.first ?? "", parts.count == 3 ? parts[1] : "", parts.count == 3 ? parts[2] : "")
@@ -149,9 +167,6 @@ package final class StatusPages: Sendable {
                 return page(404, "No such notice", "\(error)")
             }
             return see("/notices?done=dismissed")
-        case ("sources", "poll"):
-            guard b.config().source(named: id) != nil else { return notFound() }
-            return pollResult(b, id, await b.pollNow([id]))
         default:
             return notFound()
         }
