@@ -441,3 +441,20 @@ def test_browser_dismisses_a_notice(site, browser):
     assert b.eval("location.search") == "?done=dismissed"
     assert status_json(t)[1]["notices"] == []
     assert "None pending." in b.eval("document.querySelector('main').innerText")
+
+
+def test_on_postgres_the_page_shows_the_shared_state_and_no_password(tidings, pg_db):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    tidings.write_config(f'[http]\nlisten = "127.0.0.1:{port}"\nstatus_page = true\n[sinks.out]\ntype = "stdout"\n'
+                         + pg_db.state_toml())
+    exec_plugin(tidings, "lister", [{"key": "a", "title": "Alpha <on> PostgreSQL"}], "notify_existing = true")
+    d = tidings.start_daemon()
+    wait_for(lambda: "Alpha &lt;on&gt; PostgreSQL" in (http(base + "/").text if status(base + "/-/ready") == 200 else ""),
+             timeout=30, what="the event on the overview")
+    page = http(base + "/").text
+    assert "State: postgres " in page and f"Instance {os.uname().nodename}:{d.pid}" in page, page
+    assert pg_db.password not in page
+    r = http(base + "/silences", method="POST", headers={"Origin": base},
+             data={"matchers": "source=lister", "duration": "1h", "comment": "pg", "csrf": csrf(base)})
+    assert r.status == 303 and [s["comment"] for s in silences(tidings)] == ["pg"]
