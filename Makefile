@@ -16,10 +16,11 @@ BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev 
 # Prometheus and promtool; for the install tests: systemd-analyze, man, bash completion, the
 # Debian package tools, lintian; PostgreSQL (and openssl, for the sslmode tests' certificates)
 # for the shared-state tests (they start their own server with initdb/pg_ctl in a temp dir on a
-# loopback port; the cluster Debian's package may create is not used).
+# loopback port; the cluster Debian's package may create is not used); chromium (headless, driven
+# over its DevTools protocol) for the status page's browser tests.
 TEST_PACKAGES  := python3 python3-pytest python3-venv python3-dbusmock dbus dbus-x11 libnotify-bin \
                   prometheus-alertmanager prometheus dunst xvfb \
-                  systemd man-db bash-completion dpkg-dev lintian postgresql openssl gcc libc6-dev
+                  systemd man-db bash-completion dpkg-dev lintian postgresql openssl gcc libc6-dev chromium
 # Needed by `make deb` (dpkg-shlibdeps, dpkg-gencontrol, dpkg-deb, strip).
 DEB_PACKAGES   := dpkg-dev binutils
 

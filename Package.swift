@@ -94,7 +94,7 @@ let package = Package(
             dependencies: ["TidingsCore", "CLibnotify", .product(name: "Logging", package: "swift-log")]
         ),
         /// `[http]`: /metrics (Prometheus exposition of the core's swift-metrics), /-/healthy,
-        /// /-/ready. Its own target so the server and exporter stay out of the core and its tests.
+        /// /-/ready, and the status page (with `tidings status`'s report model). Its own target so the server and exporter stay out of the core and its tests.
         .target(
             name: "TidingsMonitoring",
             dependencies: [
@@ -105,6 +105,9 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // The status page (DESIGN §13): its templates and its CSRF token.
+                .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         /// The PostgreSQL ``StateDatabase`` (postgres-nio), its schema, and `tidings state

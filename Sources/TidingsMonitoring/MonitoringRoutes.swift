@@ -26,6 +26,8 @@ package struct MonitoringResponse: Sendable, Equatable {
     package var body: [UInt8]
     /// The `Allow` header of a 405.
     package var allow: String?
+    /// Further headers (the status page's security headers, `Location`, `WWW-Authenticate`).
+    package var headers: [String: String] = [:]
 
     static func text(_ status: Int, _ text: String, allow: String? = nil) -> MonitoringResponse {
         MonitoringResponse(status: status, contentType: "text/plain; charset=utf-8", body: Array((text + "\n").utf8), allow: allow)

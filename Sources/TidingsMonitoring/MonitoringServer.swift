@@ -32,7 +32,9 @@ package final class MonitoringServer: Sendable {
 
     /// Serves `routes` on `address` until ``stop()``. Throws when it cannot listen there (the
     /// port is taken, the address is not this machine's).
-    package static func start(_ address: ListenAddress, routes: MonitoringRoutes, logger: Logger) async throws -> MonitoringServer {
+    /// The status page answers every other path when `pages` has `status_page = true`; its
+    /// `[http.auth]` also guards `/metrics`.
+    package static func start(_ address: ListenAddress, routes: MonitoringRoutes, pages: StatusPages? = nil, logger: Logger) async throws -> MonitoringServer {
         let (started, starting) = AsyncStream<Result<Void, any Error>>.makeStream()
         // Hummingbird says "Server started" at info; the caller says where it serves, once.
         var quiet = logger
@@ -40,7 +42,17 @@ package final class MonitoringServer: Sendable {
         let app = Application(
             responder: CallbackResponder<BasicRequestContext> { request, _ in
                 let hasBody = request.headers[.transferEncoding] != nil || (request.headers[.contentLength].map { $0 != "0" } ?? false)
-                return Response(routes.respond(method: request.method.rawValue, path: request.uri.path, hasBody: hasBody))
+                let path = request.uri.path
+                if MonitoringRoutes.paths.contains(path) {
+                    if path == "/metrics", let auth = pages?.current?.auth, !WebSecurity.authorized(request.headers[.authorization], auth) {
+                        var r = MonitoringResponse.text(401, "authentication required")
+                        r.headers["WWW-Authenticate"] = WebSecurity.challenge(auth)
+                        return Response(r)
+                    }
+                } else if let pages, pages.current?.statusPage == true {
+                    return Response(await Self.page(request, pages: pages, hasBody: hasBody))
+                }
+                return Response(routes.respond(method: request.method.rawValue, path: path, hasBody: hasBody))
             },
             server: .http1(configuration: .init(
                 additionalChannelHandlers: [ConnectionDeadline(after: maxConnectionAge)],
@@ -64,6 +76,28 @@ package final class MonitoringServer: Sendable {
             }
         }
         throw MonitoringServerError(address: address, reason: "the server ended before it listened")
+    }
+
+    /// A request to the status page: a POST's form body (at most ``StatusPages/maxBody``) read first.
+    private static func page(_ request: Request, pages: StatusPages, hasBody: Bool) async -> MonitoringResponse {
+        var body: [UInt8] = []
+        if request.method == .post && hasBody {
+            do {
+                let buffer = try await request.body.collect(upTo: StatusPages.maxBody)
+                body = Array(buffer.readableBytesView)
+            } catch {
+                var r = MonitoringResponse.text(413, "a form of at most \(StatusPages.maxBody) bytes")
+                r.headers["Connection"] = "close"
+                return r
+            }
+        } else if hasBody {
+            return .text(413, "a \(request.method.rawValue) has no body")
+        }
+        var headers: [String: String] = [:]
+        for field in request.headers where headers[field.name.canonicalName] == nil { headers[field.name.canonicalName] = field.value }
+        if let authority = request.head.authority { headers["host"] = authority }
+        let web = WebRequest(method: request.method.rawValue, path: request.uri.path, query: request.uri.query ?? "", headers: headers, body: body)
+        return await pages.respond(web) ?? .text(404, "not found")
     }
 
     /// Stops listening and closes the open connections: a graceful shutdown (no new
@@ -93,6 +127,9 @@ extension Response {
         var headers: HTTPFields = [.contentType: r.contentType]
         if let allow = r.allow { headers[.allow] = allow }
         if r.status == 413 { headers[.connection] = "close" }
+        for (name, value) in r.headers {
+            if let n = HTTPFields.Element.Name(name) { headers[n] = value }
+        }
         self.init(status: .init(code: r.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: r.body)))
     }
 }

@@ -39,6 +39,29 @@ def quiet_hours_now():
     return f'quiet_hours = {{ start = "{fmt(now - 60)}", end = "{fmt(now + 7200)}", timezone = "UTC" }}'
 
 
+def problems_config(t, hook_url, state=""):
+    """`api` to a webhook `hook` (its events die there when the hook refuses them), `lister` to
+    `console` in quiet hours (held), the rest to `console`; then `state` (a [state] table)."""
+    t.write_config(f"""
+        [sinks.hook]
+        type = "webhook"
+        url = "{hook_url}/hook"
+        [sinks.console]
+        type = "stdout"
+        format = "json"
+
+        [[routes]]
+        match = {{ source = "api" }}
+        sinks = ["hook"]
+        [[routes]]
+        match = {{ source = "lister" }}
+        sinks = ["console"]
+        {quiet_hours_now()}
+        [[routes]]
+        sinks = ["console"]
+    """ + state)
+
+
 def test_no_state_says_so_exits_2_and_creates_nothing(tidings):
     tidings.write_config('[sinks.console]\ntype = "stdout"\n')
     exec_plugin(tidings, "lister", [])
@@ -67,24 +90,7 @@ def test_a_daemon_with_problems_needs_attention_and_every_section_shows_them(tid
     error_body = b"backend \x1b[2J down"
     with FakeServer(JSONAPI, {"status": 500, "error_body": error_body}) as api, \
             FakeServer(WebhookReceiver, state=receiver_state(default=400)) as hook:
-        tidings.write_config(f"""
-            [sinks.hook]
-            type = "webhook"
-            url = "{hook.url}/hook"
-            [sinks.console]
-            type = "stdout"
-            format = "json"
-
-            [[routes]]
-            match = {{ source = "api" }}
-            sinks = ["hook"]
-            [[routes]]
-            match = {{ source = "lister" }}
-            sinks = ["console"]
-            {quiet_hours_now()}
-            [[routes]]
-            sinks = ["console"]
-        """)
+        problems_config(tidings, hook.url)
         api_source(tidings, "api", api.url, 'interval = "1h"\njitter = 0.0\nerror_threshold = 1')
         exec_plugin(tidings, "lister", [{"key": "a", "title": "Alpha is held"}], "notify_existing = true")
         exec_plugin(tidings, "bulletin", [{"key": "n1", "title": "Maintenance tonight", "kind": "notice"}],
@@ -208,3 +214,33 @@ def test_on_postgres_the_instances_sharing_the_state_are_listed(tidings, pg_db):
         code, s = status_json(tidings)
         assert code == 1 and s["daemon"]["running"] is False and s["daemon"]["instances"] == [], s["daemon"]
         assert "no daemon runs: 1 enabled source is not polled" in s["attention"]
+
+
+def test_on_postgres_failing_held_and_dead_rows_need_attention(tidings, pg_db):
+    """The same report on a PostgreSQL state: a failing source, a dead letter and a held
+    delivery are counted from the shared tables, and no secret of [state] is shown."""
+    with FakeServer(JSONAPI, {"status": 500}) as api, \
+            FakeServer(WebhookReceiver, state=receiver_state(default=400)) as hook:
+        problems_config(tidings, hook.url, pg_db.state_toml())
+        api_source(tidings, "api", api.url, 'interval = "1h"\njitter = 0.0\nerror_threshold = 1')
+        exec_plugin(tidings, "lister", [{"key": "a", "title": "Alpha is held"}], "notify_existing = true")
+        tidings.start_daemon()
+
+        def ready():
+            code, s = status_json(tidings)
+            hook_box, console = s["outbox"].get("hook", {}), s["outbox"].get("console", {})
+            return (s["sources"]["counts"]["failing"] == 1 and hook_box.get("dead", 0) >= 1
+                    and console.get("held") == 1) and (code, s)
+        code, s = wait_for(ready, timeout=40, what="a failing source, a dead letter and a held delivery on PostgreSQL")
+        assert code == 1
+        assert s["state"]["backend"] == "postgres" and pg_db.password not in json.dumps(s)
+        assert "1 failing source" in s["attention"], s["attention"]
+        assert any(a.endswith("dead letter") or a.endswith("dead letters") for a in s["attention"]), s["attention"]
+        assert s["daemon"]["running"] is True and len(s["daemon"]["instances"]) == 1
+        [hold] = s["outbox"]["console"]["holds"]
+        assert hold["reason"] == "quiet" and hold["count"] == 1
+        assert "400" in s["outbox"]["hook"]["last_dead_error"]
+        r = tidings.run("status")
+        assert r.code == 1, r
+        assert "console (stdout): 1 held" in r.stdout and "hook (webhook): " in r.stdout and " dead" in r.stdout, r.stdout
+        assert "failing     api (http-json)" in r.stdout and pg_db.password not in r.stdout + r.stderr

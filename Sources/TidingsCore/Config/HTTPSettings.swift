@@ -1,21 +1,75 @@
 import Foundation
 
-/// `[http]` in the main file (DESIGN §8): where the daemon serves `/metrics`, `/-/healthy` and
-/// `/-/ready`. Absent: no HTTP endpoint (the default).
+/// `[http]` in the main file (DESIGN §8, §13): where the daemon serves `/metrics`, `/-/healthy`
+/// and `/-/ready`, and with `status_page = true` the status page on `/`. Absent: no HTTP
+/// endpoint (the default).
 public struct HTTPSettings: Sendable, Equatable {
     public var listen: ListenAddress
+    /// `status_page = true`: the status page (overview, sources, history, outbox, silences,
+    /// notices) on `/`. Off by default: then `/` is a 404 as before.
+    public var statusPage: Bool
+    /// `[http.auth]`: required for the status page on a non-loopback `listen`; when set it guards
+    /// the status page and `/metrics` (never `/-/healthy` and `/-/ready`, for probes).
+    public var auth: HTTPAuth?
 
-    /// Reads `[http]`; a `listen` address that is not loopback is allowed, with a warning (the
-    /// endpoints have no authentication).
+    /// Reads `[http]`. A `listen` address that is not loopback needs `[http.auth]` when the status
+    /// page is on (it can change the state); without the page it is allowed, with a warning
+    /// unless `[http.auth]` is set (the read-only endpoints then have no authentication).
     package init(_ r: OptionReader, warn: (String) -> Void) throws {
+        // Known even when an error below stops the reading (no "unknown key" after a bad listen).
+        r.markConsumed("status_page", "auth")
         let text = try r.requiredString("listen")
         guard let address = ListenAddress(text) else {
             throw r.error("listen", "\(r.what): 'listen' must be IP:PORT, as in \"127.0.0.1:9464\" or \"[::1]:9464\", not \"\(text)\"")
         }
         listen = address
-        if !address.isLoopback {
+        statusPage = try r.bool("status_page") ?? false
+        if let a = try r.subtable("auth") {
+            // Both what is wrong with the credentials and any unknown key in the table.
+            var errors: [ConfigError] = []
+            do { auth = try HTTPAuth(a) } catch let e as ConfigError { errors.append(e) }
+            do { try a.finish() } catch let e as ConfigError { errors.append(e) } catch let e as ConfigErrors { errors += e.errors }
+            if !errors.isEmpty { throw ConfigErrors(errors) }
+        }
+        if !address.isLoopback && auth == nil {
+            if statusPage {
+                throw r.error("listen", "[http] listen = \"\(text)\" is not a loopback address and status_page = true: the status page can change the state, so it needs [http.auth] (user and password, or token) off loopback; or listen on 127.0.0.1 or ::1 behind a proxy")
+            }
             let line = r.table["listen"]?.line.map { ":\($0)" } ?? ""
-            warn("\(r.file)\(line): [http] listen = \"\(text)\" is not a loopback address: /metrics, /-/healthy and /-/ready have no authentication, so anyone who can reach it can read them (prefer 127.0.0.1 or ::1 behind a proxy)")
+            warn("\(r.file)\(line): [http] listen = \"\(text)\" is not a loopback address: /metrics, /-/healthy and /-/ready have no authentication, so anyone who can reach it can read them (prefer 127.0.0.1 or ::1 behind a proxy, or set [http.auth])")
+        }
+    }
+}
+
+/// `[http.auth]`: HTTP Basic (`user` and a `password` secret) or a Bearer `token` secret, one of
+/// the two. The secrets are read as any secret option (`password_file`, `_env`, `_credential`,
+/// or inline in a file only its owner can read).
+public enum HTTPAuth: Sendable, Equatable {
+    case basic(user: String, password: Secret)
+    case bearer(token: Secret)
+
+    package init(_ r: OptionReader) throws {
+        let user = try r.string("user")
+        let password = try r.secret("password", required: false)
+        let token = try r.secret("token", required: false)
+        switch (user, password, token) {
+        case (let user?, let password?, nil):
+            guard !user.isEmpty, !user.contains(":") else { throw r.error("user", "\(r.what): 'user' must be a non-empty name without ':'") }
+            self = .basic(user: user, password: password)
+        case (nil, nil, let token?):
+            self = .bearer(token: token)
+        case (_, _, _?):
+            throw r.error(nil, "\(r.what): give 'user' and 'password' (Basic), or 'token' (Bearer), not both")
+        default:
+            throw r.error(nil, "\(r.what): give 'user' and 'password' (Basic, password as password_file, password_env or password_credential), or 'token' (Bearer, likewise)")
+        }
+    }
+
+    public static func == (a: HTTPAuth, b: HTTPAuth) -> Bool {
+        switch (a, b) {
+        case (.basic(let u1, let p1), .basic(let u2, let p2)): return u1 == u2 && p1.value == p2.value
+        case (.bearer(let t1), .bearer(let t2)): return t1.value == t2.value
+        default: return false
         }
     }
 }

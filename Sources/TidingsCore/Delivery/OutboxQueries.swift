@@ -181,6 +181,15 @@ extension OutboxStore {
         }
     }
 
+    /// Deletes the dead delivery with this id (the status page's "drop"); a delivery that is not
+    /// dead is left alone. Returns whether one was deleted.
+    @discardableResult
+    public func dropDead(id: Int64) throws -> Bool {
+        try store.database.write { db in
+            try db.execute("DELETE FROM delivery WHERE status = 'dead' AND id = ?", id) > 0
+        }
+    }
+
     /// Requeues dead deliveries: all of them, or the one with this delivery id, or every dead
     /// delivery of the event with this id. They start over (attempts and age reset). Returns how many.
     @discardableResult

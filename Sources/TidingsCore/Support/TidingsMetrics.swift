@@ -92,6 +92,8 @@ package enum TidingsMetrics {
             return
         }
         let result = outcome.error == nil ? PollLabel.success : .failure
+        RecentPolls.shared.record(source, .init(at: now, seconds: max(0, seconds), error: outcome.error.map { Redactor.shared.scrub("\($0)") },
+                                                events: outcome.record.events.count))
         Counter(label: polls.name, dimensions: [("source", source), ("outcome", result.rawValue)]).increment()
         CoreMetrics.Timer(label: pollDuration.name).record(max(0, seconds))
         for e in outcome.record.events {
@@ -159,6 +161,7 @@ package enum TidingsMetrics {
 
     /// Sources a reload removed: their series stop being exported.
     package static func forget(sources: some Sequence<String>) {
+        RecentPolls.shared.forget(sources)
         for source in sources {
             for outcome in PollLabel.allCases {
                 Counter(label: polls.name, dimensions: [("source", source), ("outcome", outcome.rawValue)]).destroy()

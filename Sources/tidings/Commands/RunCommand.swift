@@ -75,6 +75,10 @@ struct RunCommand: AsyncParsableCommand {
         let daemon = DaemonService(
             initial: app.config, configFile: app.configFile, store: store, hangups: hangups,
             host: host, hostChanges: hostChanges, notifications: notifications, endpoint: endpoint, logger: logger)
+        // The status page reads this state and polls through the daemon, as `tidings check` does.
+        endpoint.pages.attach(StatusPages.Backend(
+            config: { daemon.currentConfig() }, store: store, pid: getpid(), startedAt: Date(),
+            pollNow: { await daemon.answer(ControlRequest(sources: $0)) }, outboxChanged: { daemon.nudgeOutbox() }))
         let control: ControlServer
         do {
             control = try ControlServer(path: ControlProtocol.socketPath(in: app.stateDir), logger: Log.logger("control")) { request in

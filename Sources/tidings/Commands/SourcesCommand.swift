@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TidingsCore
+import TidingsMonitoring
 
 struct SourcesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

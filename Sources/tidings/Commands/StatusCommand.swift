@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TidingsCore
+import TidingsMonitoring
 
 /// `tidings status [--json]` (DESIGN §13): the whole state at a glance, for a person or a
 /// monitoring script. It only reads: it creates no state, takes no lock it keeps, and marks no

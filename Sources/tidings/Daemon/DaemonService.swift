@@ -105,6 +105,12 @@ final class DaemonService: Service, Sendable {
 
     /// Answers a request on the control socket: polls the sources now, on request (they do
     /// not count for schedule or health), and returns their events and results.
+    /// The configuration being polled (the first one until the first generation starts).
+    func currentConfig() -> TidingsConfig { live.withLock { $0.generation?.config } ?? initial }
+
+    /// Wakes the outbox of the running generation (a dead letter requeued on the status page).
+    func nudgeOutbox() { live.withLock { $0.generation?.outbox }?.nudge() }
+
     func answer(_ request: ControlRequest) async -> [ControlReply] {
         guard let generation = await pollingGeneration() else {
             return [.error("the daemon is not polling (starting, reloading or stopping); try again")]

@@ -9,6 +9,8 @@ import TidingsMonitoring
 actor MonitoringEndpoint {
     private var server: MonitoringServer?
     private let routes: MonitoringRoutes
+    /// The status page (`status_page = true`); its settings follow each ``apply(_:)``.
+    nonisolated let pages = StatusPages()
     private let logger: Logger
 
     init(readiness: @escaping @Sendable () -> Readiness, logger: Logger) {
@@ -19,22 +21,28 @@ actor MonitoringEndpoint {
     /// Serves `settings` (nil: nothing). Throws when a new address cannot be served; whatever
     /// served before goes on.
     func apply(_ settings: HTTPSettings?) async throws {
-        guard settings?.listen != server?.address else { return }
+        guard settings?.listen != server?.address else {
+            // status_page and [http.auth] apply at once, also when `listen` stays.
+            pages.configure(settings)
+            return
+        }
         guard let address = settings?.listen else {
             await server?.stop()
+            pages.configure(nil)
             if let old = server?.address { logger.notice("[http] removed: no longer serving on \(old)") }
             server = nil
             return
         }
         // Once per process: metrics are recorded from here on, also if [http] goes and comes back.
         PrometheusExporter.bootstrap()
-        let started = try await MonitoringServer.start(address, routes: routes, logger: logger)
+        let started = try await MonitoringServer.start(address, routes: routes, pages: pages, logger: logger)
+        pages.configure(settings)
         if let old = server {
             await old.stop()
             logger.notice("[http] moved from \(old.address) to \(address)")
         }
         server = started
-        logger.info("serving /metrics, /-/healthy and /-/ready on http://\(address)")
+        logger.info("serving /metrics, /-/healthy and /-/ready\(settings?.statusPage == true ? " and the status page" : "") on http://\(address)")
     }
 
     func stop() async {

@@ -1,0 +1,128 @@
+import Crypto
+import Foundation
+import TidingsCore
+
+/// The status page's guards (DESIGN §13, docs/status-page.md "Security model"), without sockets:
+/// authentication, the CSRF token, the same-origin check and the response headers.
+package struct WebSecurity: Sendable {
+    /// A random key per daemon process: tokens of a previous daemon are refused. Its bytes
+    /// (SymmetricKey is not Sendable).
+    private let keyBytes: [UInt8]
+    private var key: SymmetricKey { SymmetricKey(data: keyBytes) }
+    /// How long a CSRF token is good for (a page left open longer asks to reload).
+    package static let tokenLifetime: TimeInterval = 12 * 3600
+
+    package init(key: SymmetricKey = SymmetricKey(size: .bits256)) { keyBytes = key.withUnsafeBytes { Array($0) } }
+
+    // MARK: CSRF (synchronizer token, stateless)
+
+    /// `ISSUED.MAC`: the issue time (Unix seconds) and HMAC-SHA256(key, "tidings-csrf:" + ISSUED),
+    /// hex. Put in every form; a POST must send it back in the `csrf` field.
+    package func csrfToken(now: Date) -> String {
+        let issued = String(Int(now.timeIntervalSince1970))
+        let mac = HMAC<SHA256>.authenticationCode(for: Data("tidings-csrf:\(issued)".utf8), using: key)
+        return issued + "." + mac.map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Whether `token` was made by ``csrfToken(now:)`` of this process within ``tokenLifetime``.
+    package func validCSRF(_ token: String?, now: Date) -> Bool {
+        guard let token, token.utf8.count <= 100 else { return false }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let issued = Int(parts[0]), let mac = Self.unhex(parts[1]) else { return false }
+        let age = now.timeIntervalSince1970 - Double(issued)
+        guard age >= -60, age <= Self.tokenLifetime else { return false }
+        return HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: Data("tidings-csrf:\(parts[0])".utf8), using: key)
+    }
+
+    // MARK: Origin
+
+    /// A change must come from a page of this server: its `Origin` (or, without one, its
+    /// `Referer`) names the host and port the request was sent to (`Host`). Neither: refused.
+    package static func sameOrigin(origin: String?, referer: String?, host: String?) -> Bool {
+        guard let host = host?.lowercased(), !host.isEmpty else { return false }
+        let claimed: String?
+        if let origin, origin != "null" { claimed = origin } else if let referer { claimed = referer } else { return false }
+        guard let claimed, let url = URL(string: claimed), let scheme = url.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", let h = url.host?.lowercased() else { return false }
+        let bracketed = h.contains(":") && !h.hasPrefix("[") ? "[\(h)]" : h
+        let authority = url.port.map { "\(bracketed):\($0)" } ?? bracketed
+        // Without a port, the scheme's default: Host then has none either.
+        return authority == host
+    }
+
+    // MARK: Authentication
+
+    /// Whether the `Authorization` header satisfies `auth` (nil: nothing to satisfy). Compared
+    /// as SHA-256 digests, in constant time.
+    package static func authorized(_ header: String?, _ auth: HTTPAuth?) -> Bool {
+        guard let auth else { return true }
+        guard let header, header.utf8.count <= 4096 else { return false }
+        let expected: String
+        switch auth {
+        case .basic(let user, let password):
+            expected = "Basic " + Data("\(user):\(password.value)".utf8).base64EncodedString()
+        case .bearer(let token):
+            expected = "Bearer " + token.value
+        }
+        // The scheme is case-insensitive; the credentials are not.
+        guard let space = header.firstIndex(of: " "), let eSpace = expected.firstIndex(of: " "),
+              header[..<space].lowercased() == expected[..<eSpace].lowercased() else { return false }
+        let given = SHA256.hash(data: Data(header[header.index(after: space)...].trimmingCharacters(in: .whitespaces).utf8))
+        let wanted = SHA256.hash(data: Data(expected[expected.index(after: eSpace)...].utf8))
+        return given.withUnsafeBytes { g in wanted.withUnsafeBytes { w in
+            zip(g, w).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+        } }
+    }
+
+    /// The `WWW-Authenticate` of a 401.
+    package static func challenge(_ auth: HTTPAuth) -> String {
+        switch auth {
+        case .basic: return "Basic realm=\"tidings\", charset=\"UTF-8\""
+        case .bearer: return "Bearer realm=\"tidings\""
+        }
+    }
+
+    // MARK: Headers
+
+    /// On every status page response: no script or style but this server's files, no framing,
+    /// no sniffing, no referrer to another site, no caching of pages that show the state.
+    package static let headers: [String: String] = [
+        "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "same-origin",
+        "X-Frame-Options": "DENY",
+        "Cache-Control": "no-store",
+    ]
+
+    private static func unhex(_ s: Substring) -> Data? {
+        guard s.utf8.count == 64 else { return nil }
+        var out = Data(capacity: 32)
+        var i = s.startIndex
+        while i < s.endIndex {
+            let j = s.index(i, offsetBy: 2)
+            guard let b = UInt8(s[i..<j], radix: 16) else { return nil }
+            out.append(b)
+            i = j
+        }
+        return out
+    }
+}
+
+/// `application/x-www-form-urlencoded` and query strings.
+package enum FormDecoding {
+    /// The fields of `text` (`a=1&b=x+y`); a repeated name keeps its first value.
+    package static func fields(_ text: Substring) -> [String: String] {
+        var out: [String: String] = [:]
+        for pair in text.split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = decode(kv[0]), value = kv.count > 1 ? decode(kv[1]) : ""
+            if out[name] == nil { out[name] = value }
+        }
+        return out
+    }
+
+    private static func decode(_ s: Substring) -> String {
+        let plus = s.replacingOccurrences(of: "+", with: " ")
+        return plus.removingPercentEncoding ?? plus
+    }
+}

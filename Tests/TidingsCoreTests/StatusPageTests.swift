@@ -1,0 +1,194 @@
+import Crypto
+import Foundation
+@testable import TidingsCore
+import TidingsMonitoring
+import TidingsTestSupport
+import XCTest
+
+/// The status page (DESIGN §13): `[http] status_page` and `[http.auth]`, its guards (CSRF token,
+/// same origin, authentication) and its rendering of hostile text, without a socket.
+final class StatusPageTests: XCTestCase {
+    // MARK: configuration
+
+    func testStatusPageIsOffByDefaultAndAuthIsOptionalOnLoopback() throws {
+        let plain = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\n")
+        XCTAssertEqual(plain.http?.statusPage, false)
+        XCTAssertNil(plain.http?.auth)
+        let page = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\nstatus_page = true\n")
+        XCTAssertEqual(page.http?.statusPage, true)
+    }
+
+    func testANonLoopbackStatusPageNeedsAuthAndTheErrorNamesTheLine() throws {
+        let errors = try configErrors("# x\n[http]\nlisten = \"0.0.0.0:9464\"\nstatus_page = true\nbogus = 1\n")
+        let bad = try configErrors("[http]\nlisten = \"localhost:1\"\nstatus_page = true\n[http.auth]\ntoken = 1\n")
+        XCTAssertEqual(bad.map(\.line), [2], "a bad listen, and no unknown key after it: \(bad)")
+        XCTAssertEqual(errors.map(\.line), [3, 5], "\(errors)")
+        XCTAssertTrue(errors[0].description.contains("tidings.toml:3:"), errors[0].description)
+        XCTAssertTrue(errors[0].message.contains("needs [http.auth]"), errors[0].message)
+        let dir = try scratchDirectory()
+        try write("pw-0123456\n", to: "\(dir)/pw", mode: 0o600)
+        let ok = try loadConfig("[http]\nlisten = \"0.0.0.0:9464\"\nstatus_page = true\n[http.auth]\nuser = \"ops\"\npassword_file = \"\(dir)/pw\"\n")
+        guard case .basic(let user, let password)? = ok.http?.auth else { return XCTFail("\(String(describing: ok.http))") }
+        XCTAssertEqual(user, "ops")
+        XCTAssertEqual(password.value, "pw-0123456")
+        XCTAssertFalse(ok.warnings.contains { $0.contains("not a loopback") }, "\(ok.warnings)")
+    }
+
+    func testAuthTakesUserAndPasswordOrATokenNotBoth() throws {
+        let dir = try scratchDirectory()
+        try write("tok-abcdef\n", to: "\(dir)/tok", mode: 0o600)
+        let bearer = try loadConfig("[http]\nlisten = \"127.0.0.1:1\"\n[http.auth]\ntoken_file = \"\(dir)/tok\"\n")
+        guard case .bearer(let token)? = bearer.http?.auth else { return XCTFail() }
+        XCTAssertEqual(token.value, "tok-abcdef")
+        for (body, line) in [("user = \"ops\"", 3), ("user = \"ops\"\ntoken_file = \"\(dir)/tok\"", 3), ("", 3),
+                             ("user = \"a:b\"\npassword_file = \"\(dir)/tok\"", 4), ("pasword = 1", 4), ("pasword = 1", 3)] {
+            let errors = try configErrors("[http]\nlisten = \"127.0.0.1:1\"\n[http.auth]\n\(body)\n")
+            XCTAssertTrue(errors.contains { $0.line == line }, "\(body): \(errors)")
+        }
+    }
+
+    // MARK: guards
+
+    func testCSRFTokensAreThisProcesssAndExpire() {
+        let now = Date(timeIntervalSince1970: 2_000_000_000)
+        let a = WebSecurity(), b = WebSecurity()
+        let token = a.csrfToken(now: now)
+        XCTAssertTrue(a.validCSRF(token, now: now))
+        XCTAssertTrue(a.validCSRF(token, now: now.addingTimeInterval(WebSecurity.tokenLifetime - 1)))
+        XCTAssertFalse(a.validCSRF(token, now: now.addingTimeInterval(WebSecurity.tokenLifetime + 1)))
+        XCTAssertFalse(b.validCSRF(token, now: now), "another daemon's key")
+        let (issued, mac) = (token.split(separator: ".")[0], token.split(separator: ".")[1])
+        XCTAssertFalse(a.validCSRF("\(Int(issued)! + 1).\(mac)", now: now), "the time is part of the MAC")
+        for bad in [nil, "", ".", "x.y", "\(issued).", "\(issued).\(mac)00", String(repeating: "1", count: 200)] {
+            XCTAssertFalse(a.validCSRF(bad, now: now), bad ?? "nil")
+        }
+    }
+
+    func testSameOriginComparesOriginOrRefererWithHost() {
+        let host = "127.0.0.1:9464"
+        XCTAssertTrue(WebSecurity.sameOrigin(origin: "http://127.0.0.1:9464", referer: nil, host: host))
+        XCTAssertTrue(WebSecurity.sameOrigin(origin: nil, referer: "http://127.0.0.1:9464/silences?x=1", host: host))
+        XCTAssertTrue(WebSecurity.sameOrigin(origin: "https://Status.Example", referer: nil, host: "status.example"))
+        XCTAssertTrue(WebSecurity.sameOrigin(origin: "http://[::1]:9464", referer: nil, host: "[::1]:9464"))
+        XCTAssertFalse(WebSecurity.sameOrigin(origin: "http://127.0.0.1:9465", referer: nil, host: host))
+        XCTAssertFalse(WebSecurity.sameOrigin(origin: "http://evil.example", referer: "http://127.0.0.1:9464/", host: host), "Origin wins")
+        XCTAssertFalse(WebSecurity.sameOrigin(origin: "null", referer: nil, host: host))
+        XCTAssertFalse(WebSecurity.sameOrigin(origin: nil, referer: nil, host: host))
+        XCTAssertFalse(WebSecurity.sameOrigin(origin: "http://127.0.0.1:9464", referer: nil, host: nil))
+        XCTAssertFalse(WebSecurity.sameOrigin(origin: "file:///x", referer: nil, host: host))
+        XCTAssertFalse(WebSecurity.sameOrigin(origin: "http://127.0.0.1:9464.evil.example", referer: nil, host: host))
+    }
+
+    func testAuthorizationIsCheckedExactly() {
+        let basic = HTTPAuth.basic(user: "ops", password: Secret("pw-secret-1"))
+        let good = "Basic " + Data("ops:pw-secret-1".utf8).base64EncodedString()
+        XCTAssertTrue(WebSecurity.authorized(good, basic))
+        XCTAssertTrue(WebSecurity.authorized("basic " + good.dropFirst(6), basic), "the scheme is case-insensitive")
+        XCTAssertFalse(WebSecurity.authorized(nil, basic))
+        XCTAssertFalse(WebSecurity.authorized("Basic " + Data("ops:pw-secret-2".utf8).base64EncodedString(), basic))
+        XCTAssertFalse(WebSecurity.authorized("Bearer pw-secret-1", basic))
+        XCTAssertFalse(WebSecurity.authorized(good + String(repeating: "A", count: 5000), basic))
+        let bearer = HTTPAuth.bearer(token: Secret("tok-secret-1"))
+        XCTAssertTrue(WebSecurity.authorized("Bearer tok-secret-1", bearer))
+        XCTAssertFalse(WebSecurity.authorized("Bearer tok-secret-", bearer))
+        XCTAssertFalse(WebSecurity.authorized("Bearertok-secret-1", bearer))
+        XCTAssertTrue(WebSecurity.authorized(nil, nil), "no auth configured")
+    }
+
+    // MARK: pages
+
+    private func makePages(_ config: TidingsConfig, now: Date) throws -> (StatusPages, StateStore) {
+        let store = try TestState.make(directory: try scratchDirectory())
+        let pages = StatusPages(clock: { now })
+        pages.configure(config.http)
+        pages.attach(.init(config: { config }, store: store, pid: 4242, startedAt: now.addingTimeInterval(-60),
+                           pollNow: { _ in [] }, outboxChanged: {}))
+        return (pages, store)
+    }
+
+    func testPagesEscapeHostileTextAndChangesNeedTokenAndOrigin() async throws {
+        let now = Date()
+        let config = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\nstatus_page = true\n[sinks.out]\ntype = \"stdout\"\n")
+        let (pages, store) = try makePages(config, now: now)
+        let hostile = "<script>alert(1)</script>\"'&"
+        try SilenceStore.add(store, matchers: [try SilenceMatcher(parsing: "source=x")], comment: hostile, createdBy: "t",
+                             now: now, until: now.addingTimeInterval(3600))
+        let answer = await pages.respond(WebRequest(method: "GET", path: "/silences"))
+        let html = try XCTUnwrap(answer)
+        XCTAssertEqual(html.status, 200)
+        let text = String(decoding: html.body, as: UTF8.self)
+        XCTAssertFalse(text.contains("<script>alert"), text)
+        XCTAssertTrue(text.contains("&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;"), text)
+        XCTAssertEqual(html.headers["X-Content-Type-Options"], "nosniff")
+        XCTAssertTrue(html.headers["Content-Security-Policy"]?.contains("frame-ancestors 'none'") ?? false)
+
+        let token = pages.security.csrfToken(now: now)
+        let host = ["host": "127.0.0.1:9464", "content-type": "application/x-www-form-urlencoded"]
+        let form = Array("matchers=source%3Dy&duration=1h&comment=ok&csrf=\(token)".utf8)
+        let noToken = Array("matchers=source%3Dy&duration=1h".utf8)
+        let refused = [
+            WebRequest(method: "POST", path: "/silences", headers: host.merging(["origin": "http://127.0.0.1:9464"]) { $1 }, body: noToken),
+            WebRequest(method: "POST", path: "/silences", headers: host.merging(["origin": "http://127.0.0.2:9464"]) { $1 }, body: form),
+            WebRequest(method: "POST", path: "/silences", headers: host, body: form),
+        ]
+        for r in refused {
+            let answer = await pages.respond(r)
+            XCTAssertEqual(answer?.status, 403, "\(r.headers)")
+        }
+        XCTAssertEqual(try SilenceStore.all(store).count, 1)
+        let ok = await pages.respond(WebRequest(method: "POST", path: "/silences", headers: host.merging(["origin": "http://127.0.0.1:9464"]) { $1 }, body: form))
+        XCTAssertEqual(ok?.status, 303)
+        XCTAssertEqual(ok?.headers["Location"], "/silences?done=added")
+        XCTAssertEqual(try SilenceStore.all(store).count, 2)
+    }
+
+    func testRecentPollsAreBoundedAndForgotten() {
+        let log = RecentPolls()
+        for i in 0..<(RecentPolls.perSource + 5) {
+            log.record("a", .init(at: Date(timeIntervalSince1970: Double(i)), seconds: 0, error: nil, events: 0))
+        }
+        log.record("b", .init(at: Date(), seconds: 1, error: "x", events: 0))
+        XCTAssertEqual(log.of("a").count, RecentPolls.perSource)
+        XCTAssertEqual(log.of("a").first?.at, Date(timeIntervalSince1970: 5), "the oldest go first")
+        log.forget(["a"])
+        XCTAssertEqual(log.of("a"), [])
+        XCTAssertEqual(log.of("b").count, 1)
+    }
+
+    func testOffWithoutStatusPageAndTheOverviewRenders() async throws {
+        let now = Date()
+        let off = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\n")
+        let (offPages, _) = try makePages(off, now: now)
+        let none = await offPages.respond(WebRequest(method: "GET", path: "/"))
+        XCTAssertNil(none, "without status_page the monitoring routes answer (404)")
+        let on = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\nstatus_page = true\n[sinks.out]\ntype = \"stdout\"\n")
+        let (onPages, _) = try makePages(on, now: now)
+        let answer = await onPages.respond(WebRequest(method: "GET", path: "/"))
+        let overview = try XCTUnwrap(answer)
+        let text = String(decoding: overview.body, as: UTF8.self)
+        XCTAssertEqual(overview.status, 200, text)
+        XCTAssertTrue(text.contains("Daemon PID 4242"), text)
+        XCTAssertTrue(text.contains("<meta name=\"viewport\""), text)
+        let missing = await onPages.respond(WebRequest(method: "GET", path: "/sources/nope"))
+        XCTAssertEqual(missing?.status, 404)
+        let put = await onPages.respond(WebRequest(method: "PUT", path: "/silences"))
+        XCTAssertEqual(put?.status, 405)
+    }
+
+    func testTheChartCountsPollsAndEventsPerHourOfTheLastDay() {
+        let now = Date()
+        func event(_ ago: TimeInterval) -> Event {
+            Event(id: UUID().uuidString, source: "s", provider: "p", kind: "item", event: .new, key: "k", title: "t", body: "",
+                  url: nil, severity: .info, observedAt: now.addingTimeInterval(-ago), data: .null)
+        }
+        let polls = [RecentPolls.Poll(at: now.addingTimeInterval(-5), seconds: 0.2, error: nil, events: 2),
+                     RecentPolls.Poll(at: now.addingTimeInterval(-7200), seconds: 0.3, error: "HTTP 500", events: 0),
+                     RecentPolls.Poll(at: now.addingTimeInterval(-90_000), seconds: 0.1, error: nil, events: 0)]
+        let svg = StatusChart.hours(events: [event(10), event(20), event(3 * 3600 + 5), event(2 * 86_400)], polls: polls, now: now)
+        XCTAssertTrue(svg.contains("<title>last 24 h: 2 polls (1 failed), 3 events</title>"), svg)
+        // The axis; polls in two hours, one of them failed; events in two hours.
+        XCTAssertEqual(svg.components(separatedBy: "<rect").count - 1, 1 + 2 + 1 + 2, svg)
+        XCTAssertEqual(svg.components(separatedBy: "fill=\"#c0392b\"").count - 1, 1, svg)
+        XCTAssertTrue(StatusPages.safeURL("javascript:alert(1)") == nil && StatusPages.safeURL("https://x.example/a") != nil)
+    }
+}
