@@ -10,12 +10,20 @@ import XCTest
 final class StatusPageTests: XCTestCase {
     // MARK: configuration
 
-    func testStatusPageIsOffByDefaultAndAuthIsOptionalOnLoopback() throws {
+    func testStatusPageIsOnWithHTTPAndAuthIsOptionalOnLoopback() throws {
         let plain = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\n")
-        XCTAssertEqual(plain.http?.statusPage, false)
+        XCTAssertEqual(plain.http?.statusPage, true, "DESIGN §13: with [http], GET / serves the page")
         XCTAssertNil(plain.http?.auth)
-        let page = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\nstatus_page = true\n")
-        XCTAssertEqual(page.http?.statusPage, true)
+        let off = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\nstatus_page = false\n")
+        XCTAssertEqual(off.http?.statusPage, false)
+    }
+
+    func testANonLoopbackListenNeedsAuthEvenWithoutThePage() throws {
+        for extra in ["", "status_page = false\n"] {
+            let errors = try configErrors("[http]\nlisten = \"0.0.0.0:9464\"\n\(extra)")
+            XCTAssertEqual(errors.map(\.line), [2], "\(errors)")
+            XCTAssertTrue(errors[0].message.contains("needs [http.auth]"), errors[0].message)
+        }
     }
 
     func testANonLoopbackStatusPageNeedsAuthAndTheErrorNamesTheLine() throws {
@@ -155,12 +163,12 @@ final class StatusPageTests: XCTestCase {
         XCTAssertEqual(log.of("b").count, 1)
     }
 
-    func testOffWithoutStatusPageAndTheOverviewRenders() async throws {
+    func testOffWithStatusPageFalseAndTheOverviewRenders() async throws {
         let now = Date()
-        let off = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\n")
+        let off = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\nstatus_page = false\n")
         let (offPages, _) = try makePages(off, now: now)
         let none = await offPages.respond(WebRequest(method: "GET", path: "/"))
-        XCTAssertNil(none, "without status_page the monitoring routes answer (404)")
+        XCTAssertNil(none, "with status_page = false the monitoring routes answer (404)")
         let on = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\nstatus_page = true\n[sinks.out]\ntype = \"stdout\"\n")
         let (onPages, _) = try makePages(on, now: now)
         let answer = await onPages.respond(WebRequest(method: "GET", path: "/"))

@@ -214,7 +214,7 @@ def test_healthy_and_everything_else_404_or_405(observed):
     base = observed["base"]
     assert get(base + "/-/healthy") == (200, "healthy\n")
     assert get(base + "/-/ready") == (200, "ready\n")
-    assert get(base + "/")[0] == 404
+    assert get(base + "/")[0] == 200  # the status page (test_status_page.py), on with [http]
     assert get(base + "/metrics/x")[0] == 404
     assert get(base + "/metrics?x=1")[0] == 200  # a query string is not another path
     for method in ["POST", "PUT", "DELETE", "HEAD"]:
@@ -387,11 +387,14 @@ def test_alert_rules_are_valid_and_the_docs_show_them():
     assert RULES.read_text() in blocks, "docs/operations.md's alert rules differ from etc/prometheus/tidings-alerts.yml"
 
 
-def test_config_check_warns_about_a_non_loopback_listen(tidings):
-    tidings.write_config('[http]\nlisten = "0.0.0.0:9464"\n[sinks.out]\ntype = "stdout"\n')
-    r = tidings.run("config", "check")
-    assert r.code == 0, r
-    assert "tidings.toml:2: [http] listen = \"0.0.0.0:9464\" is not a loopback address" in r.stderr + r.stdout, r
+def test_config_check_refuses_a_non_loopback_listen_without_auth(tidings):
+    # DESIGN §13: off loopback, [http] needs [http.auth]; without it the daemon does not start.
+    for extra in ("", "status_page = false\n"):
+        tidings.write_config('[http]\nlisten = "0.0.0.0:9464"\n' + extra + '[sinks.out]\ntype = "stdout"\n')
+        r = tidings.run("config", "check")
+        assert r.code == 78, r
+        assert "tidings.toml:2: [http] listen = \"0.0.0.0:9464\" is not a loopback address" in r.stderr, r
+        assert "needs [http.auth]" in r.stderr, r
     tidings.write_config('[http]\nlisten = "localhost:9464"\nlisen = 1\n')
     r = tidings.run("config", "check")
     assert r.code == 78, r

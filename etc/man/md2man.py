@@ -20,6 +20,7 @@ SECTIONS = [
     ("ATTENTION", "attention.md", 2),
     ("SHARED STATE", "shared-state.md", 2),
     ("MONITORING AND OPERATIONS", "operations.md", 2),
+    ("STATUS PAGE", "status-page.md", 2),
 ]
 
 CHARS = {"→": r"\(->", "←": r"\(<-", "×": r"\(mu", "…": r"\&...", "—": r"\(em", "–": r"\(en",

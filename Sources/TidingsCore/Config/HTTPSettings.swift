@@ -1,20 +1,20 @@
 import Foundation
 
-/// `[http]` in the main file (DESIGN §8, §13): where the daemon serves `/metrics`, `/-/healthy`
-/// and `/-/ready`, and with `status_page = true` the status page on `/`. Absent: no HTTP
+/// `[http]` in the main file (DESIGN §8, §13): where the daemon serves `/metrics`, `/-/healthy`,
+/// `/-/ready` and the status page on `/` (unless `status_page = false`). Absent: no HTTP
 /// endpoint (the default).
 public struct HTTPSettings: Sendable, Equatable {
     public var listen: ListenAddress
-    /// `status_page = true`: the status page (overview, sources, history, outbox, silences,
-    /// notices) on `/`. Off by default: then `/` is a 404 as before.
+    /// The status page (overview, sources, history, outbox, silences, notices) on `/`: on with
+    /// `[http]` (DESIGN §13); `status_page = false` leaves `/` a 404.
     public var statusPage: Bool
-    /// `[http.auth]`: required for the status page on a non-loopback `listen`; when set it guards
-    /// the status page and `/metrics` (never `/-/healthy` and `/-/ready`, for probes).
+    /// `[http.auth]`: required on a non-loopback `listen`; when set it guards the status page and
+    /// `/metrics` (never `/-/healthy` and `/-/ready`, for probes).
     public var auth: HTTPAuth?
 
-    /// Reads `[http]`. A `listen` address that is not loopback needs `[http.auth]` when the status
-    /// page is on (it can change the state); without the page it is allowed, with a warning
-    /// unless `[http.auth]` is set (the read-only endpoints then have no authentication).
+    /// Reads `[http]`. A `listen` address that is not loopback needs `[http.auth]` (DESIGN §13:
+    /// without it the daemon refuses to start): the page can change the state, and `/metrics`
+    /// names every source and sink.
     package init(_ r: OptionReader, warn: (String) -> Void) throws {
         // Known even when an error below stops the reading (no "unknown key" after a bad listen).
         r.markConsumed("status_page", "auth")
@@ -23,7 +23,7 @@ public struct HTTPSettings: Sendable, Equatable {
             throw r.error("listen", "\(r.what): 'listen' must be IP:PORT, as in \"127.0.0.1:9464\" or \"[::1]:9464\", not \"\(text)\"")
         }
         listen = address
-        statusPage = try r.bool("status_page") ?? false
+        statusPage = try r.bool("status_page") ?? true
         if let a = try r.subtable("auth") {
             // Both what is wrong with the credentials and any unknown key in the table.
             var errors: [ConfigError] = []
@@ -32,11 +32,7 @@ public struct HTTPSettings: Sendable, Equatable {
             if !errors.isEmpty { throw ConfigErrors(errors) }
         }
         if !address.isLoopback && auth == nil {
-            if statusPage {
-                throw r.error("listen", "[http] listen = \"\(text)\" is not a loopback address and status_page = true: the status page can change the state, so it needs [http.auth] (user and password, or token) off loopback; or listen on 127.0.0.1 or ::1 behind a proxy")
-            }
-            let line = r.table["listen"]?.line.map { ":\($0)" } ?? ""
-            warn("\(r.file)\(line): [http] listen = \"\(text)\" is not a loopback address: /metrics, /-/healthy and /-/ready have no authentication, so anyone who can reach it can read them (prefer 127.0.0.1 or ::1 behind a proxy, or set [http.auth])")
+            throw r.error("listen", "[http] listen = \"\(text)\" is not a loopback address: off loopback the endpoint needs [http.auth] (user and password, or token), since the status page can change the state and /metrics names every source; or listen on 127.0.0.1 or ::1 behind a proxy")
         }
     }
 }
