@@ -240,7 +240,7 @@ enum SamplePoll {
                 try await provider.prepare(context)
                 return try await provider.poll(context)
             }
-            switch result {
+            switch result.content {
             case .snapshot(let items, _): return .items(items.count)
             case .notModified: return .notModified
             }
