@@ -167,7 +167,7 @@ install_stdout = t=$$(mktemp) && { { $(3); } >"$$t" && install -m $(1) "$$t" $(2
 install: $(INSTALL_BIN) $(MAN_BUILD)/.stamp
 	install -d -m 0755 $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 \
 	  $(DESTDIR)$(bashcompdir) $(DESTDIR)$(zshcompdir) $(DESTDIR)$(fishcompdir) \
-	  $(DESTDIR)$(docdir)/examples/plugins.d/secrets \
+	  $(DESTDIR)$(docdir)/examples/plugins.d/secrets $(DESTDIR)$(docdir)/examples/plugins.d/examples \
 	  $(DESTDIR)$(unitdir)/user $(DESTDIR)$(unitdir)/system
 	install -m 0755 $(INSTALL_BIN) $(DESTDIR)$(bindir)/tidings
 	install -m 0644 $(MAN_BUILD)/*.1 $(DESTDIR)$(mandir)/man1/
@@ -180,7 +180,7 @@ install: $(INSTALL_BIN) $(MAN_BUILD)/.stamp
 	    -e 's|In this repository plugins.d/ sits beside etc/.|Here plugins.d/ sits beside this file.|' \
 	    etc/tidings.toml)
 	install -m 0644 etc/prometheus/tidings-alerts.yml $(DESTDIR)$(docdir)/examples/tidings-alerts.yml
-	for f in plugins.d/* plugins.d/secrets/*; do \
+	for f in plugins.d/* plugins.d/secrets/* plugins.d/examples/*; do \
 	  [ -f "$$f" ] || continue; \
 	  if [ -x "$$f" ]; then mode=0755; else mode=0644; fi; \
 	  install -m $$mode "$$f" $(DESTDIR)$(docdir)/examples/$$f || exit 1; \
