@@ -141,4 +141,21 @@ final class MinimumIntervalTests: XCTestCase {
         XCTAssertNil(out.error)
         XCTAssertEqual(q.polls, 2)
     }
+
+    func testAPollOnRequestWhileTheDaemonOwnsTheStateKeepsItToo() async throws {
+        let store = try makeTestStore()
+        let p = PacedProvider([.success(.snapshot([]).paced(every: 60))])
+        let src = source(p)
+        let runner = PollRunner(store: store, http: testHTTP, env: env)
+        var options = RecordOptions(router: nil)
+        options.accounting = .uncounted
+        var out = await runner.poll(src, options: options, logger: quietLogger)
+        XCTAssertNil(out.error)
+        XCTAssertEqual(try stored(store).minInterval, 60)
+        XCTAssertEqual(try stored(store).notBefore, env.time.timeIntervalSince1970 + 60)
+        env.time += 30
+        out = await runner.poll(src, options: options, logger: quietLogger)
+        XCTAssertEqual(p.polls, 1, "the daemon's poll on request does not reach the remote sooner either")
+        XCTAssertEqual(out.error?.category, .rateLimited)
+    }
 }

@@ -102,6 +102,7 @@ def test_x_poll_interval_rising_is_obeyed_by_the_daemon_and_shown(tidings):
         wait_for(lambda: len(srv.request_times) >= start + 3, timeout=30, what="three polls under X-Poll-Interval 4")
         times = srv.request_times
         gaps = [b - a for a, b in zip(times, times[1:])]
+        print("gaps between polls (s):", [round(g, 2) for g in gaps], "X-Poll-Interval 4 from poll", start)
         # Configured every 1 s; the server allows 2 s, then 4 s (the poll that brings the 4 is 2 s after the one before).
         assert all(g >= 1.9 for g in gaps[:start - 1]), gaps
         assert all(g >= 3.9 for g in gaps[start:]), gaps
@@ -206,6 +207,27 @@ def test_redirect_to_another_origin_is_a_poll_error_and_the_token_stays(tidings)
         assert other.requests == [], "the token never followed the redirect"
         assert sources(tidings)["gh"]["state"] == "failing"
         secret_free(tidings, r)
+
+
+def test_hostile_answers_are_poll_errors_in_bounded_time(tidings):
+    """Deep nesting, a body over max_body, a Link loop, escapes in the error message: each a
+    clear poll failure, quickly, with nothing printed raw."""
+    with FakeServer(GitHub, new_state(token=TOKEN)) as srv:
+        gh_source(tidings, srv, 'max_body = "64KiB"')
+        cases = [
+            ((200, {}, b"[" * 60_000), "GitHub notifications"),
+            ((200, {}, b"[" + b'{"id": "1"},' * 20_000 + b"{}]"), "max_body"),
+            ((404, {}, rb'{"message": "\u001b[2J\u001b]0;owned\u0007Not Found"}'), "HTTP 404"),
+            ((200, {"Link": f'<{srv.url}/api/v3/notifications?page=2>; rel="next"'}, b"[]"), "more than 1000 unread"),
+        ]
+        for raw, expected in cases:
+            srv.state["raw"] = raw
+            began = time.monotonic()
+            r = tidings.check()
+            assert r.code == 2 and expected in r.stderr, (expected, r)
+            assert "\x1b" not in r.stderr and "\x07" not in r.stderr, r.stderr
+            assert time.monotonic() - began < 20, expected
+        assert sources(tidings)["gh"]["state"] == "failing"
 
 
 def test_config_errors_name_file_and_line(tidings):

@@ -16,6 +16,7 @@ documentation of the endpoints tidings uses:
   remaining 0, reset in `rate_limited` seconds); `state["secondary"]` answers 429 with
   `Retry-After` of that many seconds (secondary limit).
 - `state["redirect"]`: answer every request with `302 Found` to that base URL + the same path.
+- `state["raw"]`: answer every request with this `(status, headers, body)` (hostile answers).
 
 The API lives under `prefix` (default "/api/v3", as on GitHub Enterprise Server); the web pages
 (`html_url`) are at the server's origin. Tests change `state` between polls:
@@ -85,6 +86,8 @@ class GitHub(FakeHandler):
 
     def route(self, req):
         s = self.state
+        if s.get("raw") is not None:  # hostile answers: (status, headers, body bytes)
+            return s["raw"]
         if s.get("redirect"):
             return 302, {"Location": s["redirect"] + req.path}, b""
         prefix = s.get("prefix", "")
