@@ -158,4 +158,27 @@ final class MinimumIntervalTests: XCTestCase {
         XCTAssertEqual(p.polls, 1, "the daemon's poll on request does not reach the remote sooner either")
         XCTAssertEqual(out.error?.category, .rateLimited)
     }
+
+    func testAScheduledPollAfterAPollOnRequestWaitsForTheInterval() async throws {
+        let store = try makeTestStore()
+        let p = PacedProvider([.success(.snapshot([]).paced(every: 60))])
+        let src = source(p)
+        let runner = PollRunner(store: store, http: testHTTP, env: env)
+        var onRequest = RecordOptions(router: nil)
+        onRequest.accounting = .uncounted
+        _ = await runner.poll(src, options: onRequest, logger: quietLogger)
+        let t0 = env.time
+        // The schedule had the source due 10 s later (its 1 s interval).
+        env.time = t0 + 10
+        var out = await poll(runner, src)
+        XCTAssertEqual(p.polls, 1, "no request within the remote's interval")
+        XCTAssertTrue(out.deferred)
+        XCTAssertNil(out.error)
+        XCTAssertFalse(out.nextDueStored)
+        XCTAssertEqual(out.nextDue, t0 + 60)
+        env.time = t0 + 60
+        out = await poll(runner, src)
+        XCTAssertFalse(out.deferred)
+        XCTAssertEqual(p.polls, 2)
+    }
 }

@@ -107,6 +107,18 @@ def test_x_poll_interval_rising_is_obeyed_by_the_daemon_and_shown(tidings):
         assert all(g >= 1.9 for g in gaps[:start - 1]), gaps
         assert all(g >= 3.9 for g in gaps[start:]), gaps
         assert all(g < 6 for g in gaps), f"polled as often as allowed, not much slower: {gaps}"
+        # Checks through the daemon (polls on request) in between: refused within the interval,
+        # and a scheduled poll after one that went through waits for the interval too.
+        codes = []
+        for _ in range(5):
+            r = tidings.check()
+            assert r.code == 0 or (r.code == 2 and "one poll every 4s" in r.stderr), r
+            codes.append(r.code)
+            time.sleep(1.5)
+        times = srv.request_times
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        print("check exit codes:", codes, "gaps since X-Poll-Interval 4:", [round(g, 2) for g in gaps[start:]])
+        assert all(g >= 3.9 for g in gaps[start:]), gaps
         s = sources(tidings)["gh"]
         assert s["min_interval"] == "4s" and s["interval"] == "1s", s
         text = tidings.run("sources")
@@ -122,6 +134,24 @@ def test_x_poll_interval_rising_is_obeyed_by_the_daemon_and_shown(tidings):
         assert r.code == 2 and "one poll every 30s" in r.stderr, r
         assert len(srv.requests) == n, "not polled within the server's interval"
         secret_free(tidings, r, text)
+
+
+def test_a_check_through_the_daemon_starts_the_interval_anew(tidings):
+    """interval 6s, X-Poll-Interval 4: a check 4.5 s after a scheduled poll goes through; the
+    poll the schedule had 1.5 s later waits until 4 s after the check's."""
+    with FakeServer(GitHub, new_state(token=TOKEN, threads=[thread(1, "x")], poll_interval=4)) as srv:
+        gh_source(tidings, srv, 'interval = "6s"\njitter = 0.0')
+        tidings.start_daemon()
+        wait_for(lambda: len(srv.request_times) >= 2, timeout=30, what="two scheduled polls")
+        n = len(srv.request_times)
+        time.sleep(max(0, srv.request_times[-1] + 4.5 - time.monotonic()))
+        r = tidings.check()
+        assert r.code == 0, r
+        assert len(srv.request_times) == n + 1, "the check polled"
+        wait_for(lambda: len(srv.request_times) >= n + 2, timeout=20, what="the next scheduled poll")
+        times = srv.request_times
+        print("gaps (s):", [round(b - a, 2) for a, b in zip(times, times[1:])])
+        assert times[n] - times[n - 1] >= 4.4 and times[n + 1] - times[n] >= 3.9, times
 
 
 def test_releases_etag_pages_prereleases_and_drafts(tidings):

@@ -14,6 +14,9 @@ public struct PollOutcome: Sendable {
     public var skippedAuthFailed = false
     /// `nextDue` was written with the poll's record (otherwise the caller stores it).
     public var nextDueStored = false
+    /// No request was made: the remote's minimum interval since a poll on request (e.g. a
+    /// `tidings check` through the daemon) is not over; `nextDue` is when it is.
+    public var deferred = false
 }
 
 /// Polls one source: prepare (once), poll with a deadline, record the result, and compute
@@ -54,6 +57,10 @@ public final class PollRunner: Sendable {
         case .ready(let v, let notBefore, let minimum):
             // A poll on request keeps the server's Retry-After too (the schedule always does),
             // and so does a one-shot check its minimum interval between polls.
+            if let notBefore, notBefore > env.now(), minimum != nil, options.accounting == .counted, !options.callerReportsFailures {
+                // A scheduled poll: a poll on request since then started the remote's interval anew.
+                return PollOutcome(source: source.name, record: PollRecord(), nextDue: notBefore, deferred: true)
+            }
             if let notBefore, notBefore > env.now(),
                options.accounting == .uncounted || (options.callerReportsFailures && minimum != nil) {
                 let why = minimum.map { "the server allows one poll every \(DurationParser.format($0)) at most (its minimum interval)" }

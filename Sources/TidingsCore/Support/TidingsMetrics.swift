@@ -91,6 +91,8 @@ package enum TidingsMetrics {
             sourceHealth(source, up: false, lastSuccess: nil)
             return
         }
+        // Deferred to the remote's minimum interval: no request was made.
+        guard !outcome.deferred else { return }
         let result = outcome.error == nil ? PollLabel.success : .failure
         Counter(label: polls.name, dimensions: [("source", source), ("outcome", result.rawValue)]).increment()
         CoreMetrics.Timer(label: pollDuration.name).record(max(0, seconds))
