@@ -30,10 +30,20 @@ final class MinimumIntervalTests: XCTestCase {
         return SourceConfig(name: "gh", provider: "paced", settings: s, flapWindow: 0, instance: p, file: "t", line: nil, configHash: "h")
     }
 
-    func poll(_ runner: PollRunner, _ src: SourceConfig, check: Bool = false) async -> PollOutcome {
+    /// `check`: a one-shot `tidings check` (no daemon); `onRequest`: a poll on request while the
+    /// daemon owns the state (`tidings check` through it).
+    func poll(_ runner: PollRunner, _ src: SourceConfig, check: Bool = false, onRequest: Bool = false) async -> PollOutcome {
         var options = RecordOptions(router: nil)
         options.callerReportsFailures = check
+        if onRequest { options.accounting = .uncounted }
         return await runner.poll(src, options: options, logger: quietLogger)
+    }
+
+    /// A store, a provider answering every poll with a 60 s minimum interval, its source, a runner.
+    func paced60() throws -> (StateStore, PacedProvider, SourceConfig, PollRunner) {
+        let store = try makeTestStore()
+        let p = PacedProvider([.success(.snapshot([]).paced(every: 60))])
+        return (store, p, source(p), PollRunner(store: store, http: testHTTP, env: env))
     }
 
     func stored(_ store: StateStore) throws -> (minInterval: Double?, notBefore: Double?) {
@@ -118,10 +128,7 @@ final class MinimumIntervalTests: XCTestCase {
     }
 
     func testACheckDoesNotPollSoonerButASourceWithoutAMinimumIsPolled() async throws {
-        let store = try makeTestStore()
-        let p = PacedProvider([.success(.snapshot([]).paced(every: 60))])
-        let src = source(p, interval: 1)
-        let runner = PollRunner(store: store, http: testHTTP, env: env)
+        let (_, p, src, runner) = try paced60()
         _ = await poll(runner, src, check: true)
         env.time += 30
         var out = await poll(runner, src, check: true)
@@ -143,30 +150,20 @@ final class MinimumIntervalTests: XCTestCase {
     }
 
     func testAPollOnRequestWhileTheDaemonOwnsTheStateKeepsItToo() async throws {
-        let store = try makeTestStore()
-        let p = PacedProvider([.success(.snapshot([]).paced(every: 60))])
-        let src = source(p)
-        let runner = PollRunner(store: store, http: testHTTP, env: env)
-        var options = RecordOptions(router: nil)
-        options.accounting = .uncounted
-        var out = await runner.poll(src, options: options, logger: quietLogger)
+        let (store, p, src, runner) = try paced60()
+        var out = await poll(runner, src, onRequest: true)
         XCTAssertNil(out.error)
         XCTAssertEqual(try stored(store).minInterval, 60)
         XCTAssertEqual(try stored(store).notBefore, env.time.timeIntervalSince1970 + 60)
         env.time += 30
-        out = await runner.poll(src, options: options, logger: quietLogger)
+        out = await poll(runner, src, onRequest: true)
         XCTAssertEqual(p.polls, 1, "the daemon's poll on request does not reach the remote sooner either")
         XCTAssertEqual(out.error?.category, .rateLimited)
     }
 
     func testAScheduledPollAfterAPollOnRequestWaitsForTheInterval() async throws {
-        let store = try makeTestStore()
-        let p = PacedProvider([.success(.snapshot([]).paced(every: 60))])
-        let src = source(p)
-        let runner = PollRunner(store: store, http: testHTTP, env: env)
-        var onRequest = RecordOptions(router: nil)
-        onRequest.accounting = .uncounted
-        _ = await runner.poll(src, options: onRequest, logger: quietLogger)
+        let (_, p, src, runner) = try paced60()
+        _ = await poll(runner, src, onRequest: true)
         let t0 = env.time
         // The schedule had the source due 10 s later (its 1 s interval).
         env.time = t0 + 10
