@@ -142,6 +142,9 @@ package enum PostgresSchema {
             """,
             "CREATE INDEX lease_by_owner ON lease(owner)",
         ]),
+        ("pg2-as-sqlite-v7-schedule-min-interval", [
+            "ALTER TABLE source_state ADD COLUMN min_interval DOUBLE PRECISION",
+        ]),
     ]
 
     /// Applies the migrations not yet recorded, in one transaction under an advisory lock.

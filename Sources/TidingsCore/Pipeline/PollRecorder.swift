@@ -71,7 +71,7 @@ public struct PollRecorder: Sendable {
             var record = PollRecord()
             let status = try SourceRow.fetch(db, source: source, fence: options.fence)
             var events: [Event] = []
-            if case .snapshot(let items, let validators) = result {
+            if case .snapshot(let items, let validators) = result.content {
                 let intake = ItemIntake.take(items)
                 let complete = source.instance.snapshotIsComplete
                 let previous = try Self.items(db, source: source.name, includingGone: !complete)
@@ -100,6 +100,9 @@ public struct PollRecorder: Sendable {
                 try db.execute("UPDATE source_state SET etag = ?, last_modified = ?, baseline_at = COALESCE(baseline_at, ?) WHERE source = ?",
                                validators.etag, validators.lastModified, now, source.name)
             }
+            // The remote's minimum interval: no poll before `now + minimum` (none: the old one lapses).
+            let minimum = result.minimumInterval
+            let paced = minimum.map { now.addingTimeInterval($0) }
             switch options.accounting {
             case .counted:
                 if status.errorReported {
@@ -107,10 +110,11 @@ public struct PollRecorder: Sendable {
                 }
                 try db.execute("""
                     UPDATE source_state SET last_poll = ?, last_success = ?, failures = 0, error_reported = 0,
-                      auth_failed_hash = NULL, next_due = COALESCE(?, next_due), not_before = NULL WHERE source = ?
-                    """, now, now, nextDue, source.name)
+                      auth_failed_hash = NULL, next_due = COALESCE(?, next_due), not_before = ?, min_interval = ? WHERE source = ?
+                    """, now, now, nextDue, paced, minimum, source.name)
             case .uncounted:
-                try db.execute("UPDATE source_state SET last_poll = ?, last_success = ? WHERE source = ?", now, now, source.name)
+                try db.execute("UPDATE source_state SET last_poll = ?, last_success = ?, not_before = COALESCE(?, not_before), min_interval = ? WHERE source = ?",
+                               now, now, paced, minimum, source.name)
             }
             var through: [String: Set<String>] = [:]
             if let router = options.router, options.remindsOfItems {

@@ -24,12 +24,44 @@ public struct Validators: Sendable, Equatable, Codable {
     }
 }
 
-/// What one poll saw.
-public enum PollResult: Sendable {
-    /// The complete current set of items (the core de-duplicates it against state).
-    case snapshot([Item], validators: Validators = Validators())
-    /// The server said nothing changed (HTTP 304): a successful poll with no change.
-    case notModified
+/// What one poll saw, and how soon the remote allows the next one.
+public struct PollResult: Sendable {
+    public enum Content: Sendable {
+        /// The complete current set of items (the core de-duplicates it against state).
+        case snapshot([Item], validators: Validators)
+        /// The server said nothing changed (HTTP 304): a successful poll with no change.
+        case notModified
+    }
+
+    public var content: Content
+    /// The remote's own minimum time between polls (e.g. GitHub's `X-Poll-Interval`): the
+    /// source is never polled sooner, whatever its configured interval. The core stores it
+    /// with the source's state (a restart or `tidings check` obeys it too); nil: none, and a
+    /// value stored by an earlier poll no longer applies.
+    public var minimumInterval: TimeInterval?
+
+    public init(_ content: Content, minimumInterval: TimeInterval? = nil) {
+        self.content = content
+        self.minimumInterval = minimumInterval
+    }
+
+    /// The complete current set of items.
+    public static func snapshot(_ items: [Item], validators: Validators = Validators()) -> PollResult {
+        PollResult(.snapshot(items, validators: validators))
+    }
+
+    /// Nothing changed (HTTP 304).
+    public static var notModified: PollResult { PollResult(.notModified) }
+
+    /// The longest minimum interval honoured: a remote asking for more gets a poll a day.
+    public static let maxMinimumInterval: TimeInterval = 86_400
+
+    /// This result with the remote's minimum interval (non-finite or non-positive: none).
+    public func paced(every seconds: TimeInterval?) -> PollResult {
+        var r = self
+        r.minimumInterval = seconds.flatMap { $0.isFinite && $0 > 0 ? min($0, Self.maxMinimumInterval) : nil }
+        return r
+    }
 }
 
 /// Everything a provider may use during a poll. Providers never touch state.

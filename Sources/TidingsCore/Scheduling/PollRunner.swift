@@ -14,6 +14,9 @@ public struct PollOutcome: Sendable {
     public var skippedAuthFailed = false
     /// `nextDue` was written with the poll's record (otherwise the caller stores it).
     public var nextDueStored = false
+    /// No request was made: the remote's minimum interval since a poll on request (e.g. a
+    /// `tidings check` through the daemon) is not over; `nextDue` is when it is.
+    public var deferred = false
 }
 
 /// Polls one source: prepare (once), poll with a deadline, record the result, and compute
@@ -48,14 +51,25 @@ public final class PollRunner: Sendable {
         // If it fails, the poll fails: polling blind could retry rejected credentials, and a
         // state error must reach the exit status of `check`, not only the log.
         let validators: Validators
+        /// The remote's minimum interval between polls, stored by the last successful poll.
+        let paced: TimeInterval?
         switch await readState(source) {
-        case .ready(let v, let notBefore):
-            // A poll on request keeps the server's Retry-After too (the schedule always does).
-            if options.accounting == .uncounted, let notBefore, notBefore > env.now() {
-                let err = PollError(.rateLimited, "the server asked for no request before \(Timestamp.format(notBefore)) (Retry-After); not polling it sooner")
+        case .ready(let v, let notBefore, let minimum):
+            // A poll on request keeps the server's Retry-After too (the schedule always does),
+            // and so does a one-shot check its minimum interval between polls.
+            if let notBefore, notBefore > env.now(), minimum != nil, options.accounting == .counted, !options.callerReportsFailures {
+                // A scheduled poll: a poll on request since then started the remote's interval anew.
+                return PollOutcome(source: source.name, record: PollRecord(), nextDue: notBefore, deferred: true)
+            }
+            if let notBefore, notBefore > env.now(),
+               options.accounting == .uncounted || (options.callerReportsFailures && minimum != nil) {
+                let why = minimum.map { "the server allows one poll every \(DurationParser.format($0)) at most (its minimum interval)" }
+                    ?? "the server asked for no request before \(Timestamp.format(notBefore)) (Retry-After)"
+                let err = PollError(.rateLimited, "\(why); not polling it before \(Timestamp.format(notBefore))")
                 return PollOutcome(source: source.name, record: PollRecord(), error: err, nextDue: .distantFuture, nextDueStored: true)
             }
             validators = v
+            paced = minimum
         case .authFailed:
             let err = PollError(.auth, "credentials were rejected earlier; fix the configuration (a changed config or `tidings state forget \(source.name)` retries)")
             return PollOutcome(source: source.name, record: PollRecord(authFailed: true), error: err, nextDue: .distantFuture, skippedAuthFailed: true)
@@ -109,7 +123,9 @@ public final class PollRunner: Sendable {
                 logBaseline(record, source: source, logger: log)
                 return PollOutcome(source: source.name, record: record, nextDue: .distantFuture, nextDueStored: true)
             case (.success(let value), .counted):
-                let next = now.addingTimeInterval(Backoff.afterSuccess(interval: settings.interval, jitter: settings.jitter, unit: env.unit()))
+                // Never sooner than the remote's own minimum interval, whatever the configured one.
+                let wait = Backoff.afterSuccess(interval: settings.interval, jitter: settings.jitter, unit: env.unit())
+                let next = now.addingTimeInterval(max(wait, value.minimumInterval ?? 0))
                 let record = try await recorder.recordSuccess(source, result: value, now: now, options: options, nextDue: next)
                 stateSucceeded(logger: log)
                 for warning in record.warnings { log.warning("\(warning)") }
@@ -120,12 +136,14 @@ public final class PollRunner: Sendable {
                 return PollOutcome(source: source.name, record: record, nextDue: next, nextDueStored: true)
             case (.failure(let error), .counted):
                 let unit = env.unit()
+                // A failed poll keeps the remote's minimum interval as a floor, like a Retry-After.
+                let floor = [error.retryAfter, paced].compactMap { $0 }.max()
                 let wait: @Sendable (Int) -> TimeInterval = { failures in
                     Backoff.afterFailure(interval: settings.interval, failures: failures, maxBackoff: settings.maxBackoff,
-                                         jitter: settings.jitter, unit: unit, retryAfter: error.retryAfter)
+                                         jitter: settings.jitter, unit: unit, retryAfter: floor)
                 }
                 let isAuth = error.category == .auth
-                let notBefore = error.retryAfter.map { now.addingTimeInterval($0) }
+                let notBefore = floor.map { now.addingTimeInterval($0) }
                 let record = try await recorder.recordFailure(source, error: error, now: now, options: options, notBefore: notBefore) { failures in
                     isAuth ? .distantFuture : now.addingTimeInterval(wait(failures))
                 }
@@ -175,8 +193,9 @@ public final class PollRunner: Sendable {
 
     /// What the state says before a poll.
     private enum StateBeforePoll {
-        /// The validators to send, and the earliest time the server allowed (Retry-After).
-        case ready(Validators, notBefore: Date?)
+        /// The validators to send, the earliest time the server allowed (Retry-After, or its
+        /// minimum interval after the last poll), and that minimum interval.
+        case ready(Validators, notBefore: Date?, minInterval: TimeInterval?)
         /// Credentials were rejected under the source's current configuration.
         case authFailed
         case unreadable(any Error)
@@ -186,11 +205,11 @@ public final class PollRunner: Sendable {
         do {
             let name = source.name
             let row = try await store.database.read { db in
-                try db.fetchOne("SELECT auth_failed_hash, etag, last_modified, not_before FROM source_state WHERE source = ?", name)
+                try db.fetchOne("SELECT auth_failed_hash, etag, last_modified, not_before, min_interval FROM source_state WHERE source = ?", name)
             }
-            guard let row else { return .ready(Validators(), notBefore: nil) }
+            guard let row else { return .ready(Validators(), notBefore: nil, minInterval: nil) }
             if (try row[0] as String?) == source.configHash { return .authFailed }
-            return .ready(Validators(etag: try row[1], lastModified: try row[2]), notBefore: try row[3])
+            return .ready(Validators(etag: try row[1], lastModified: try row[2]), notBefore: try row[3], minInterval: try row[4])
         } catch {
             return .unreadable(error)
         }

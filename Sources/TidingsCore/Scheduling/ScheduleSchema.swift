@@ -11,4 +11,13 @@ enum ScheduleSchema {
             try db.execute(sql: "ALTER TABLE source_state ADD COLUMN not_before DOUBLE")
         }
     }
+
+    /// Registers migration "v7-schedule-min-interval": `min_interval`, the remote's own minimum
+    /// time between polls (``PollResult/minimumInterval``, e.g. GitHub's `X-Poll-Interval`),
+    /// from the last successful poll. Registered after every earlier migration.
+    static func registerMinimumInterval(_ m: inout DatabaseMigrator) {
+        m.registerMigration("v7-schedule-min-interval") { db in
+            try db.execute(sql: "ALTER TABLE source_state ADD COLUMN min_interval DOUBLE")
+        }
+    }
 }

@@ -13,6 +13,8 @@ public struct SourceStatus: Sendable {
     public var items: Int
     /// Where daemons share the state: the instance polling it now ("HOST:PID"), if any.
     public var owner: String?
+    /// The remote's own minimum interval between polls (``PollResult/minimumInterval``), if one applies.
+    public var minInterval: TimeInterval?
 }
 
 /// A source's health as stored: see ``StateStore/sourceHealth()``.
@@ -28,12 +30,12 @@ extension StateStore {
             let counts = Dictionary(uniqueKeysWithValues: try db.fetchAll("SELECT source, count(*) FROM item WHERE state != 'gone' GROUP BY source").map { (try $0[0] as String, try $0[1] as Int) })
             let owners = database.isShared ? try LeaseBook.sourceOwners(db, now: Date()) : [:]
             var out: [String: SourceStatus] = [:]
-            for r in try db.fetchAll("SELECT source, last_success, last_error, last_error_at, failures, next_due, auth_failed_hash, baseline_at FROM source_state") {
+            for r in try db.fetchAll("SELECT source, last_success, last_error, last_error_at, failures, next_due, auth_failed_hash, baseline_at, min_interval FROM source_state") {
                 let name: String = try r[0]
                 out[name] = SourceStatus(
                     source: name, lastSuccess: try r[1], lastError: try r[2], lastErrorAt: try r[3], failures: try r[4],
                     nextDue: try r[5], authFailedHash: try r[6], baselineDone: (try r[7] as Double?) != nil, items: counts[name] ?? 0,
-                    owner: owners[name])
+                    owner: owners[name], minInterval: try r[8])
             }
             return out
         }

@@ -159,6 +159,7 @@ public final class StateStore: Sendable {
         AttentionSchema.register(&m)
         ReminderSchema.register(&m)
         LeaseSchema.register(&m)
+        ScheduleSchema.registerMinimumInterval(&m)
         return m
     }
 }

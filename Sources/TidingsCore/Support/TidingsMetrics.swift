@@ -91,6 +91,8 @@ package enum TidingsMetrics {
             sourceHealth(source, up: false, lastSuccess: nil)
             return
         }
+        // Deferred to the remote's minimum interval: no request was made.
+        guard !outcome.deferred else { return }
         let result = outcome.error == nil ? PollLabel.success : .failure
         RecentPolls.shared.record(source, .init(at: now, seconds: max(0, seconds), error: outcome.error.map { Redactor.shared.scrub("\($0)") },
                                                 events: outcome.record.events.count))

@@ -249,7 +249,7 @@ enum SamplePoll {
                 try await provider.prepare(context)
                 return try await provider.poll(context)
             }
-            switch result {
+            switch result.content {
             case .snapshot(let items, _): return .items(items)
             case .notModified: return .notModified
             }

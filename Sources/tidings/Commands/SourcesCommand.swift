@@ -34,12 +34,15 @@ struct SourcesCommand: AsyncParsableCommand {
                     "items": .number(Double(st?.items ?? 0)),
                     // Where daemons share the state: the instance polling it now ("HOST:PID").
                     "owner": st?.owner.map { .string($0) } ?? .null,
+                    // The remote's own minimum interval between polls (e.g. X-Poll-Interval), if one applies.
+                    "min_interval": st?.minInterval.map { .string(DurationParser.format($0)) } ?? .null,
                 ]
                 emit(obj.jsonString())
             } else {
                 var line = "\(s.name.padding(toLength: 20, withPad: " ", startingAt: 0)) \(s.provider.padding(toLength: 12, withPad: " ", startingAt: 0)) every \(DurationParser.format(s.settings.interval).padding(toLength: 6, withPad: " ", startingAt: 0)) \(state.padding(toLength: 11, withPad: " ", startingAt: 0))"
                 line += " last ok: \(st?.lastSuccess.map(Self.ago) ?? "never")"
                 if let n = st?.nextDue, s.settings.enabled, state != "auth-failed" { line += ", next: \(Self.until(n))" }
+                if let m = st?.minInterval, m > s.settings.interval { line += ", server minimum interval: \(DurationParser.format(m))" }
                 if let f = st?.failures, f > 0 { line += ", \(f) failure\(f == 1 ? "" : "s")" }
                 if let e = st?.lastError, state != "ok" { line += ", error: \(TerminalText.line(e))" }
                 if shared, s.settings.enabled { line += st?.owner.map { ", polled by \(TerminalText.line($0))" } ?? ", no instance polls it now" }
