@@ -36,6 +36,8 @@ public struct GitHubProvider: Provider {
     let token: Secret?
     public var participating: Bool
     public var prereleases: Bool
+    /// `ca_file`: trust this CA (a GitHub Enterprise Server with a private CA) instead of the system's.
+    public var caFile: String?
 
     public static let defaultAPI = "https://api.github.com"
     /// The API's largest pages: 50 notification threads, 100 releases.
@@ -52,8 +54,9 @@ public struct GitHubProvider: Provider {
     static let defaultRateLimitWait: TimeInterval = 60
 
     package init(watch: Watch = .notifications, apiURL: URL, repo: String? = nil, token: Secret?,
-                 participating: Bool = false, prereleases: Bool = false) {
+                 participating: Bool = false, prereleases: Bool = false, caFile: String? = nil) {
         self.watch = watch
+        self.caFile = caFile
         self.apiURL = apiURL
         self.repo = repo
         self.token = token
@@ -95,7 +98,8 @@ public struct GitHubProvider: Provider {
         }
         return GitHubProvider(
             watch: watch, apiURL: api, repo: repo, token: try o.secret("token", required: watch == .notifications),
-            participating: try o.bool("participating") ?? false, prereleases: try o.bool("prereleases") ?? false)
+            participating: try o.bool("participating") ?? false, prereleases: try o.bool("prereleases") ?? false,
+            caFile: try ProviderSupport.caFile(o))
     }
 
     /// `OWNER/NAME` as GitHub allows them: an owner of letters, digits and single inner
@@ -142,7 +146,7 @@ public struct GitHubProvider: Provider {
         for page in 1... {
             // Conditional on the first page only: it decides whether anything changed.
             let conditional = page == 1 ? ctx.validators.requestHeaders : []
-            let response = try await ctx.send("GET", url, headers: requestHeaders + conditional, credentials: credentials)
+            let response = try await ctx.send("GET", url, headers: requestHeaders + conditional, credentials: credentials, caFile: caFile)
             pace = Self.pollInterval(response) ?? pace
             if page == 1 && response.status == 304 { return PollResult.notModified.paced(every: pace) }
             guard ProviderSupport.isSuccess(response) else { throw error(response, now: ctx.now) }

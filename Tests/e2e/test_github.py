@@ -3,11 +3,12 @@ notifications with If-Modified-Since and X-Poll-Interval, releases with ETag and
 limits, rejected tokens, and a token that never leaves api_url's origin nor reaches the output."""
 import json
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from conftest import ROOT, wait_for
 from fakes.github import GitHub, new_state, release, thread, touch
 from fakes.server import FakeServer
+from fakes.tls import PrivateCA
 
 TOKEN = "ghp_e2eSecretToken0123456789abcdefABCDEF"
 
@@ -301,3 +302,20 @@ def test_the_starter_example_loads_disabled_without_warnings(tidings):
     tidings.write_plugin("github.toml", text.replace("enabled = false", "enabled = true"))
     r = tidings.run("config", "check")
     assert r.code == 0 and r.stderr == "" and "1 source (1 enabled)" in r.stdout, r
+
+
+def test_ca_file_trusts_a_github_enterprise_server_with_a_private_ca(tidings, tmp_path):
+    ca = PrivateCA(tmp_path / "ca")
+    leaf = ca.leaf("127.0.0.1", not_after=timedelta(days=30))
+    with FakeServer(GitHub, new_state(token=TOKEN, threads=[thread(1, "Build broke")]), tls=leaf) as srv:
+        assert srv.url.startswith("https://")
+        # Not trusted by the system's CAs: the poll fails with a certificate error, no item taken.
+        gh_source(tidings, srv, extra='notify_existing = true')
+        r = tidings.check()
+        assert r.code == 2 and "TLS certificate" in r.stderr, r
+        # With the private CA as ca_file the same server is trusted.
+        gh_source(tidings, srv, extra=f'notify_existing = true\nca_file = "{ca.cert}"')
+        r = tidings.check("--json")
+        assert r.code == 1, r
+        assert [e["title"] for e in r.events] == ["Build broke"], r.events
+        secret_free(tidings, r)

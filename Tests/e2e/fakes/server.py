@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -124,10 +125,16 @@ class FakeServer:
         srv.state      -> the dict the handler reads
     """
 
-    def __init__(self, handler, state=None, port=0, host="127.0.0.1"):
+    def __init__(self, handler, state=None, port=0, host="127.0.0.1", tls=None):
         """`port`: 0 for a free one; a fixed port lets a test bring a receiver back where it was.
-        `host`: another loopback address (127.0.0.2) is another host to tidings' per-host limits."""
+        `host`: another loopback address (127.0.0.2) is another host to tidings' per-host limits.
+        `tls`: (cert.pem, key.pem) to serve https (e.g. from fakes.tls.PrivateCA)."""
         self.httpd = QuietServer((host, port), handler)
+        self.scheme = "https" if tls else "http"
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*map(str, tls))
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
         self.httpd.daemon_threads = True
         self.httpd.state = state if state is not None else {}
         self.httpd.requests = []
@@ -161,7 +168,7 @@ class FakeServer:
     @property
     def url(self):
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{self.scheme}://{host}:{port}"
 
     @property
     def port(self):
