@@ -241,7 +241,7 @@ enum SamplePoll {
                 return try await provider.poll(context)
             }
             switch result {
-            case .snapshot(let items, _): return .items(items.count)
+            case .snapshot(let items, _), .rebaseline(let items, _): return .items(items.count)
             case .notModified: return .notModified
             }
         } catch let e as PollError {
