@@ -24,6 +24,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -59,6 +60,11 @@ class Dovecot:
     def __init__(self, root: Path, users: dict[str, str], cert: Path | None = None, key: Path | None = None,
                  extra_config: str = ""):
         self.root = Path(root)
+        self.private_root = os.geteuid() == 0
+        if self.private_root:
+            # pytest's temporary directories are root's own (0700): `nobody` could not reach them.
+            self.root = Path(tempfile.mkdtemp(prefix="tidings-dovecot-"))
+            os.chmod(self.root, 0o755)
         self.users = dict(users)
         self.cert, self.key = cert, key
         self.extra_config = extra_config
@@ -160,8 +166,11 @@ service auth-worker {{
         self.conf.write_text(conf)
         if os.geteuid() == 0:
             subprocess.run(["chown", "-R", f"{self.uid}:{self.gid}", str(self.root)], check=True)
-        self.proc = subprocess.Popen([DOVECOT, "-c", str(self.conf), "-F"], stdout=subprocess.DEVNULL,
-                                     stderr=open(self.root / "dovecot.stderr", "w"))
+        # Unprivileged: as root, the master process too runs as `nobody`.
+        as_user = {"user": self.uid, "group": self.gid, "extra_groups": []} if os.geteuid() == 0 else {}
+        with open(self.root / "dovecot.stderr", "w") as err:
+            self.proc = subprocess.Popen([DOVECOT, "-c", str(self.conf), "-F"], stdout=subprocess.DEVNULL, stderr=err,
+                                         **as_user)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -193,6 +202,8 @@ service auth-worker {{
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+        if self.private_root:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     # mail ----------------------------------------------------------------------
     def deliver(self, user: str, subject: str | None = None, body: str = "", sender: str = "Alice <alice@localhost>",
