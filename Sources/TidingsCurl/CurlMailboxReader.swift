@@ -26,6 +26,8 @@ final class CurlMailboxSession: MailboxSession, @unchecked Sendable {
     private let deadline: ContinuousClock.Instant
     /// Commands sent so far (only one at a time: the provider awaits each).
     private let sent = Mutex(0)
+    /// The last command succeeded: the connection is open and logged in.
+    private let alive = Mutex(false)
 
     init(_ server: MailboxServer) {
         self.server = server
@@ -40,15 +42,36 @@ final class CurlMailboxSession: MailboxSession, @unchecked Sendable {
         }
         let left = ContinuousClock.now.duration(to: deadline)
         guard left > .zero else { throw MailboxError.timeout(server.timeout) }
-        let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
+        return try await run(command, seconds: Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18, limit: limit)
+    }
+
+    private func run(_ command: String, seconds: Double, limit: Int) async throws -> Data {
         let first = sent.withLock { n -> Bool in
             n += 1
             return n == 1
         }
-        return try await loop.run(CurlMailboxCommand(server, command: command, timeout: seconds, limit: min(limit, Self.answerLimit), first: first))
+        do {
+            let answer = try await loop.run(CurlMailboxCommand(server, command: command, timeout: seconds, limit: min(limit, Self.answerLimit), first: first))
+            alive.withLock { $0 = true }
+            return answer
+        } catch {
+            alive.withLock { $0 = false }
+            throw error
+        }
     }
 
-    func close() async { loop.stop() }
+    /// Our own LOGOUT, bounded: libcurl's LOGOUT when it closes a live connection would wait
+    /// for the answer up to two minutes, wherever the loop happens to be released. After ours
+    /// the server has closed the connection (or it is dead), and libcurl's costs nothing.
+    func close() async {
+        // Only on a connection that answered its last command: never a new login to log out.
+        if alive.withLock({ $0 }) {
+            let left = ContinuousClock.now.duration(to: deadline)
+            let seconds = min(max(Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18, 0.5), 5)
+            _ = try? await run("LOGOUT", seconds: seconds, limit: 4096)
+        }
+        loop.stop()
+    }
 
     /// libcurl fails a transfer whose answer lines pass 300 KB in all (it counts an untagged
     /// line twice: as "header" and as "body"); below that, this port's own limit cuts an answer
@@ -107,8 +130,6 @@ final class CurlMailboxCommand: CurlJob, @unchecked Sendable {
         tidings_curl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         let ms = Int(min(max(timeout, 0.001), 1e9) * 1000)
         tidings_curl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, ms)
-        // Also bounds the LOGOUT when the connection is closed.
-        tidings_curl_easy_setopt_long(handle, CURLOPT_SERVER_RESPONSE_TIMEOUT, max(1, ms / 1000))
         tidings_curl_easy_setopt_ptr(handle, CURLOPT_ERRORBUFFER, errorBuffer.pointer)
         // libcurl keeps only the head of an answer line longer than half its buffer: a plain
         // `* SEARCH` of many UIDs is one long line (up to the answer limit: about 18,000 UIDs).

@@ -357,9 +357,7 @@ class HostileIMAP:
         self.sock.close()
 
 
-# A slow answer is cut by libcurl's deadline ("no complete answer") or, a second later, by the
-# poll's own ("timed out"): either way the poll fails in bounded time and says why.
-@pytest.mark.parametrize("mode,expect", [("slow", r"(no complete answer within|timed out after) 3s"),
+@pytest.mark.parametrize("mode,expect", [("slow", r"source mail failed: no complete answer within 3s"),
                                          ("flood", r"the server's answer passed \d+ bytes; cut off")])
 def test_a_never_ending_answer_is_a_bounded_poll_failure(tidings, mode, expect):
     srv = HostileIMAP(mode)
@@ -370,7 +368,7 @@ def test_a_never_ending_answer_is_a_bounded_poll_failure(tidings, mode, expect):
         took = time.monotonic() - start
         assert r.code == 2, r
         assert re.search(expect, r.stderr), r
-        assert took < 12, f"the poll took {took:.1f}s"
+        assert took < 8, f"the poll took {took:.1f}s"
         assert_no_secrets(tidings, [r], [PASSWORD])
     finally:
         srv.close()
