@@ -268,7 +268,7 @@ service auth-worker {{
             os.chown(d / "dovecot-uidlist", self.uid, self.gid)
 
     # a plain IMAP client, to look at what the server says ------------------------
-    def session(self, user: str, tls_ca: Path | None = None):
+    def session(self, user: str):
         """An authenticated imaplib session (plain on loopback)."""
         import imaplib
         m = imaplib.IMAP4("127.0.0.1", self.imap_port)
