@@ -20,7 +20,8 @@ BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev 
 # over its DevTools protocol) for the status page's browser tests.
 TEST_PACKAGES  := python3 python3-pytest python3-venv python3-dbusmock dbus dbus-x11 libnotify-bin \
                   prometheus-alertmanager prometheus dunst xvfb \
-                  systemd man-db bash-completion dpkg-dev lintian postgresql openssl gcc libc6-dev chromium
+                  systemd man-db bash-completion dpkg-dev lintian postgresql openssl gcc libc6-dev chromium \
+                  dovecot-imapd
 # Needed by `make deb` (dpkg-shlibdeps, dpkg-gencontrol, dpkg-deb, strip).
 DEB_PACKAGES   := dpkg-dev binutils
 

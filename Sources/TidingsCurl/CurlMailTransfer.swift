@@ -49,15 +49,7 @@ final class CurlMailTransfer: CurlJob, @unchecked Sendable {
         // One session per message, ended with QUIT: mail is rare, and a cached SMTP connection
         // the server has since timed out would only fail the next message.
         tidings_curl_easy_setopt_long(handle, CURLOPT_FORBID_REUSE, 1)
-        switch s.security {
-        case .implicitTLS, .startTLSRequired:
-            tidings_curl_easy_setopt_long(handle, CURLOPT_USE_SSL, Int(CURLUSESSL_ALL.rawValue))
-        case .startTLSIfOffered:
-            tidings_curl_easy_setopt_long(handle, CURLOPT_USE_SSL, Int(CURLUSESSL_TRY.rawValue))
-        case .plainLoopback:
-            tidings_curl_easy_setopt_long(handle, CURLOPT_USE_SSL, Int(CURLUSESSL_NONE.rawValue))
-        }
-        if let ca = s.caFile { tidings_curl_easy_setopt_str(handle, CURLOPT_CAINFO, ca) }
+        s.security.configure(handle, caFile: s.caFile)
         if let user = s.username, let password = s.password {
             tidings_curl_easy_setopt_str(handle, CURLOPT_USERNAME, user)
             tidings_curl_easy_setopt_str(handle, CURLOPT_PASSWORD, password.value)
@@ -101,9 +93,8 @@ final class CurlMailTransfer: CurlJob, @unchecked Sendable {
             return .success(MailReceipt(reply: reply))
         case CURLE_OPERATION_TIMEDOUT:
             return .failure(MailTransportError.timeout(submission.timeout))
-        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_CERTPROBLEM:
-            let hint = submission.caFile.map { " (checked against ca_file \($0))" } ?? " (for a private CA or a self-signed server, give its certificate as ca_file)"
-            return .failure(MailTransportError.certificate(detail + hint))
+        case _ where MailSecurity.certificateFailures.contains(code.rawValue):
+            return .failure(MailTransportError.certificate(MailSecurity.certificateProblem(detail, caFile: submission.caFile)))
         case CURLE_USE_SSL_FAILED where status < 400:
             return .failure(MailTransportError.tls("\(detail) (this sink requires STARTTLS: the server must offer it; or use smtps://)"))
         case CURLE_SSL_CONNECT_ERROR:

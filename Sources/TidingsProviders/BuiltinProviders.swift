@@ -8,6 +8,7 @@ public enum BuiltinProviders {
             HTTPJSONProvider.factory, ExecProvider.factory,
             SportdateProvider.factory, StatuspageProvider.factory, EconomicProvider.factory, AlertmanagerProvider.factory,
             FeedProvider.factory, PageProvider.factory, CertificateProvider.factory, GitHubProvider.factory,
+            IMAPProvider.factory,
         ]
     }
 

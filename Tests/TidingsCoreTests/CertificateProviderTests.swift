@@ -295,7 +295,7 @@ final class CertificateProviderTests: XCTestCase {
             return Self.peer()
         }
         let p = CertificateProvider(targets: [target], caFile: "/ca.pem")
-        guard case .snapshot(let items, _) = try await p.poll(context(probe)) else { return XCTFail() }
+        guard case .snapshot(let items, _) = try await p.poll(context(probe)).content else { return XCTFail() }
         XCTAssertEqual(items.map(\.severity), [.critical])
         XCTAssertEqual(items.first?.data["reason"], "self-signed")
         XCTAssertEqual(probe.requests.map(\.verify), [true, false])
@@ -307,7 +307,7 @@ final class CertificateProviderTests: XCTestCase {
         let probe = ScriptedProbe { _ in Self.peer() }
         let p = CertificateProvider(targets: [try CertificateTarget(parsing: "imap://127.0.0.1:1143"),
                                               try CertificateTarget(parsing: "smtp://127.0.0.1:2525")])
-        guard case .snapshot(let items, _) = try await p.poll(context(probe)) else { return XCTFail() }
+        guard case .snapshot(let items, _) = try await p.poll(context(probe)).content else { return XCTFail() }
         XCTAssertEqual(items.map(\.key), ["imap://127.0.0.1:1143", "smtp://127.0.0.1:2525"])
         XCTAssertEqual(Set(probe.requests.map(\.endpoint.absoluteString)), ["imap://127.0.0.1:1143/", "smtp://127.0.0.1:2525/"])
         XCTAssertEqual(probe.requests.map(\.verify), [true, true])

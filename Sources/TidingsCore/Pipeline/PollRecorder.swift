@@ -71,11 +71,11 @@ public struct PollRecorder: Sendable {
             var record = PollRecord()
             let status = try SourceRow.fetch(db, source: source, fence: options.fence)
             var events: [Event] = []
-            if case .snapshot(let items, let validators) = result.content {
+            if let (items, validators, renumbered) = result.items {
                 let intake = ItemIntake.take(items)
                 let complete = source.instance.snapshotIsComplete
                 let previous = try Self.items(db, source: source.name, includingGone: !complete)
-                let baseline = status.baselineAt == nil
+                let baseline = status.baselineAt == nil || renumbered
                 let outcome = Deduplicator(flapWindow: source.flapWindow, reportsRemovals: complete)
                     .run(previous: previous, current: intake.items, baseline: baseline, notifyExisting: source.settings.notifyExisting, now: now)
                 try Self.write(db, source: source.name, upserts: outcome.upserts)

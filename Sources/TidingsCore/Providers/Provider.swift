@@ -31,6 +31,10 @@ public struct PollResult: Sendable {
         case snapshot([Item], validators: Validators)
         /// The server said nothing changed (HTTP 304): a successful poll with no change.
         case notModified
+        /// The complete current set, under identities the remote has renumbered (an IMAP
+        /// mailbox's new `UIDVALIDITY`): a new baseline. The stored items are forgotten and these
+        /// are stored, silently (unless `notify_existing`), never a flood of removed and new events.
+        case rebaseline([Item], validators: Validators)
     }
 
     public var content: Content
@@ -50,8 +54,22 @@ public struct PollResult: Sendable {
         PollResult(.snapshot(items, validators: validators))
     }
 
+    /// The complete current set under renumbered identities: a new silent baseline.
+    public static func rebaseline(_ items: [Item], validators: Validators = Validators()) -> PollResult {
+        PollResult(.rebaseline(items, validators: validators))
+    }
+
     /// Nothing changed (HTTP 304).
     public static var notModified: PollResult { PollResult(.notModified) }
+
+    /// The items and validators of a snapshot or rebaseline (`renumbered` for the latter); nil for `notModified`.
+    public var items: (items: [Item], validators: Validators, renumbered: Bool)? {
+        switch content {
+        case .snapshot(let items, let validators): return (items, validators, false)
+        case .rebaseline(let items, let validators): return (items, validators, true)
+        case .notModified: return nil
+        }
+    }
 
     /// The longest minimum interval honoured: a remote asking for more gets a poll a day.
     public static let maxMinimumInterval: TimeInterval = 86_400
@@ -76,13 +94,16 @@ public struct PollContext: Sendable {
     public var maxBody: Int
     public var logger: Logger
     public var now: Date
+    /// IMAP, for mail providers: by default the shared client's, when it reads mailboxes.
+    public var mailbox: (any MailboxReader)?
 
     public init(
         source: String, http: any HTTPClient, validators: Validators = Validators(), timeout: TimeInterval = 30,
-        maxBody: Int = 10 << 20, logger: Logger, now: Date = Date()
+        maxBody: Int = 10 << 20, logger: Logger, now: Date = Date(), mailbox: (any MailboxReader)? = nil
     ) {
         self.source = source
         self.http = http
+        self.mailbox = mailbox ?? (http as? any MailboxReader)
         self.validators = validators
         self.timeout = timeout
         self.maxBody = maxBody

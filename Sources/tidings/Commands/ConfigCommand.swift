@@ -250,7 +250,7 @@ enum SamplePoll {
                 return try await provider.poll(context)
             }
             switch result.content {
-            case .snapshot(let items, _): return .items(items)
+            case .snapshot(let items, _), .rebaseline(let items, _): return .items(items)
             case .notModified: return .notModified
             }
         } catch let e as PollError {
