@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+import dovecot
 from fakes.smtp import SMTPServer
 from fakes.tls import PrivateCA, TLSServer, der_sha256, self_signed, serial_hex
 
@@ -271,3 +272,24 @@ def test_example_in_plugins_d_loads_disabled(tidings):
     assert r.code == 0, r
     assert "1 source (0 enabled" in r.stdout, r
     assert r.stderr == "", "loads disabled, without a warning"
+
+
+@pytest.mark.skipif(not dovecot.available(), reason="dovecot-imapd is not installed")
+def test_imap_starttls_target_against_a_real_dovecot(tidings, ca, tmp_path):
+    # imap://host:143 is STARTTLS: the certificate Dovecot shows after STARTTLS is the one judged.
+    cert, key = ca.leaf("127.0.0.1", not_after=10 * DAY + HOUR)
+    with dovecot.Dovecot(tmp_path / "dovecot", users={"alice": "pw-0123456789"}, cert=cert, key=key) as d:
+        target = f"imap://127.0.0.1:{d.imap_port}"
+        cert_source(tidings, [target], ca_file=ca.cert, extra="notify_existing = true")
+        r = tidings.check("--json")
+        assert r.code == 1, r
+        (e,) = r.events
+        assert e["key"] == target and e["severity"] == "warning", e
+        assert e["data"]["verified"] is True and e["data"]["days_left"] == 10, e
+        assert e["data"]["sha256"] == der_sha256(cert), e
+        # Without the private CA the same certificate does not verify: critical, with the reason.
+        cert_source(tidings, [target])
+        r = tidings.check("--json")
+        assert r.code == 1, r
+        (e,) = r.events
+        assert e["event"] == "changed" and e["severity"] == "critical" and e["data"]["verified"] is False, e

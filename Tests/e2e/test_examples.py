@@ -46,6 +46,10 @@ def test_an_example_loads_as_shipped_without_errors_or_warnings(tidings, example
     tidings.write_config('plugins_dir = "plugins.d"\n[sinks.out]\ntype = "stdout"\n')
     shutil.copy(example, tidings.plugins / example.name)
     (tidings.plugins / example.name).chmod(0o600)
+    # As shipped: the placeholder secrets beside them (plugins.d/secrets, private as `make build` makes them).
+    shutil.copytree(ROOT / "plugins.d" / "secrets", tidings.plugins / "secrets")
+    for f in (tidings.plugins / "secrets").iterdir():
+        f.chmod(0o600)
     text = example.read_text()
     assert re.search(r"^enabled = false$", text, re.M), f"{example.name} ships disabled"
     r = tidings.run("config", "check")
