@@ -1,14 +1,14 @@
 """provider = "page" (DESIGN §12) and `ca_file` for HTTP providers: web pages through the whole
 pipeline, against a local HTTP(S) server serving fixtures with real-world breakage and hostile
 input. Fixtures carry no dates (what changes between polls is a counter the test sets)."""
+import datetime
 import hashlib
-import ssl
-import subprocess
 import time
 
 import pytest
 
 from fakes.server import FakeHandler, FakeServer
+from fakes.tls import PrivateCA
 
 
 class PageServer(FakeHandler):
@@ -235,44 +235,18 @@ def test_config_errors_name_file_line_and_where_in_the_selector(tidings):
 
 # ca_file ----------------------------------------------------------------------------------------
 
-def private_ca(tmp):
-    """A private CA and a leaf for 127.0.0.1 signed by it, made with openssl into `tmp`."""
-    def run(*args):
-        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=tmp)
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-        "-subj", "/CN=tidings test CA", "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1")
-    (tmp / "leaf.ext").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
-    run("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "leaf.pem",
-        "-days", "2", "-extfile", "leaf.ext")
-    return tmp / "ca.pem", tmp / "leaf.pem", tmp / "leaf.key"
-
-
-class TLSServer(FakeServer):
-    def __init__(self, handler, state, cert, key):
-        super().__init__(handler, state)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert, key)
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-
-    @property
-    def url(self):
-        return f"https://127.0.0.1:{self.port}"
-
-
 def test_ca_file_trusts_a_private_ca_for_page_and_feed(tidings, tmp_path):
-    ca, leaf, key = private_ca(tmp_path)
+    ca = PrivateCA(tmp_path / "ca")
     atom = ('<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom"><title>B</title>'
             '<entry><id>urn:1</id><title>Hello</title><updated>2026-01-01T00:00:00Z</updated></entry></feed>')
     pages = {"/p": ("<p>over TLS</p>", HTML), "/feed.xml": (atom, "application/atom+xml")}
-    with TLSServer(PageServer, {"pages": pages}, leaf, key) as srv:
-        page_source(tidings, f"{srv.url}/p", f'notify_existing = true\nca_file = "{ca}"', name="tls")
+    with FakeServer(PageServer, {"pages": pages}, tls=ca.leaf("127.0.0.1", not_after=datetime.timedelta(days=2))) as srv:
+        page_source(tidings, f"{srv.url}/p", f'notify_existing = true\nca_file = "{ca.cert}"', name="tls")
         tidings.write_plugin("blog.toml", f"""
             provider = "feed"
             url = "{srv.url}/feed.xml"
             notify_existing = true
-            ca_file = "{ca}"
+            ca_file = "{ca.cert}"
         """)
         r = tidings.check()
         assert r.code == 1, r
@@ -286,9 +260,7 @@ def test_ca_file_trusts_a_private_ca_for_page_and_feed(tidings, tmp_path):
         assert "TLS certificate" in r.stderr and "give its certificate as ca_file" in r.stderr, r.stderr
 
         # Another CA in ca_file: refused too, and the message names the file.
-        other = tmp_path / "other"
-        other.mkdir()
-        other_ca, _, _ = private_ca(other)
+        other_ca = PrivateCA(tmp_path / "other", name="Another CA").cert
         page_source(tidings, f"{srv.url}/p", f'ca_file = "{other_ca}"', name="tls")
         r = tidings.check()
         assert r.code == 2, r
