@@ -43,13 +43,14 @@ final class MonitoringTests: XCTestCase {
         XCTAssertEqual(notATable.map(\.line), [1])
     }
 
-    func testANonLoopbackAddressIsAllowedWithAWarning() throws {
+    func testANonLoopbackAddressNeedsAuthAtItsLine() throws {
         for address in ["0.0.0.0:9464", "[::]:9464", "192.0.2.7:9464"] {
-            let c = try loadConfig("# monitoring\n[http]\nlisten = \"\(address)\"\n")
-            XCTAssertEqual(c.http?.listen.isLoopback, false)
-            let warning = c.warnings.first { $0.contains("not a loopback address") }
-            XCTAssertNotNil(warning, "\(address): \(c.warnings)")
-            XCTAssertTrue(warning?.contains("tidings.toml:3:") ?? false, warning ?? "")
+            XCTAssertEqual(ListenAddress(address)?.isLoopback, false, address)
+            XCTAssertThrowsError(try loadConfig("# monitoring\n[http]\nlisten = \"\(address)\"\n"), address) { error in
+                let text = "\(error)"
+                XCTAssertTrue(text.contains("tidings.toml:3:") && text.contains("not a loopback address")
+                              && text.contains("needs [http.auth]"), text)
+            }
         }
         for loopback in ["127.0.0.1:1", "127.1.2.3:1", "[::1]:1", "[::ffff:127.0.0.1]:1"] {
             XCTAssertEqual(ListenAddress(loopback)?.isLoopback, true, loopback)
