@@ -64,7 +64,10 @@ def thread(n, title, repo="octo/hello", type_="Issue", reason="mention", unread=
 
 
 def release(id_, tag, repo="octo/hello", draft=False, prerelease=False, name=None, body="Notes", age=3600):
-    return {"id": id_, "tag_name": tag, "name": name if name is not None else tag, "draft": draft,
+    # Times fixed when the release is made: an unchanged list must give the same ETag however
+    # many seconds later it is asked for.
+    created = time.time() - age - 7200
+    return {"id": id_, "tag_name": tag, "name": name if name is not None else tag, "draft": draft, "created": created,
             "prerelease": prerelease, "body": body, "published": None if draft else time.time() - age, "repo": repo}
 
 
@@ -178,7 +181,7 @@ class GitHub(FakeHandler):
         body = [{
             "url": f"{api}/repos/{repo}/releases/{r['id']}", "html_url": f"{web}/{repo}/releases/tag/{r['tag_name']}",
             "id": r["id"], "tag_name": r["tag_name"], "target_commitish": "main", "name": r["name"], "draft": r["draft"],
-            "prerelease": r["prerelease"], "created_at": iso(time.time() - 7200),
+            "prerelease": r["prerelease"], "created_at": iso(r["created"]),
             "published_at": iso(r["published"]) if r["published"] else None, "body": r["body"],
             "author": {"login": "octocat"}, "assets": [],
         } for r in chunk]
