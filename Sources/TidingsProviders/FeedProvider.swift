@@ -150,7 +150,8 @@ struct Entry {
         let body = FeedText.cut(text, FeedProvider.maxBody)
         let date = published ?? updated
         // No id and no link: title and date (and the text, when there is no date either).
-        let key = nonEmpty(id) ?? nonEmpty(link) ?? Fingerprint.of(["feed-entry", title, date ?? "", date == nil ? body : ""])
+        let key = (nonEmpty(id) ?? nonEmpty(link)).map(FeedText.identity)
+            ?? Fingerprint.of(["feed-entry", title, date ?? "", date == nil ? body : ""])
         var data: [String: JSONValue] = [
             "categories": .array(categories.prefix(50).map { JSONValue.string(FeedText.cut($0, 200)) }),
             "enclosures": .array(Array(enclosures.prefix(20))),
@@ -171,6 +172,26 @@ struct Entry {
 
 /// Text helpers: whitespace, cuts, dates, links.
 enum FeedText {
+    /// Query parameters that mark where a reader came from, not what they read: a publisher (or
+    /// a feed proxy such as FeedBurner) that starts adding them to its links must not make every
+    /// entry keyed by its link new again.
+    static func isTracking(_ name: String) -> Bool {
+        let n = name.lowercased()
+        return n.hasPrefix("utm_") || ["fbclid", "gclid", "dclid", "msclkid", "yclid", "igshid", "mc_cid", "mc_eid",
+                                       "_hsenc", "_hsmi", "mkt_tok", "oly_enc_id", "oly_anon_id", "vero_id"].contains(n)
+    }
+
+    /// An entry's identity: its id or link as written, except that an http(s) URL loses its
+    /// tracking parameters (the order and values of the others are kept).
+    static func identity(_ key: String) -> String {
+        guard key.hasPrefix("http://") || key.hasPrefix("https://") || key.hasPrefix("HTTP"),
+              var c = URLComponents(string: key), let items = c.percentEncodedQueryItems,
+              items.contains(where: { isTracking($0.name) }) else { return key }
+        let kept = items.filter { !isTracking($0.name) }
+        c.percentEncodedQueryItems = kept.isEmpty ? nil : kept
+        return c.string ?? key
+    }
+
     /// Runs of whitespace (no-break spaces too) as one space, trimmed.
     static func line(_ s: String) -> String {
         s.split(whereSeparator: { $0.isWhitespace }).joined(separator: " ")

@@ -8,9 +8,11 @@ struct Tidings: AsyncParsableCommand {
         commandName: "tidings",
         abstract: "Poll the services you care about and get told when something changes.",
         discussion: """
-            tidings polls sources (web APIs, alert managers, scripts in plugins.d) on a schedule, \
-            remembers what it has seen, and sends what is new, changed or removed to sinks \
-            (desktop notifications, stdout, webhooks, commands).
+            tidings polls sources (feeds, web pages, IMAP mailboxes, TLS certificates, GitHub, JSON \
+            APIs, Alertmanager, scripts in plugins.d) on a schedule, remembers what it has seen, and \
+            sends what is new, changed or removed to sinks: desktop notifications, stdout, webhooks, \
+            commands (exec), ntfy, Gotify, Pushover, Telegram, Slack, Discord, email, Matrix and \
+            Apprise.
 
             --config, --state-dir, -v and -q may be given before or after the subcommand. The \
             configuration file is described in tidings.toml(5).

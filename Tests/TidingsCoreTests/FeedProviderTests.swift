@@ -64,6 +64,27 @@ final class FeedProviderTests: XCTestCase {
         XCTAssertEqual(b.body, "Full content")
     }
 
+    func testTrackingParametersDoNotChangeAnEntrysIdentity() throws {
+        func feed(_ query: String) -> String {
+            """
+            <rss version="0.92"><channel>
+              <item><title>Linked</title><link>/blog/linked\(query)</link></item>
+              <item><title>Guid</title><guid>https://example.org/p/7\(query)</guid></item>
+            </channel></rss>
+            """
+        }
+        let plain = try decode(feed(""))
+        let tracked = try decode(feed("?utm_source=feedburner&amp;utm_medium=feed&amp;fbclid=x1"))
+        XCTAssertEqual(tracked.map(\.key), plain.map(\.key))
+        XCTAssertEqual(tracked.map(\.key), ["https://example.org/blog/linked", "https://example.org/p/7"])
+        XCTAssertEqual(tracked[0].url, "https://example.org/blog/linked?utm_source=feedburner&utm_medium=feed&fbclid=x1",
+                       "the link itself is left as the publisher wrote it")
+        // Other parameters are part of the identity, in their order.
+        let other = try decode(feed("?id=3&amp;utm_campaign=x&amp;page=2"))
+        XCTAssertEqual(other[0].key, "https://example.org/blog/linked?id=3&page=2")
+        XCTAssertEqual(FeedText.identity("tag:example.org,2026:utm_source=1"), "tag:example.org,2026:utm_source=1")
+    }
+
     func testRSSWithoutGuidIsKeyedByLinkAndWithoutLinkByDigest() throws {
         func feed(_ title: String, date: String = "Wed, 11 Jun 2003 09:30:00 +0200") -> String {
             """

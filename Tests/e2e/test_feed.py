@@ -1,6 +1,7 @@
 """provider = "feed" (DESIGN §12): RSS/Atom/JSON Feed entries through the whole pipeline, against
 a local HTTP server that serves the document the test last set, with ETag and Last-Modified."""
 import hashlib
+import time
 
 from fakes.server import FakeHandler, FakeServer
 
@@ -145,3 +146,56 @@ def test_not_a_feed_is_a_failed_poll(tidings):
         r = tidings.check()
         assert r.code == 2, r
         assert "not an RSS, Atom or JSON feed" in r.stderr, r
+
+
+def test_links_that_gain_tracking_parameters_are_the_same_entries(tidings):
+    # RSS 0.91-style items without guid are keyed by their link; a feed proxy that starts adding
+    # utm_* (or fbclid...) to every link must not make them new again.
+    def rss(query, *names):
+        return ('<rss version="0.91"><channel><title>R</title>'
+                + "".join(f"<item><title>{n}</title><link>/r/{n}{query}</link></item>" for n in names)
+                + "</channel></rss>")
+
+    with FakeServer(FeedServer, {"body": rss("", "a", "b"), "type": "application/rss+xml"}) as srv:
+        feed_source(tidings, srv.url)
+        assert tidings.check().code == 0
+        srv.state["body"] = rss("?utm_source=feedburner&amp;utm_medium=feed&amp;utm_campaign=x", "a", "b")
+        r = tidings.check()
+        assert r.code == 0 and r.stdout == "", r
+        srv.state["body"] = rss("?utm_source=rss", "a", "b", "c")
+        r = tidings.check("--json")
+        assert [(e["event"], e["key"], e["url"]) for e in r.events] == \
+            [("new", f"{srv.url}/r/c", f"{srv.url}/r/c?utm_source=rss")], r
+
+
+def test_entity_bombs_external_entities_and_a_huge_feed_are_bounded(tidings, tmp_path):
+    secret = tmp_path / "local-file.txt"
+    secret.write_text("LOCAL-FILE-CONTENT\n")
+    laughs = ('<?xml version="1.0"?>\n<!DOCTYPE rss [<!ENTITY x SYSTEM "file://' + str(secret) + '">'
+              '<!ENTITY a "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa">'
+              + "".join(f'<!ENTITY {chr(98 + k)} "' + f"&{chr(97 + k)};" * 10 + '">' for k in range(9))
+              + ']><rss version="2.0"><channel><title>R</title>'
+              '<item><guid>1</guid><title>T &j; &x;</title></item></channel></rss>')
+    huge = ('<rss version="2.0"><channel><title>R</title>'
+            + "".join(f"<item><guid>{n}</guid><title>Entry {n}</title></item>" for n in range(300_000))
+            + "</channel></rss>")
+    with FakeServer(FeedServer, {"body": laughs, "type": "application/rss+xml"}) as srv:
+        feed_source(tidings, srv.url, 'notify_existing = true\nmax_body = "64MiB"')
+        start = time.monotonic()
+        r = tidings.check("--json")
+        took = time.monotonic() - start
+        assert took < 20, f"the entity bomb took {took:.1f}s"
+        assert "LOCAL-FILE-CONTENT" not in r.stdout + r.stderr, "an external entity was loaded"
+        for e in r.events:
+            assert len(e["title"]) <= 300, "entity text is bounded"
+
+        # 300,000 entries (~12 MB): read within max_entries (500 by default), in bounded time.
+        srv.state["body"] = huge
+        feed_source(tidings, srv.url, 'max_body = "64MiB"')
+        start = time.monotonic()
+        r = tidings.check()
+        took = time.monotonic() - start
+        assert r.code in (0, 1), r
+        assert took < 60, f"a 300,000-entry feed took {took:.1f}s"
+        items = tidings.run("items", "--json").events
+        assert 0 < len(items) <= 500, len(items)

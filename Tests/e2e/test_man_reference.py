@@ -74,6 +74,12 @@ def test_every_provider_sink_and_key_is_in_tidings_toml_5(tidings, page):
     words = set(re.findall(r"[\w.-]+", page))
     missing = {what: sorted(k for k in bare(names) if k not in words) for what, names in lists.items()}
     assert {w: m for w, m in missing.items() if m} == {}
+    # The README's intro and `tidings --help` name every channel (sink type).
+    intro = (ROOT / "README.md").read_text().split("## Quick start")[0].lower()
+    helptext = tidings.run("--help").stdout.lower()
+    for sink in lists["unknown sink type"]:
+        assert sink in intro, f"README's intro does not name the {sink} sink"
+        assert sink in helptext, f"tidings --help does not name the {sink} sink"
     # Each provider and sink type has its own part, not just a mention.
     for name in lists["unknown provider"]:
         assert re.search(rf"^ {{3}}.*\b{re.escape(name)}\b", page, re.M), f"no subsection for provider {name}"
