@@ -393,7 +393,7 @@ def watch_files(nginx):
     with open(os.path.join(w, "big.xml"), "w") as f:
         f.write(atom("big", 10000))
     with open(os.path.join(w, "big.html"), "w") as f:
-        f.write(page("big", 20000))
+        f.write(page("big", 12000))  # about 2 MB
     for d, _, fs in os.walk(w):
         os.chmod(d, 0o755)
         for x in fs:
