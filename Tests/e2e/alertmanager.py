@@ -16,6 +16,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from processes import stop_process
 
 BINARY = os.environ.get("ALERTMANAGER_BIN") or shutil.which("prometheus-alertmanager") or "/usr/bin/prometheus-alertmanager"
 
@@ -67,13 +68,7 @@ class Alertmanager:
         raise RuntimeError("alertmanager did not become ready")
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc)
         if getattr(self, "log", None):
             self.log.close()
 

@@ -28,6 +28,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from processes import stop_process
 
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
 
@@ -195,13 +196,7 @@ service auth-worker {{
         return "\n".join(out)
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc)
         if self.private_root:
             shutil.rmtree(self.root, ignore_errors=True)
 

@@ -26,6 +26,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from processes import stop_process
 
 SERVER_NAME = "localhost"
 # The server-wide message rate (burst 1): users registered `limited` wait 1/this between messages.
@@ -173,13 +174,7 @@ class Synapse:
         return self
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, grace=15)
 
     __enter__ = start
 
