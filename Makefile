@@ -37,7 +37,7 @@ bashcompdir := $(PREFIX)/share/bash-completion/completions
 zshcompdir  := $(PREFIX)/share/zsh/$(if $(filter /usr,$(PREFIX)),vendor-completions,site-functions)
 fishcompdir := $(PREFIX)/share/fish/vendor_completions.d
 
-VERSION     := $(shell sed -n 's/.*string = "\(.*\)"/\1/p' Sources/TidingsCore/Support/TidingsVersion.swift)
+VERSION     := $(shell sed -n 's/.*string = "\(.*\)"/\1/p' Sources/TidingsPluginAPI/Support/TidingsVersion.swift)
 # What the installed binary and the man pages are made from.
 SWIFT_INPUTS := Package.swift $(wildcard Package.resolved) $(shell find Sources -type f)
 # The installed binary: a copy of the static release build, so that a later dynamic release

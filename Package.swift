@@ -6,8 +6,8 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "tidings", targets: ["tidings"]),
-        .library(name: "TidingsCore", targets: ["TidingsCore"]),
         // For the fuzz package (Fuzz/Package.swift), which links the providers and sinks from outside.
+        .library(name: "TidingsPluginAPI", targets: ["TidingsPluginAPI"]),
         .library(name: "TidingsProviders", targets: ["TidingsProviders"]),
         .library(name: "TidingsSinks", targets: ["TidingsSinks"]),
         .library(name: "TidingsCurl", targets: ["TidingsCurl"]),
@@ -30,26 +30,60 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.25.0"),
     ],
     targets: [
-        /// The pipeline: model, config, state, scheduler, dedupe, routing, outbox,
-        /// and the Provider / Sink protocols. Knows no provider or sink by name.
+        // Dependencies point down: plugin API ← providers, sinks, HTTP client; plugin API ←
+        // engine ← backends ← app ← executable. docs/development.md draws the same map.
+
+        /// All a provider or a sink imports: items, events, the Provider and Sink protocols,
+        /// the HTTP and mail ports, options and secrets, redaction, SafeRegex.
         .target(
-            name: "TidingsCore",
+            name: "TidingsPluginAPI",
             dependencies: [
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        /// Processes, Unix sockets and file locks (posix_spawn, socket, flock): the exec provider
+        /// and sink, apprise, the control socket and the state lock use it.
+        .target(name: "TidingsPOSIX", dependencies: ["TidingsPluginAPI", "CSpawn"]),
+        /// The engine: scheduling, the poll pipeline, outbox, attention, sharing, and the storage
+        /// seam (`StateDatabase`); no sockets, no processes, no SQLite. Knows no provider or sink by name.
+        .target(
+            name: "TidingsEngine",
+            dependencies: [
+                "TidingsPluginAPI",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        /// The SQLite backend of the storage seam (GRDB): the state file, its directory and migrations.
+        .target(
+            name: "TidingsSQLite",
+            dependencies: [
+                "TidingsPluginAPI", "TidingsEngine",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // sqlite3_busy_timeout: a write from async code that can start at once runs in place.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
-                .product(name: "TOMLKit", package: "TOMLKit"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                "CSpawn",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        /// The one ``HTTPClient`` implementation: a libcurl multi handle on its own thread. A
-        /// process makes one and hands it to every provider and sink (the core has no sockets).
+        /// The PostgreSQL backend of the storage seam (postgres-nio), its schema, and `tidings state
+        /// migrate`'s copy.
+        .target(
+            name: "TidingsPostgres",
+            dependencies: [
+                "TidingsPluginAPI", "TidingsEngine",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        /// The one ``HTTPClient`` (and mail, IMAP, certificate) implementation: a libcurl multi
+        /// handle on its own thread. A process makes one and hands it to every provider and sink.
         .target(
             name: "TidingsCurl",
-            dependencies: ["TidingsCore", "CCurl"]
+            dependencies: ["TidingsPluginAPI", "CCurl"]
         ),
         /// posix_spawn's GNU extensions and pidfd_open, which Swift's Glibc module does not show.
         .target(name: "CSpawn"),
@@ -59,12 +93,12 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
-        /// One file (or folder) per remote system.
+        /// Every provider: one file (or folder) per remote system. Imports only the plugin API.
         .target(
             name: "TidingsProviders",
-            dependencies: ["TidingsCore", "CLibXML2", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["TidingsPluginAPI", "TidingsPOSIX", "CLibXML2", .product(name: "Logging", package: "swift-log")]
         ),
-        /// libxml2 (the feed provider's XML parser, in recovery mode), via pkg-config.
+        /// libxml2 (the feed and page providers' XML and HTML parser), via pkg-config.
         .systemLibrary(
             name: "CLibXML2",
             pkgConfig: "libxml-2.0",
@@ -76,11 +110,11 @@ let package = Package(
             pkgConfig: "libnotify",
             providers: [.apt(["libnotify-dev"])]
         ),
-        /// One file per delivery channel.
+        /// Every sink: one file per delivery channel. Imports only the plugin API.
         .target(
             name: "TidingsSinks",
             dependencies: [
-                "TidingsCore",
+                "TidingsPluginAPI", "TidingsPOSIX",
                 "CLibnotify",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -91,14 +125,14 @@ let package = Package(
         /// daemon's scheduler (GDBus; GIO's headers come through CLibnotify, one module for GLib).
         .target(
             name: "TidingsSystemBus",
-            dependencies: ["TidingsCore", "CLibnotify", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["TidingsPluginAPI", "TidingsEngine", "CLibnotify", .product(name: "Logging", package: "swift-log")]
         ),
-        /// `[http]`: /metrics (Prometheus exposition of the core's swift-metrics), /-/healthy,
-        /// /-/ready, and the status page (with `tidings status`'s report model). Its own target so the server and exporter stay out of the core and its tests.
+        /// `[http]`: /metrics (Prometheus exposition of the engine's swift-metrics), /-/healthy,
+        /// /-/ready, and the status page (with `tidings status`'s report model).
         .target(
             name: "TidingsMonitoring",
             dependencies: [
-                "TidingsCore",
+                "TidingsPluginAPI", "TidingsEngine", "TidingsPOSIX",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -110,17 +144,17 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        /// The PostgreSQL ``StateDatabase`` (postgres-nio), its schema, and `tidings state
-        /// migrate`'s copy. Its own target: the core and its SQLite default do not link it.
+        /// The application: config loading (TOML), the daemon and its services, the control
+        /// socket, sd_notify. Everything the executable's commands run.
         .target(
-            name: "TidingsPostgres",
+            name: "TidingsApp",
             dependencies: [
-                "TidingsCore",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsPOSIX",
+                "TidingsMonitoring", "TidingsSystemBus",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         /// For tests only: a real PostgreSQL started per test process, and the state a test
@@ -128,17 +162,20 @@ let package = Package(
         .target(
             name: "TidingsTestSupport",
             dependencies: [
-                "TidingsCore", "TidingsPostgres",
+                "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPostgres",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        /// The `tidings` command: ArgumentParser commands over TidingsApp; registers the built-in
+        /// providers and sinks.
         .executableTarget(
             name: "tidings",
             dependencies: [
-                "TidingsCore", "TidingsProviders", "TidingsSinks", "TidingsCurl",
+                "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPOSIX", "TidingsApp",
+                "TidingsProviders", "TidingsSinks", "TidingsCurl",
                 "TidingsMonitoring", "TidingsSystemBus", "TidingsPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -149,12 +186,13 @@ let package = Package(
         /// `make bench` only (benchmark 3, dedupe/state throughput); not installed, not in `make test`.
         .executableTarget(
             name: "tidings-bench",
-            dependencies: ["TidingsCore"]
+            dependencies: ["TidingsPluginAPI", "TidingsEngine", "TidingsSQLite"]
         ),
         .testTarget(
             name: "TidingsCoreTests",
             dependencies: [
-                "TidingsCore", "TidingsProviders", "TidingsSinks", "TidingsCurl",
+                "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPOSIX", "TidingsApp",
+                "TidingsProviders", "TidingsSinks", "TidingsCurl",
                 "TidingsMonitoring", "TidingsSystemBus", "TidingsPostgres", "TidingsTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],

@@ -19,7 +19,7 @@ let package = Package(
         .executableTarget(
             name: "TidingsFuzz",
             dependencies: [
-                .product(name: "TidingsCore", package: rootPackage),
+                .product(name: "TidingsPluginAPI", package: rootPackage),
                 .product(name: "TidingsProviders", package: rootPackage),
                 .product(name: "TidingsSinks", package: rootPackage),
                 .product(name: "TidingsCurl", package: rootPackage),

@@ -1,7 +1,7 @@
 import CCurl
 import Foundation
 import Synchronization
-import TidingsCore
+import TidingsPluginAPI
 
 /// ``CertificateProbe`` on the same libcurl multi loop (and thread) as HTTP and SMTP: the
 /// OpenSSL backend libcurl links does the handshake and reports the chain (`CURLOPT_CERTINFO`).

@@ -1,5 +1,5 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
 
 /// ``HTTPClient`` on a libcurl multi handle: one thread drives every transfer of this client,
 /// reusing connections (at most `maxConnectionsPerHost` per host). A process makes one and

@@ -48,7 +48,7 @@ final class CurlErrorBuffer {
     deinit { pointer.deallocate() }
 
     /// libcurl's detailed message, else its generic text for `code`.
-    func message(_ code: CURLcode) -> String {
+    package func message(_ code: CURLcode) -> String {
         pointer[0] != 0 ? String(cString: pointer) : String(cString: curl_easy_strerror(code))
     }
 }

@@ -1,5 +1,5 @@
 import CCurl
-import TidingsCore
+import TidingsPluginAPI
 
 /// What SMTP (``CurlMailTransfer``) and IMAP (``CurlMailboxCommand``) share: how a mail
 /// connection is secured, and how a certificate that does not verify is told.

@@ -1,7 +1,7 @@
 import CCurl
 import Foundation
 import Synchronization
-import TidingsCore
+import TidingsPluginAPI
 
 /// ``MailTransport`` on the same libcurl multi loop (and thread) as HTTP: a process has one
 /// curl thread for every provider, HTTP sink and mail sink.

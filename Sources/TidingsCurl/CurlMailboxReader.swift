@@ -1,7 +1,7 @@
 import CCurl
 import Foundation
 import Synchronization
-import TidingsCore
+import TidingsPluginAPI
 
 /// ``MailboxReader`` through libcurl's IMAP client.
 ///

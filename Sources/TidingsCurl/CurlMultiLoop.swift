@@ -1,7 +1,7 @@
 import CCurl
 import Foundation
 import Synchronization
-import TidingsCore
+import TidingsPluginAPI
 
 /// `curl_global_init`, once per process (libcurl's global setup is not thread-safe on its own).
 private let curlGlobalInit: Void = {

@@ -1,7 +1,7 @@
 import CCurl
-import TidingsCore
 import Foundation
 import Synchronization
+import TidingsPluginAPI
 
 /// One HTTP request on a ``CurlMultiLoop``: what to send, what has arrived so far, and who waits for it.
 ///

@@ -3,7 +3,9 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import ServiceLifecycle
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsPOSIX
 
 /// The `[http] listen` endpoint: ``MonitoringRoutes`` over HTTP/1.1 (Hummingbird), bounded so
 /// that hostile clients, even on loopback, cannot hurt the daemon: at most ``maxConnections``

@@ -168,7 +168,7 @@ enum StatusPageTemplates {
         {{> foot}}
         """
 
-    static let message = """
+    package static let message = """
         {{> head}}
         <p>{{message}}</p>
         <p><a href="/">Overview</a></p>

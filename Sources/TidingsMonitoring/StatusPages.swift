@@ -1,7 +1,9 @@
 import Foundation
 import Mustache
 import Synchronization
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsPOSIX
 
 /// One request to the status page, without a socket.
 package struct WebRequest: Sendable {

@@ -1,5 +1,7 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsPOSIX
 
 /// What `tidings status` shows (DESIGN §13), read from the state with one query per section,
 /// whatever the number of sources.

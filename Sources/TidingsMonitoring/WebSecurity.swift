@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsPOSIX
 
 /// The status page's guards (DESIGN §13, docs/status-page.md "Security model"), without sockets:
 /// authentication, the CSRF token, the same-origin check and the response headers.

@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
 
 /// The PostgreSQL schema and its migrations, recorded in `schema_migrations`.
 ///

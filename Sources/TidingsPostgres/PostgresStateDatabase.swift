@@ -5,7 +5,8 @@ import NIOPosix
 import NIOSSL
 import PostgresNIO
 import Synchronization
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
 
 /// The PostgreSQL ``StateDatabase`` (DESIGN §11): a database several daemons share.
 ///

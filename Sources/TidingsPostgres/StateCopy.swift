@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
 
 /// `tidings state migrate`: copies a state (the SQLite file) into another database (PostgreSQL),
 /// entirely through the seam: rows are read with one ``SQLConnection`` and written with the

@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// Prometheus Alertmanager API v2 (README.md, section "alertmanager"): the currently firing alerts.
 ///
@@ -93,7 +94,7 @@ public struct AlertmanagerProvider: Provider, EventDescriber, Sendable {
         }
     }
 
-    public func describe(_ event: inout Event, change: Deduplicator.Change, firstSeen: Date) {
+    public func describe(_ event: inout Event, change: ItemChange, firstSeen: Date) {
         switch change.type {
         case .removed:
             let started = change.item.data["startsAt"]?.stringValue.flatMap(Timestamp.parse) ?? firstSeen

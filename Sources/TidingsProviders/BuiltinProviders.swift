@@ -1,4 +1,5 @@
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// Every provider this build ships. The executable registers them; the core knows none by name.
 public enum BuiltinProviders {

@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `provider = "certificate"`: the leaf certificate of TLS servers, one item of kind
 /// `certificate` per target (DESIGN §12).

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// e-conomic draft invoices (README.md, section "economic"): `GET /invoices/drafts`, every page,
 /// with the `X-AppSecretToken` and `X-AgreementGrantToken` headers.
@@ -129,7 +130,7 @@ public final class EconomicProvider: Provider, EventDescriber, Sendable {
 
     // MARK: describing
 
-    public func describe(_ event: inout Event, change: Deduplicator.Change, firstSeen: Date) {
+    public func describe(_ event: inout Event, change: ItemChange, firstSeen: Date) {
         let number = event.key
         switch change.type {
         case .changed:

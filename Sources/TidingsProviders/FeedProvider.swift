@@ -1,6 +1,7 @@
 import CLibXML2
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `provider = "feed"`: the entries of an RSS 0.9x/1.0/2.0, Atom 0.3/1.0 or JSON Feed 1.0/1.1
 /// document, one item of kind `entry` each (DESIGN §12).

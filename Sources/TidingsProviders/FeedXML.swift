@@ -1,6 +1,7 @@
 import CLibXML2
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// RSS, RDF and Atom documents through libxml2: parsed in recovery mode, walked node by node.
 enum XMLFeed {

@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `provider = "github"`: a user's unread notifications, or a repository's releases, through
 /// GitHub's REST API (DESIGN §12; docs/providers/github.md).

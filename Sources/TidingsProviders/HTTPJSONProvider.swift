@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `provider = "http-json"`: any JSON endpoint; items picked out with JSON pointers.
 ///

@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `provider = "imap"`: the messages of one mailbox that match an IMAP search, one item of kind
 /// `mail` each (DESIGN §12).

@@ -1,4 +1,5 @@
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// RFC 6901 JSON pointers (`/items/0/name`) and `{pointer}` templates (`"{/name} is {/status}"`).
 public enum JSONPointer {

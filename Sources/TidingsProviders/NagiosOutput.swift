@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// What a monitoring plugin prints, read as the Monitoring Plugins development guidelines
 /// lay it out:

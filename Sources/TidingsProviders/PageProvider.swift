@@ -1,6 +1,7 @@
 import CLibXML2
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `provider = "page"`: a web page (or any text resource) watched for changes (DESIGN §12,
 /// docs/providers/page.md).
@@ -249,7 +250,7 @@ public struct PageProvider: Provider, EventDescriber {
 
     /// A `changed` page: its body is a unified diff of the compared text, `data.added` and
     /// `data.removed` the lines (the whole old and new text are not repeated in `data.changes`).
-    public func describe(_ event: inout Event, change: Deduplicator.Change, firstSeen: Date) {
+    public func describe(_ event: inout Event, change: ItemChange, firstSeen: Date) {
         guard change.type == .changed, let previous = change.previous else { return }
         func lines(_ item: Item) -> [String] {
             (item.data["text"]?.stringValue ?? item.body).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)

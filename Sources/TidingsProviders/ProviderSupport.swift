@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// Small helpers the built-in providers share: base URLs, JSON bodies, error wording.
 enum ProviderSupport {

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// Sportdate's member API (README.md, section "sportdate"): verifies the credentials with
 /// `POST /api/member/get` before the first poll, then polls `/api/message/check`

@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// Broadcast notices from an Atlassian Statuspage v2 status page (`provider = "messagebox"`,
 /// README.md, section "messagebox"): unresolved incidents and upcoming or in-progress scheduled
@@ -76,7 +77,7 @@ public struct StatuspageProvider: Provider, EventDescriber, Sendable {
             data: .object(data), expiresAt: maintenance ? until.flatMap(Timestamp.parse) : nil)
     }
 
-    public func describe(_ event: inout Event, change: Deduplicator.Change, firstSeen: Date) {
+    public func describe(_ event: inout Event, change: ItemChange, firstSeen: Date) {
         guard change.type == .removed else { return }
         let maintenance = change.item.data["type"]?.stringValue == "maintenance"
         event.body = maintenance ? "Maintenance finished or cancelled." : "Incident resolved."

@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `type = "apprise"`: runs the `apprise` command (PyPI `apprise`) once per event, reaching the
 /// 100+ services Apprise knows by URL (`tgram://…`, `mailto://…`, `json://…`).

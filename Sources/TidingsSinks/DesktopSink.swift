@@ -1,7 +1,8 @@
 import Foundation
 import Logging
 import Synchronization
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `type = "desktop"`: freedesktop notifications through libnotify on the session bus.
 ///

@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `type = "email"`: one e-mail per event over SMTP (DESIGN §9), through the process's shared
 /// ``MailTransport`` (libcurl).

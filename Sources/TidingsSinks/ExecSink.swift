@@ -1,6 +1,7 @@
 import Foundation
 import Logging
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `type = "exec"`: runs `command` (an array; relative paths resolve against the config file's
 /// directory, bare names against `$PATH`) once per event.

@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `type = "gotify"`: posts each event to a self-hosted Gotify server as a message of one
 /// application.

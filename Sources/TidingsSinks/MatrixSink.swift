@@ -1,7 +1,8 @@
 import Crypto
 import Foundation
 import Synchronization
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `type = "matrix"`: posts each event as a message into a Matrix room through the
 /// client-server API (`PUT /_matrix/client/v3/rooms/{roomId}/send/m.room.message/{txnId}`).
@@ -83,7 +84,7 @@ public struct MatrixSink: Sink {
     /// A digest is one message (DESIGN §10).
     public var rendersDigests: Bool { true }
 
-    public func deliverDigest(_ digest: TidingsCore.Digest) async throws {
+    public func deliverDigest(_ digest: TidingsPluginAPI.Digest) async throws {
         let roomID = try await resolveRoom()
         try await delivery.send(sendRequest(digest, roomID: roomID), judge: judge(while: .sending))
     }
@@ -96,7 +97,7 @@ public struct MatrixSink: Sink {
 
     /// The transaction id for a digest: the same on every retry of it (its id is stable for
     /// the same held rows), never one of an event's.
-    package func transactionID(for digest: TidingsCore.Digest) -> String { transactionID("digest \(digest.id)") }
+    package func transactionID(for digest: TidingsPluginAPI.Digest) -> String { transactionID("digest \(digest.id)") }
 
     private func transactionID(_ what: String) -> String {
         let digest = SHA256.hash(data: Data("\(sinkName)\n\(room.text)\n\(what)".utf8))
@@ -109,7 +110,7 @@ public struct MatrixSink: Sink {
     }
 
     /// The `PUT …/send/m.room.message/{txnId}` for a digest.
-    package func sendRequest(_ digest: TidingsCore.Digest, roomID: String) -> HTTPRequest {
+    package func sendRequest(_ digest: TidingsPluginAPI.Digest, roomID: String) -> HTTPRequest {
         sendRequest(message.content(for: digest), transaction: transactionID(for: digest), roomID: roomID)
     }
 
@@ -340,7 +341,7 @@ struct MatrixMessage: Sendable {
     /// A digest: the heading (in bold, after the highest severity's label), then a list with a
     /// line per item, each title from `title_template` (plain in `body`, HTML-escaped in
     /// `formatted_body`), as many as fit, the rest counted ("…and 12 more").
-    func content(for digest: TidingsCore.Digest) -> MatrixWire.Content {
+    func content(for digest: TidingsPluginAPI.Digest) -> MatrixWire.Content {
         let plain = DigestText(digest, title: title.plain), html = DigestText(digest, title: title.html)
         let label = SeverityLabel(digest.severity)
         let heading = (label.map { "\($0.text): " } ?? "") + plain.heading

@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `type = "ntfy"`: publishes each event to an ntfy topic (ntfy.sh or a self-hosted server).
 ///

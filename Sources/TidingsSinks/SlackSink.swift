@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `type = "slack"`: one message per event to a Slack incoming webhook (Mattermost and
 /// Rocket.Chat accept the same payload).

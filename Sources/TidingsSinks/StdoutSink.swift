@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `type = "stdout"`: one line per event on standard output, `format = "text"` or `"json"`.
 ///

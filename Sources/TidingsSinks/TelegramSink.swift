@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `type = "telegram"`: one Telegram message per event, sent by a bot (Bot API `sendMessage`).
 ///

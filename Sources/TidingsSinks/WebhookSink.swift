@@ -1,7 +1,8 @@
 import Crypto
 import Foundation
 import Logging
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// `type = "webhook"`: POSTs the event JSON (DESIGN §4) to `url`, signed per Standard Webhooks
 /// when a `secret` is set.

@@ -1,4 +1,5 @@
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
 
 /// NetworkManager's `State` and `Connectivity` properties (interface
 /// `org.freedesktop.NetworkManager` on `/org/freedesktop/NetworkManager`), as far as they are

@@ -2,7 +2,8 @@ import CLibnotify
 import Foundation
 import Logging
 import Synchronization
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
 
 /// Follows the host on the system D-Bus for the daemon's scheduler (DESIGN §6): logind's
 /// `PrepareForSleep(b)` and NetworkManager's `State`/`Connectivity` (``NetworkManagerState``).

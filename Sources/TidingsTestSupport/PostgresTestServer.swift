@@ -4,9 +4,11 @@ import NIOCore
 import NIOPosix
 import PostgresNIO
 import Synchronization
-import TidingsCore
 #if canImport(Glibc)
 import Glibc
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
 #endif
 
 /// One real PostgreSQL per test process (Debian's `postgresql` package), started on first use

@@ -1,7 +1,9 @@
 import Foundation
 import Logging
-import TidingsCore
 import TidingsPostgres
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
 
 /// The state a test works on: the SQLite store in its scratch directory, or, when the
 /// environment says `TIDINGS_TEST_BACKEND=postgres`, a fresh database on the process's

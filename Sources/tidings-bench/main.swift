@@ -1,5 +1,7 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
 
 // Benchmark 3 of `make bench`: items per second through de-duplication plus the
 // one-transaction commit (PollRecorder.recordSuccess) on a real SQLite file.

@@ -1,6 +1,10 @@
 import ArgumentParser
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 @main
 struct Tidings: AsyncParsableCommand {

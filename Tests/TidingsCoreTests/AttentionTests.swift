@@ -1,5 +1,9 @@
 import Foundation
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 import XCTest
 
 /// A sink that renders digests and records what it got: single events and digests apart.

@@ -1,5 +1,9 @@
 import Foundation
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 import XCTest
 
 /// The wire shapes of the control socket (DESIGN §7): each written and read in one place.

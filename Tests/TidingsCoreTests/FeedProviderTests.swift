@@ -1,6 +1,10 @@
 import Foundation
 import XCTest
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 @testable import TidingsProviders
 
 /// `provider = "feed"` (DESIGN §12): the formats, keys, text, links and real-world breakage.

@@ -1,7 +1,11 @@
 import Foundation
 import TidingsCurl
 import XCTest
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 @testable import TidingsProviders
 import TidingsSinks
 

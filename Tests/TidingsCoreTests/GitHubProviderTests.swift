@@ -1,6 +1,10 @@
 import Foundation
 import XCTest
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 @testable import TidingsProviders
 
 /// Answers requests from a script keyed by URL; records what was asked.

@@ -2,7 +2,11 @@ import Foundation
 import Logging
 import Synchronization
 import XCTest
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 @testable import TidingsProviders
 
 /// `provider = "imap"` (DESIGN §12): header and body decoding, the IMAP answer parser, and what

@@ -1,5 +1,9 @@
 import Foundation
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 import XCTest
 
 /// Items are bounded when a poll takes them in (issue 9, item 1): visible markers, never a

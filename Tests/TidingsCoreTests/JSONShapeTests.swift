@@ -1,5 +1,9 @@
 import Foundation
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 import XCTest
 
 /// Each JSON shape is defined once (`JSONObjectShape`); these pin the shapes themselves: the

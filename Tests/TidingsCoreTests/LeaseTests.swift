@@ -1,6 +1,10 @@
 import Foundation
 import XCTest
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 
 /// Leases on sources and sinks (DESIGN §11), round by round with a controlled clock.
 final class LeaseTests: XCTestCase {

@@ -2,7 +2,11 @@ import Foundation
 import Logging
 import XCTest
 
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 
 final class LogDestinationTests: XCTestCase {
     /// Under journald: the syslog priority first, no timestamp, the same escaping and scrubbing.

@@ -1,7 +1,11 @@
 import Foundation
 import Logging
 import XCTest
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 @testable import TidingsProviders
 
 /// `provider = "page"` (DESIGN §12): the CSS selector engine, rendered text, the line diff and

@@ -1,5 +1,9 @@
 import Foundation
-import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 @testable import TidingsSinks
 import XCTest
 

@@ -1,5 +1,9 @@
 import Foundation
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 import XCTest
 
 /// `repeat_interval` reminders (DESIGN §10), with explicit poll times.

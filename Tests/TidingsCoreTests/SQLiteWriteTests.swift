@@ -1,7 +1,11 @@
 import Foundation
 import GRDB
 import Synchronization
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 import XCTest
 
 /// How the SQLite backend runs writes from async code: in place when nothing is in the way,

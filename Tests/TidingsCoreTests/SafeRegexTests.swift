@@ -1,4 +1,8 @@
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 import XCTest
 
 /// SafeRegex: the linear-time engine for user patterns (silences, feed include/exclude, page ignore).

@@ -1,6 +1,10 @@
 import Crypto
 import Foundation
-@testable import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 import TidingsMonitoring
 import TidingsTestSupport
 import XCTest

@@ -1,6 +1,10 @@
 import Foundation
 import Logging
-import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 import TidingsProviders
 import TidingsSinks
 import TidingsCurl

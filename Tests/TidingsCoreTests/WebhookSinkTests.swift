@@ -1,6 +1,10 @@
 import Foundation
 import Synchronization
-import TidingsCore
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
 import TidingsSinks
 import XCTest
 

@@ -26,7 +26,7 @@ from conftest import ROOT
 pytestmark = pytest.mark.skipif(not os.environ.get("TIDINGS_TEST_INSTALL"),
                                 reason="install tests run with `make test-install` (they need the static release build)")
 
-VERSION = re.search(r'string = "(.*)"', (ROOT / "Sources/TidingsCore/Support/TidingsVersion.swift").read_text())[1]
+VERSION = re.search(r'string = "(.*)"', (ROOT / "Sources/TidingsPluginAPI/Support/TidingsVersion.swift").read_text())[1]
 # A PATH without the toolchain: what a machine that installed the package has.
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -1,5 +1,5 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
 import TidingsProviders
 import TidingsCurl
 import TidingsSinks

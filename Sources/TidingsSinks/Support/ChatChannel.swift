@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// What the chat channels (`telegram`, `slack`, `discord`) have in common: the severity mark,
 /// which event URLs become links, and how their secret-bearing URLs are read.

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// What the desktop's "Snooze 1h" action does: a silence of that item (`source=S key=K`) for
 /// an hour, made in the state as `tidings silence add` would (DESIGN §10).

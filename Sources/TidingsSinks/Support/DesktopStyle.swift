@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// Notification urgency (freedesktop `urgency` hint).
 public enum DesktopUrgency: String, Sendable, Equatable {

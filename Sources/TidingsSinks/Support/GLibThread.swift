@@ -1,7 +1,8 @@
 import CLibnotify
 import Foundation
 import Synchronization
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// One dedicated thread that owns a GLib main context and runs it for the life of the
 /// process: every libnotify/GLib call of the desktop sinks happens here, never on Swift's cooperative pool, and the signals

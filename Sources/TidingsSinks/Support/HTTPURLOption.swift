@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 extension OptionReader {
     /// An `http://` or `https://` URL option with a host (a channel's server or API endpoint),

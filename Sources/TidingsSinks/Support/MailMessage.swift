@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// An e-mail address as the `email` sink accepts it: `user@example.org` or
 /// `Display Name <user@example.org>`.

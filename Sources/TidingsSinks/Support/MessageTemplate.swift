@@ -1,6 +1,7 @@
 import Foundation
 import Mustache
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// The markup a channel renders, and so how remote text is escaped into it by `{{name}}`
 /// (`{{{name}}}` inserts it unescaped, as Mustache does).

@@ -1,5 +1,6 @@
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsPOSIX
 
 /// The text of a phone push (ntfy, Gotify, Pushover): the sink's `title_template` (default
 /// `{{title}}`) and `body_template` (default `{{body}}`) rendered as plain text, and cut to the

@@ -1,10 +1,14 @@
 import ArgumentParser
 import Foundation
 import Logging
-import TidingsCore
 import TidingsProviders
 import TidingsCurl
 import TidingsSinks
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 /// What a command needs: the loaded config and the state database.
 struct App {

@@ -1,7 +1,11 @@
 import ArgumentParser
 import Foundation
 import Logging
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 struct CheckCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

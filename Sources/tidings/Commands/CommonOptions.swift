@@ -1,7 +1,11 @@
 import ArgumentParser
 import Foundation
 import Logging
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 /// Options every subcommand takes, before or after the subcommand's name
 /// (`tidings --config X sources` = `tidings sources --config X`).

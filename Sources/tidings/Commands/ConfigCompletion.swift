@@ -1,6 +1,10 @@
 import ArgumentParser
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 /// Shell completion of names from the configuration (`tidings check <TAB>` offers the
 /// sources): the completion scripts call back into `tidings`, which loads the config the

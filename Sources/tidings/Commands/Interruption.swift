@@ -1,7 +1,11 @@
 import Foundation
 import Synchronization
-import TidingsCore
 import UnixSignals
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 /// SIGINT (Ctrl-C) and SIGTERM while `tidings check` polls by itself.
 ///

@@ -1,6 +1,10 @@
 import ArgumentParser
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 /// `tidings notices [--json]` and `tidings notices dismiss ID|--all`: broadcast notices
 /// (events of kind `notice`) that are pending until dismissed or expired.

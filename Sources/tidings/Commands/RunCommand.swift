@@ -2,10 +2,14 @@ import ArgumentParser
 import Foundation
 import Logging
 import ServiceLifecycle
-import TidingsCore
 import TidingsMonitoring
 import TidingsSystemBus
 import UnixSignals
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -73,7 +77,8 @@ struct RunCommand: AsyncParsableCommand {
         // Sleep and network (logind, NetworkManager); without a system bus, polling as scheduled.
         let (host, hostChanges) = await SystemBusWatcher(logger: Log.logger("system-bus")).start()
         let daemon = DaemonService(
-            initial: app.config, configFile: app.configFile, store: store, hangups: hangups,
+            initial: app.config, configFile: app.configFile, loader: App.loader, http: App.http,
+            limitConnectionsPerHost: { App.http.limitConnectionsPerHost($0) }, store: store, hangups: hangups,
             host: host, hostChanges: hostChanges, notifications: notifications, endpoint: endpoint, logger: logger)
         // The status page reads this state and polls through the daemon, as `tidings check` does.
         endpoint.pages.attach(StatusPages.Backend(

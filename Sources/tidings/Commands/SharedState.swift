@@ -1,6 +1,10 @@
 import Logging
-import TidingsCore
 import TidingsPostgres
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 /// Opens the PostgreSQL state of `[state] url` (DESIGN §11).
 enum SharedState {

@@ -1,6 +1,10 @@
 import ArgumentParser
 import Foundation
-import TidingsCore
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 /// `tidings silence add|list|expire` (DESIGN §10, like `amtool silence`): silenced events are
 /// recorded in history, marked with the silence's id, and not delivered.

@@ -1,7 +1,11 @@
 import ArgumentParser
 import Foundation
-import TidingsCore
 import TidingsSinks
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 struct SinksCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

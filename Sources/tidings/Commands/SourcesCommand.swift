@@ -1,7 +1,11 @@
 import ArgumentParser
 import Foundation
-import TidingsCore
 import TidingsMonitoring
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 struct SourcesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

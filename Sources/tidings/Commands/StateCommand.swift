@@ -1,7 +1,11 @@
 import ArgumentParser
 import Foundation
-import TidingsCore
 import TidingsPostgres
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 struct StateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

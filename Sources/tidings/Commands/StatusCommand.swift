@@ -1,7 +1,11 @@
 import ArgumentParser
 import Foundation
-import TidingsCore
 import TidingsMonitoring
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 /// `tidings status [--json]` (DESIGN §13): the whole state at a glance, for a person or a
 /// monitoring script. It only reads: it creates no state, takes no lock it keeps, and marks no

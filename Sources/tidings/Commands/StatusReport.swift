@@ -1,6 +1,10 @@
 import Foundation
-import TidingsCore
 import TidingsMonitoring
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+import TidingsApp
 
 /// `tidings status`'s JSON and text of the ``StatusReport`` (the model is in TidingsMonitoring, shared with the status page).
 extension StatusReport {

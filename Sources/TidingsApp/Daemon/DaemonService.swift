@@ -1,0 +1,327 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+import TidingsMonitoring
+import UnixSignals
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+
+/// The daemon: one generation (scheduler + outbox worker) per loaded configuration.
+///
+/// SIGHUP loads the config anew; if it is valid the current generation drains and a new one
+/// starts on the same state, otherwise the error is logged and the old one keeps running.
+/// Graceful shutdown stops polling and waits (bounded) for in-flight work. Requests on the
+/// control socket (``answer(_:)``) are polled by the current generation's scheduler. Every
+/// ``statusInterval`` the state is looked at for the `STATUS=` line and the outbox gauges.
+/// Sleep and network changes from the system bus go to the current scheduler, and each new
+/// one starts with the conditions as they are (``HostConditions``).
+package final class DaemonService: Service, Sendable {
+    enum Control: Sendable { case reload, shutdown }
+
+    /// The configuration that is polling, and its scheduler.
+    private struct Generation: Sendable {
+        var config: TidingsConfig
+        var scheduler: Scheduler
+        var outbox: OutboxWorker
+    }
+
+    /// What is running and what the host says, under one lock: a scheduler built during a
+    /// change of network or sleep state still learns of it.
+    private struct Live: Sendable {
+        var generation: Generation?
+        var host: HostConditions
+    }
+
+    private let initial: TidingsConfig
+    private let configFile: String
+    /// Loads the configuration anew on SIGHUP (the process's provider and sink registries).
+    private let loader: ConfigLoader
+    /// The process's one HTTP client, and how to cap its connections per host (`max_per_host`).
+    private let http: any HTTPClient
+    private let limitConnectionsPerHost: @Sendable (Int) -> Void
+    private let store: StateStore
+    private let hangups: UnixSignalsSequence
+    private let logger: Logger
+    /// READY/RELOADING/STOPPING/STATUS/WATCHDOG for systemd (`Type=notify`), and `/-/ready`.
+    private let notifications: ServiceNotifications
+    /// `[http]`, moved or stopped by a reload.
+    private let endpoint: MonitoringEndpoint
+    /// State failures while looking for the status line: one error per outage.
+    private let statusLog = OnceLog()
+    private let live: Mutex<Live>
+    /// Network and sleep changes from the system bus, in order.
+    private let hostChanges: AsyncStream<HostChange>
+    /// Set on SIGTERM/SIGINT: requests are refused at once instead of waiting for a generation.
+    private let stopping = Mutex(false)
+    /// `history_days` and `dead_letter_days` of the configuration loaded last, for housekeeping.
+    private let retention: Mutex<(history: Int, deadLetters: Int)>
+    /// Wakes housekeeping early (a reload may have changed `history_days`).
+    private let housekeeping = Wakeup()
+    /// This daemon where several share one state (DESIGN §11): its leases outlive a reload.
+    private let instance = Instance.current()
+    /// How long a request on the control socket waits for a generation (start-up, reload).
+    static let generationWait: Duration = .seconds(30)
+    /// How often the status line and the outbox gauges are brought up to date.
+    static let statusInterval: Double = 5
+
+    package init(initial: TidingsConfig, configFile: String, loader: ConfigLoader, http: any HTTPClient,
+         limitConnectionsPerHost: @escaping @Sendable (Int) -> Void, store: StateStore, hangups: UnixSignalsSequence,
+         host: HostConditions, hostChanges: AsyncStream<HostChange>,
+         notifications: ServiceNotifications, endpoint: MonitoringEndpoint, logger: Logger) {
+        self.initial = initial
+        self.live = Mutex(Live(generation: nil, host: host))
+        self.hostChanges = hostChanges
+        self.retention = Mutex((initial.historyDays, initial.deadLetterDays))
+        self.configFile = configFile
+        self.loader = loader
+        self.http = http
+        self.limitConnectionsPerHost = limitConnectionsPerHost
+        self.store = store
+        self.hangups = hangups
+        self.logger = logger
+        self.notifications = notifications
+        self.endpoint = endpoint
+    }
+
+    package func run() async throws {
+        let (controls, feed) = AsyncStream<Control>.makeStream()
+        await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { outer in
+                outer.addTask {
+                    for await _ in self.hangups { feed.yield(.reload) }
+                }
+                outer.addTask { await self.maintenance() }
+                outer.addTask { await self.observe() }
+                outer.addTask {
+                    for await change in self.hostChanges { await self.hostChanged(change) }
+                }
+                var config = initial
+                var iterator = controls.makeAsyncIterator()
+                while let fresh = await runGeneration(config, next: { await iterator.next() ?? .shutdown }) {
+                    await reconfigureMonitoring(from: config, to: fresh)
+                    config = fresh
+                    retention.withLock { $0 = (fresh.historyDays, fresh.deadLetterDays) }
+                    housekeeping.signal()
+                }
+                outer.cancelAll()
+            }
+        } onGracefulShutdown: {
+            self.stopping.withLock { $0 = true }
+            self.notifications.stopping()
+            feed.yield(.shutdown)
+        }
+    }
+
+    /// Answers a request on the control socket: polls the sources now, on request (they do
+    /// not count for schedule or health), and returns their events and results.
+    /// The configuration being polled (the first one until the first generation starts).
+    package func currentConfig() -> TidingsConfig { live.withLock { $0.generation?.config } ?? initial }
+
+    /// Wakes the outbox of the running generation (a dead letter requeued on the status page).
+    package func nudgeOutbox() { live.withLock { $0.generation?.outbox }?.nudge() }
+
+    package func answer(_ request: ControlRequest) async -> [ControlReply] {
+        guard let generation = await pollingGeneration() else {
+            return [.error("the daemon is not polling (starting, reloading or stopping); try again")]
+        }
+        let config = generation.config
+        let sources = request.sources.isEmpty ? config.sources.filter { $0.settings.enabled } : request.sources.compactMap(config.source(named:))
+        let unknown = request.sources.filter { config.source(named: $0) == nil }
+        guard unknown.isEmpty else {
+            let names = unknown.map { "'\($0)'" }.joined(separator: ", ")
+            return [.error("the running daemon has no source named \(names) (it runs \(configFile) as last loaded; reload it with SIGHUP after editing)")]
+        }
+        var replies: [ControlReply] = []
+        for outcome in await generation.scheduler.pollNow(sources) {
+            replies += outcome.record.events.map { ControlReply.event($0, silencedBy: outcome.record.silenced[$0.id]) }
+            replies.append(.result(source: outcome.source, outcome: outcome.error.map { .failed(Redactor.shared.scrub($0.message)) } ?? .ok))
+        }
+        replies.append(.done)
+        return replies
+    }
+
+    /// The network or sleep state changed: the scheduler polling now pauses or resumes, and the
+    /// status line says so.
+    private func hostChanged(_ change: HostChange) async {
+        let (generation, before, host) = live.withLock { l in
+            let before = l.host
+            l.host.apply(change)
+            return (l.generation, before, l.host)
+        }
+        guard let generation else { return }
+        await generation.scheduler.update(host)
+        // Back online or awake: deliveries waiting out a retry backoff go now, as polls do.
+        if before.pause != nil && host.pause == nil { await generation.outbox.retryNow() }
+        notifications.update(DaemonStatus(generation.config, await snapshot(), pause: host.pause))
+    }
+
+    /// The generation polling now; waits a while during start-up or a reload.
+    private func pollingGeneration() async -> Generation? {
+        let deadline = ContinuousClock.now.advanced(by: Self.generationWait)
+        while ContinuousClock.now < deadline, !stopping.withLock({ $0 }) {
+            if let g = live.withLock({ $0.generation }) { return g }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+
+    /// Loads the config again; nil (after logging why) if it is invalid.
+    private func loadFresh() -> TidingsConfig? {
+        do {
+            let fresh = try loader.load(file: configFile)
+            for w in fresh.warnings { logger.warning("\(w)") }
+            limitConnectionsPerHost(fresh.maxPerHost)
+            logger.notice("reloaded configuration: \(fresh.sources.count) sources, \(fresh.sinks.count) sinks")
+            return fresh
+        } catch let e as ConfigErrors {
+            for err in e.errors { logger.error("reload failed, keeping the running configuration: \(err.description)") }
+        } catch {
+            logger.error("reload failed, keeping the running configuration: \(error)")
+        }
+        return nil
+    }
+
+    /// Runs scheduler and outbox for one config until shutdown (returns nil) or a reload with
+    /// a valid config (returns it). On a reload with an invalid config this generation keeps running.
+    private func runGeneration(_ config: TidingsConfig, next: () async -> Control) async -> TidingsConfig? {
+        let sinks = Dictionary(uniqueKeysWithValues: config.sinks.map { ($0.name, $0.instance) })
+        // Several daemons on one state: this one polls the sources and delivers to the sinks
+        // whose leases it holds. The first round comes before the first poll.
+        let leases = store.database.isShared
+            ? LeaseKeeper(database: store.database, instance: instance, sources: config.sources, sinks: config.sinks.map(\.name), logger: Log.logger("leases"))
+            : nil
+        if let leases {
+            await leases.round { _, _ in }
+            logger.notice("shared state \(store.path): instance \(instance.label), lease rounds every \(DurationParser.format(leases.period))")
+        }
+        // Held rows follow the routes as loaded now: a rule that lost its quiet hours or
+        // group_wait lets them go at once, not at the old end.
+        do {
+            let released = try await OutboxStore(store: store).followRoutes(config.routes, now: Date())
+            if released > 0 { logger.notice("released \(released) held deliver\(released == 1 ? "y" : "ies") early: their route no longer holds them that long") }
+        } catch {
+            logger.error("cannot release held deliveries for the routes as configured now (state database \(store.path)): \(error)")
+        }
+        let outbox = OutboxWorker(store: store, sinks: sinks, policy: RetryPolicy(maxAge: config.deliveryMaxAge), logger: Log.logger("outbox"),
+                                  leases: leases)
+        let runner = PollRunner(store: store, http: http)
+        let router = Router(routes: config.routes, allSinks: config.sinks.map(\.name))
+        let notifications = self.notifications
+        let state = await snapshot()
+        state?.exportHealth(of: config)
+        state?.exportBacklog(sinks: config.sinks)
+        let (scheduler, pause) = live.withLock { l in
+            let scheduler = Scheduler(config: config, runner: runner, router: router, host: l.host, leases: leases, logger: Log.logger("scheduler"),
+                                      onEvents: { outbox.nudge() }, heartbeat: { notifications.heartbeat() })
+            l.generation = Generation(config: config, scheduler: scheduler, outbox: outbox)
+            return (scheduler, l.host.pause)
+        }
+        notifications.ready(DaemonStatus(config, state, pause: pause))
+        let rounds = leases.map { keeper in
+            Task {
+                await keeper.run { _, _ in
+                    await scheduler.leasesChanged(keeper.sources)
+                    outbox.nudge()
+                }
+            }
+        }
+
+        let fresh: TidingsConfig? = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await scheduler.run(); return true }
+            group.addTask { await outbox.run(); return true }
+            var fresh: TidingsConfig? = nil
+            // Load before tearing anything down: a bad config must not stop the running one.
+            while fresh == nil, await next() == .reload {
+                notifications.reloading()
+                fresh = loadFresh()
+                // Refused: the running configuration goes on, and is ready again.
+                if fresh == nil { notifications.ready(DaemonStatus(config, await snapshot(), pause: live.withLock { $0.host.pause })) }
+            }
+            live.withLock { $0.generation = nil }
+            await scheduler.stop()
+            outbox.stop()
+            let timeout = config.shutdownTimeout
+            group.addTask {
+                try? await Task.sleep(for: .seconds(timeout))
+                return false
+            }
+            var finished = 0
+            while let done = await group.next() {
+                if done {
+                    finished += 1
+                    if finished == 2 { break }
+                } else {
+                    logger.warning("in-flight work did not finish within \(DurationParser.format(timeout)); it stays queued and resumes on next start")
+                    break
+                }
+            }
+            group.cancelAll()
+            return fresh
+        }
+        // Polls and deliveries in flight are done: the leases go (on a stop) or stay with this
+        // instance for the next generation (a reload).
+        leases?.stop(release: fresh == nil)
+        await rounds?.value
+        for s in config.sinks { await s.instance.shutdown() }
+        return fresh
+    }
+
+    /// After a reload: `[http]` follows the new configuration (a failure is reported and the old
+    /// endpoint kept), and the series of sources and sinks it no longer has stop being exported.
+    private func reconfigureMonitoring(from old: TidingsConfig, to fresh: TidingsConfig) async {
+        do {
+            try await endpoint.apply(fresh.http)
+        } catch {
+            logger.error("reload: \(error); [http] stays as it was")
+        }
+        func polled(_ c: TidingsConfig) -> Set<String> { Set(c.sources.filter { $0.settings.enabled }.map(\.name)) }
+        TidingsMetrics.forget(sources: polled(old).subtracting(polled(fresh)))
+        TidingsMetrics.forget(sinks: Set(old.sinks.map(\.name)).subtracting(fresh.sinks.map(\.name)))
+    }
+
+    /// The state as the status line and gauges show it; nil (after logging why) when it cannot be read.
+    private func snapshot() async -> StateSnapshot? {
+        do {
+            let s = try await StateSnapshot.read(store)
+            statusLog.succeeded("status", "reading source health and outbox backlog from \(store.path) works again", logger: logger)
+            return s
+        } catch {
+            statusLog.failed("status", "cannot read source health and outbox backlog from \(store.path): \(error)", logger: logger)
+            return nil
+        }
+    }
+
+    /// Every ``statusInterval``: the status line (when it changed) and the outbox gauges.
+    private func observe() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(Self.statusInterval))
+            let (config, pause) = live.withLock { ($0.generation?.config, $0.host.pause) }
+            guard let config else { continue }
+            let now = await snapshot()
+            now?.exportBacklog(sinks: config.sinks)
+            notifications.update(DaemonStatus(config, now, pause: pause))
+        }
+    }
+
+    /// Housekeeping, hourly and after each reload: prune dead letters older than the
+    /// `dead_letter_days` and history older than the `history_days` of the configuration loaded now.
+    private func maintenance() async {
+        while !Task.isCancelled {
+            let (days, deadDays) = retention.withLock { $0 }
+            do {
+                let r = try await store.pruneInBackground(olderThanDays: days, deadLetterDays: deadDays)
+                if r.events + r.items > 0 { logger.info("pruned \(r.events) old events and \(r.items) gone items (history_days = \(days))") }
+                for (sink, n) in r.deadLetters.sorted(by: { $0.key < $1.key }) {
+                    logger.notice("pruned \(n) dead letter\(n == 1 ? "" : "s") of sink \(sink) older than \(deadDays) days (dead_letter_days)")
+                }
+                TidingsMetrics.prunedDeadLetters(r.deadLetters)
+            } catch {
+                logger.error("pruning failed: \(error)")
+            }
+            await housekeeping.wait(seconds: 3600)
+        }
+    }
+}

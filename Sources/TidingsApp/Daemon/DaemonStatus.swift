@@ -1,0 +1,78 @@
+import Foundation
+import TidingsPluginAPI
+import TidingsEngine
+import TidingsSQLite
+import TidingsPOSIX
+
+/// The state as the daemon reports it (DESIGN §8): each source's health and each sink's
+/// outbox backlog, read in one go for the `STATUS=` line and the gauges behind `/metrics`.
+package struct StateSnapshot {
+    package var health: [String: SourceHealth]
+    package var backlog: [String: OutboxBacklog]
+
+    private init(health: [String: SourceHealth], backlog: [String: OutboxBacklog]) {
+        self.health = health
+        self.backlog = backlog
+    }
+
+    /// Both in one read, on the state backend's threads (not the cooperative pool).
+    package static func read(_ store: StateStore) async throws -> StateSnapshot {
+        let now = Date()
+        let (health, backlog) = try await store.database.read { db in
+            (try StateStore.sourceHealth(db), try OutboxStore.backlog(db, now: now))
+        }
+        return StateSnapshot(health: health, backlog: backlog)
+    }
+
+    /// The outbox gauges: every configured sink (0 when it has nothing), and any other sink
+    /// the outbox still holds deliveries for.
+    package func exportBacklog(sinks: [SinkConfig]) {
+        var all = backlog
+        for s in sinks where all[s.name] == nil { all[s.name] = OutboxBacklog() }
+        TidingsMetrics.outbox(all)
+    }
+
+    /// The health gauges of the polled sources, as stored (before their next poll says more).
+    package func exportHealth(of config: TidingsConfig) {
+        for s in config.sources where s.settings.enabled {
+            guard let h = health[s.name] else { continue }
+            TidingsMetrics.sourceHealth(s.name, up: h.failures == 0, lastSuccess: h.lastSuccess)
+        }
+    }
+}
+
+/// The `STATUS=` line: `polling 100 sources (2 failing), 3 sinks, 5 queued` (and `, 4 held`
+/// when quiet hours or group_wait hold some, `, 1 dead` when there are dead letters). Without a snapshot (the state could not be read) only what
+/// the configuration says: `polling 100 sources, 3 sinks`. While polls are paused it begins
+/// `paused (network offline): 100 sources` instead.
+package struct DaemonStatus: Equatable, CustomStringConvertible {
+    /// What the state says.
+    package struct Counts: Equatable {
+        var failing: Int
+        var queued: Int
+        var held: Int
+        var dead: Int
+    }
+    package var sources: Int
+    package var sinks: Int
+    package var counts: Counts?
+    package var pause: PollPause?
+
+    package init(_ config: TidingsConfig, _ snapshot: StateSnapshot?, pause: PollPause?) {
+        self.pause = pause
+        let polled = config.sources.filter { $0.settings.enabled }
+        sources = polled.count
+        sinks = config.sinks.count
+        counts = snapshot.map { s in
+            Counts(failing: polled.filter { (s.health[$0.name]?.failures ?? 0) > 0 }.count,
+                   queued: s.backlog.values.reduce(0) { $0 + $1.pending }, held: s.backlog.values.reduce(0) { $0 + $1.held }, dead: s.backlog.values.reduce(0) { $0 + $1.dead })
+        }
+    }
+
+    package var description: String {
+        func count(_ n: Int, _ what: String) -> String { "\(n) \(what)\(n == 1 ? "" : "s")" }
+        let polling = pause.map { "paused (\($0.rawValue)): " } ?? "polling "
+        guard let c = counts else { return "\(polling)\(count(sources, "source")), \(count(sinks, "sink"))" }
+        return "\(polling)\(count(sources, "source")) (\(c.failing) failing), \(count(sinks, "sink")), \(c.queued) queued" + (c.held > 0 ? ", \(c.held) held" : "") + (c.dead > 0 ? ", \(c.dead) dead" : "")
+    }
+}

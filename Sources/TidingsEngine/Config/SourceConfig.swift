@@ -1,0 +1,65 @@
+import Foundation
+import TidingsPluginAPI
+
+/// Settings every source has, whatever its provider (DESIGN §3). `[defaults]` supplies them.
+public struct SourceSettings: Sendable, Equatable {
+    public var interval: TimeInterval = 300
+    public var jitter: Double = 0.1
+    public var timeout: TimeInterval = 30
+    public var errorThreshold: Int = 3
+    public var maxBackoff: TimeInterval = 3600
+    public var maxBody: Int = 10 << 20
+    public var notifyExisting = false
+    public var enabled = true
+    /// How long a `notice` stays pending when nothing else ends it.
+    public var noticeTTL: TimeInterval = 7 * 86_400
+    /// Most events one poll may send; beyond it, one summary event instead (the state is
+    /// still recorded in full).
+    public var maxEvents = 1000
+
+    public init() {}
+
+    static let keys = ["interval", "jitter", "timeout", "error_threshold", "max_backoff", "max_body", "notify_existing", "enabled", "notice_ttl", "max_events"]
+
+    /// Reads the keys present in `r` over `self`.
+    package func overlaid(with r: OptionReader) throws -> SourceSettings {
+        var s = self
+        if let v = try r.duration("interval", minimum: 1) { s.interval = v }
+        if let v = try r.double("jitter", range: 0...0.9) { s.jitter = v }
+        if let v = try r.duration("timeout", minimum: 0.1) { s.timeout = v }
+        if let v = try r.int("error_threshold", range: 1...1000) { s.errorThreshold = v }
+        if let v = try r.duration("max_backoff", minimum: 1) { s.maxBackoff = v }
+        if let v = try r.byteSize("max_body") { s.maxBody = v }
+        if let v = try r.bool("notify_existing") { s.notifyExisting = v }
+        if let v = try r.bool("enabled") { s.enabled = v }
+        if let v = try r.duration("notice_ttl", minimum: 1) { s.noticeTTL = v }
+        if let v = try r.int("max_events", range: 1...1_000_000) { s.maxEvents = v }
+        return s
+    }
+}
+
+/// One configured source: a provider instance plus its schedule settings.
+public struct SourceConfig: Sendable {
+    public var name: String
+    public var provider: String
+    public var settings: SourceSettings
+    public var flapWindow: TimeInterval
+    public var instance: any Provider
+    /// Where it was declared, for messages.
+    public var file: String
+    public var line: Int?
+    /// Hash of the source's declaration: a reload with a different hash clears `auth-failed`.
+    public var configHash: String
+
+    public init(name: String, provider: String, settings: SourceSettings, flapWindow: TimeInterval, instance: any Provider,
+                file: String, line: Int? = nil, configHash: String) {
+        self.name = name
+        self.provider = provider
+        self.settings = settings
+        self.flapWindow = flapWindow
+        self.instance = instance
+        self.file = file
+        self.line = line
+        self.configHash = configHash
+    }
+}

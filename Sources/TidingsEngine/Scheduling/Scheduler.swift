@@ -1,0 +1,382 @@
+import Foundation
+import Logging
+import TidingsPluginAPI
+
+/// The daemon's polling loop (DESIGN §6): jittered waits, start-up spread, catch-up after
+/// suspend or clock jumps, `max_concurrent` and `max_per_host`, backoff via ``PollRunner``,
+/// and pauses while the host is offline or going to sleep (``update(_:)``).
+public actor Scheduler {
+    private let config: TidingsConfig
+    /// Sources by name: the loop looks one up per poll (a linear search copied 10,000 configs per poll).
+    private let byName: [String: SourceConfig]
+    private let runner: PollRunner
+    private let options: RecordOptions
+    /// For polls on request (``pollNow(_:)``): routed as usual, not counted.
+    private let requestOptions: RecordOptions
+    private let env: any Environment
+    private let logger: Logger
+    private let onEvents: @Sendable () -> Void
+    /// Called on every pass of the loop (at least once a second): the service watchdog's ping,
+    /// so a hung scheduler stops the pings.
+    private let heartbeat: @Sendable () -> Void
+    private var queue = DueQueue()
+    /// Sources being polled, on schedule or on request: never two polls of one source at once.
+    private var inFlight = Set<String>()
+    /// Sources whose scheduled poll came due while a poll on request ran: polled when it ends.
+    private var deferred = Set<String>()
+    /// Polls on request waiting for the poll of their source in flight.
+    private var waitingForSource: [String: [CheckedContinuation<Void, Never>]] = [:]
+    /// Polls on request in flight, and who waits for them to end (``run()`` when stopping).
+    private var requests = 0
+    private var requestsDone: [CheckedContinuation<Void, Never>] = []
+    private let wakeup = Wakeup()
+    private let global: AsyncSemaphore
+    private var perHost: [String: AsyncSemaphore] = [:]
+    private var stopping = false
+    /// Network and sleep as the system bus last said: no scheduled poll starts while paused.
+    private var host: HostConditions
+    /// The same for polls in flight: a failure while paused is not counted.
+    private let sharedHost: SharedHostConditions
+    /// When the loop last woke and how long it meant to wait: a longer gap is a suspend or a clock jump.
+    private var lastWake: Date
+    private var expectedSleep: Double = 0
+    /// Lateness of each poll start against its due time, seconds (for metrics and benchmarks).
+    public private(set) var lateness = LatenessStats()
+    /// The same since the last periodic report.
+    private var recentLateness = LatenessStats()
+    /// Where daemons share the state: the sources whose leases this instance holds (the only
+    /// ones it polls on schedule). Nil: it polls every source.
+    private var leased: Set<String>?
+    /// How often the scheduler logs one `scheduler: polls=…` line at info level.
+    public static let reportInterval: TimeInterval = 60
+
+    public init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
+                logger: Logger, onEvents: @escaping @Sendable () -> Void, heartbeat: @escaping @Sendable () -> Void = {}) {
+        self.init(config: config, runner: runner, router: router, env: env, host: HostConditions(), logger: logger,
+                  onEvents: onEvents, heartbeat: heartbeat)
+    }
+
+    /// `host`: the network and sleep state now (a scheduler built on a reload carries it on).
+    /// `leases`: where daemons share the state, this instance's (its polls start with the
+    /// sources it holds; ``leasesChanged(_:)`` tells it the rest).
+    package init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
+                 host: HostConditions, leases: LeaseKeeper? = nil, logger: Logger, onEvents: @escaping @Sendable () -> Void,
+                 heartbeat: @escaping @Sendable () -> Void = {}) {
+        self.config = config
+        self.byName = Dictionary(config.sources.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        self.runner = runner
+        self.host = host
+        self.sharedHost = SharedHostConditions(host)
+        var options = RecordOptions(router: router)
+        options.host = sharedHost
+        options.fence = leases?.instance.id
+        self.options = options
+        self.leased = leases?.sources
+        var requestOptions = RecordOptions(router: router)
+        requestOptions.accounting = .uncounted
+        self.requestOptions = requestOptions
+        self.env = env
+        self.logger = logger
+        self.onEvents = onEvents
+        self.heartbeat = heartbeat
+        self.global = AsyncSemaphore(config.maxConcurrent)
+        self.lastWake = env.now()
+    }
+
+    /// Polls until cancelled or ``stop()``; then waits for in-flight polls to finish.
+    public func run() async {
+        await seed()
+        logger.info("scheduler: \(queue.count) source\(queue.count == 1 ? "" : "s") scheduled\(host.pause.map { "; polls paused (\($0.rawValue))" } ?? "")")
+        // A discarding group frees each poll's task when it finishes; a plain task group keeps
+        // every finished child until its result is consumed (~15 KiB per poll, forever).
+        await withDiscardingTaskGroup { group in
+            lastWake = env.now()
+            var lastReport = lastWake
+            while !stopping && !Task.isCancelled {
+                heartbeat()
+                let now = env.now()
+                if now.timeIntervalSince(lastReport) >= Self.reportInterval {
+                    report(seconds: now.timeIntervalSince(lastReport))
+                    lastReport = now
+                }
+                let drift = now.timeIntervalSince(lastWake) - expectedSleep
+                if drift > 5 || drift < -5 {
+                    if host.power == .goingToSleep {
+                        // The clock jumped after PrepareForSleep: the host slept and is awake
+                        // again, whether or not logind's resume signal has come yet.
+                        change(.power(.awake), now: now, why: " (the clock jumped by \(DurationParser.format(abs(drift))))")
+                    } else {
+                        catchUp(now: now, drift: drift)
+                    }
+                }
+                while host.pause == nil, let top = queue.peek, top.due <= now {
+                    _ = queue.pop()
+                    guard let source = byName[top.name], leased?.contains(top.name) ?? true else { continue }
+                    guard !inFlight.contains(top.name) else {
+                        deferred.insert(top.name)
+                        continue
+                    }
+                    inFlight.insert(top.name)
+                    let due = top.due
+                    group.addTask { await self.execute(source, due: due) }
+                }
+                let sleep = host.pause == nil ? min(queue.peek.map { $0.due.timeIntervalSince(now) } ?? 1, 1) : 1
+                lastWake = now
+                expectedSleep = max(0, sleep)
+                await wakeup.wait(seconds: max(0.001, sleep))
+            }
+            // Leaving the group waits for the in-flight polls.
+        }
+        while requests > 0 {
+            await withCheckedContinuation { requestsDone.append($0) }
+        }
+    }
+
+    private static let stoppingError = PollError(.transient, "not polled: the daemon is stopping or reloading its configuration; try again")
+
+    /// Polls `sources` now, on request (`tidings check` while the daemon owns the state),
+    /// within `max_concurrent` and `max_per_host`, after any poll of the same source in
+    /// flight. Events are routed as usual; the schedule and health are not touched
+    /// (``PollAccounting/uncounted``). Outcomes in the given order.
+    package func pollNow(_ sources: [SourceConfig]) async -> [PollOutcome] {
+        guard !stopping else {
+            return sources.map { PollOutcome(source: $0.name, record: PollRecord(), error: Self.stoppingError, nextDue: .distantFuture) }
+        }
+        requests += 1
+        let outcomes = await withTaskGroup(of: (Int, PollOutcome).self) { group in
+            for (i, source) in sources.enumerated() {
+                group.addTask { (i, await self.pollOnRequest(source)) }
+            }
+            var out: [(Int, PollOutcome)] = []
+            for await r in group { out.append(r) }
+            return out.sorted { $0.0 < $1.0 }.map(\.1)
+        }
+        requests -= 1
+        if requests == 0 {
+            let waiting = requestsDone
+            requestsDone = []
+            waiting.forEach { $0.resume() }
+        }
+        return outcomes
+    }
+
+    private func pollOnRequest(_ source: SourceConfig) async -> PollOutcome {
+        while inFlight.contains(source.name) {
+            await withCheckedContinuation { waitingForSource[source.name, default: []].append($0) }
+        }
+        guard !stopping else {
+            finished(source.name)  // (pass the turn on to the next waiting request)
+            return PollOutcome(source: source.name, record: PollRecord(), error: Self.stoppingError, nextDue: .distantFuture)
+        }
+        inFlight.insert(source.name)
+        let outcome = await limitedPoll(source, options: requestOptions)
+        if !outcome.record.events.isEmpty { onEvents() }
+        finished(source.name)
+        if deferred.remove(source.name) != nil, !stopping {
+            queue.push(env.now(), source.name)
+            wakeup.signal()
+        }
+        return outcome
+    }
+
+    /// Stop starting polls; ``run()`` returns once in-flight polls are done.
+    public func stop() {
+        stopping = true
+        wakeup.signal()
+    }
+
+    /// One line per ``reportInterval``: polls started and their lateness against the jittered
+    /// due time (window, then since start). Cheap: one sort of the window's samples.
+    private func report(seconds: Double) {
+        func ms(_ s: Double) -> String { String(format: "%.1fms", s * 1000) }
+        let w = recentLateness
+        logger.info("scheduler: polls=\(w.count) in \(Int(seconds.rounded()))s, lateness p50=\(ms(w.percentile(0.5))) p99=\(ms(w.percentile(0.99))) max=\(ms(w.maximum)); since start: polls=\(lateness.count) p50=\(ms(lateness.percentile(0.5))) p99=\(ms(lateness.percentile(0.99))) max=\(ms(lateness.maximum))")
+        recentLateness = LatenessStats()
+    }
+
+    /// Queues every enabled source: a stored due time is kept only if it fits the settings
+    /// now loaded (``StoredSchedule``); new sources start spread; removed ones are not queued.
+    private func seed() async {
+        await schedule(leased.map(Array.init))
+    }
+
+    /// Queues `names` (nil: every source) from their stored schedules. `takeover`: sources
+    /// another instance polled until now; overdue ones (their owner died) are spread over a
+    /// short window only, not the start-up window (DESIGN §11: polled again within two intervals).
+    private func schedule(_ names: [String]?, takeover: Bool = false) async {
+        var schedules: [String: StoredSchedule] = [:]
+        /// The configuration hash under which each source's credentials were rejected.
+        var authFailed: [String: String] = [:]
+        if names?.isEmpty == true { return }
+        do {
+            (schedules, authFailed) = try await runner.store.database.read { db in try StoredSchedule.all(db, names: names) }
+        } catch {
+            runner.stateFailed("could not read the schedule from the state database \(runner.store.path): \(error); starting every source afresh", logger: logger)
+        }
+        let now = env.now()
+        let wanted = names.map(Set.init)
+        let all = config.sources.filter { $0.settings.enabled }
+        let active = wanted.map { w in all.filter { w.contains($0.name) } } ?? all
+        for s in active {
+            if authFailed[s.name] == s.configHash {
+                logger.warning("source \(s.name) is waiting for a config change (credentials were rejected); not polling it")
+                continue
+            }
+            let window = takeover ? min(s.settings.interval / 8, Double(active.count) * 0.005)
+                : Backoff.spreadWindow(count: active.count, interval: s.settings.interval)
+            let schedule = schedules[s.name] ?? StoredSchedule(nextDue: nil)
+            queue.push(schedule.firstDue(settings: s.settings, now: now, spread: window, unit: env.unit()), s.name)
+        }
+    }
+
+    /// The sources whose leases this instance holds changed (``LeaseKeeper``): new ones are
+    /// queued from the schedule the state holds (the previous owner's), lost ones are no
+    /// longer polled (a queued entry is dropped when it comes up).
+    package func leasesChanged(_ sources: Set<String>) async {
+        guard let before = leased, before != sources, !stopping else { return }
+        leased = sources
+        let gained = sources.subtracting(before).filter { !inFlight.contains($0) }
+        guard !gained.isEmpty else { return }
+        await schedule(Array(gained), takeover: true)
+        wakeup.signal()
+    }
+
+    /// After a suspend or a clock jump: overdue sources are polled soon, spread; dates
+    /// left far in the future by a backwards jump are pulled in.
+    private func catchUp(now: Date, drift: Double) {
+        logger.notice("clock jumped \(drift > 0 ? "forward" : "back") by \(DurationParser.format(abs(drift))) (suspend?); rescheduling overdue sources")
+        spreadOverdue(now: now, pullingIn: true)
+    }
+
+    /// Overdue sources are moved to soon, spread over the start-up window (not one burst);
+    /// `pullingIn`: dates more than two intervals away (a backwards clock jump) come within
+    /// one. Returns how many were overdue.
+    @discardableResult
+    private func spreadOverdue(now: Date, pullingIn: Bool) -> Int {
+        let count = queue.count
+        var overdue = 0
+        queue.remap { due, name in
+            let interval = byName[name]?.settings.interval ?? 300
+            let window = Backoff.spreadWindow(count: count, interval: interval)
+            if due <= now {
+                overdue += 1
+                return now.addingTimeInterval(window * env.unit())
+            }
+            if pullingIn, due.timeIntervalSince(now) > interval * 2 { return now.addingTimeInterval(interval * env.unit()) }
+            return due
+        }
+        return overdue
+    }
+
+    /// The network or sleep state changed (the daemon's system-bus watcher): a pause stops
+    /// scheduled polls from starting (the queue is kept; polls on request still run); when
+    /// polls resume, sources that came due meanwhile are polled at once, spread. The same
+    /// conditions again change nothing, so a reload can hand its state to a new scheduler.
+    package func update(_ new: HostConditions) {
+        if new.network != host.network { change(.network(new.network), now: env.now()) }
+        if new.power != host.power { change(.power(new.power), now: env.now()) }
+    }
+
+    package func networkChanged(_ network: Connectivity) {
+        update(HostConditions(network: network, power: host.power))
+    }
+
+    package func powerChanged(_ power: PowerState) {
+        update(HostConditions(network: host.network, power: power))
+    }
+
+    /// One transition, one log line. `why` follows the change's name.
+    private func change(_ change: HostChange, now: Date, why: String = "") {
+        let was = host.pause
+        host.apply(change)
+        sharedHost.current = host
+        let what = change.name + why
+        switch (was, host.pause) {
+        case (nil, nil): logger.notice("\(what)")
+        case (nil, _?): logger.notice("\(what): polls paused")
+        case (_?, _?): logger.notice("\(what): polls stay paused\(host.pause(besides: change).map { " (\($0.rawValue))" } ?? "")")
+        case (_?, nil):
+            let n = spreadOverdue(now: now, pullingIn: false)
+            logger.notice("\(what): polling \(n) overdue source\(n == 1 ? "" : "s")")
+        }
+        // The wait in progress may have spanned a sleep: no clock-jump catch-up on top of this one.
+        lastWake = now
+        expectedSleep = 0
+        wakeup.signal()
+    }
+
+    private func execute(_ source: SourceConfig, due: Date) async {
+        let outcome = await limitedPoll(source, options: options) {
+            let late = self.env.now().timeIntervalSince(due)
+            self.lateness.record(late)
+            self.recentLateness.record(late)
+            TidingsMetrics.late(seconds: late)
+        }
+        if !outcome.record.events.isEmpty { onEvents() }
+        if !outcome.nextDueStored {
+            do {
+                try await runner.recorder.setNextDue(source.name, provider: source.provider, at: outcome.nextDue)
+            } catch {
+                runner.stateFailed("could not store the next due time of \(source.name) in \(runner.store.path): \(error)", logger: logger)
+            }
+        }
+        completed(source.name, next: outcome.nextDue)
+    }
+
+    /// Polls within `max_concurrent` and `max_per_host`; `started` runs once both allow it.
+    private func limitedPoll(_ source: SourceConfig, options: RecordOptions, started: () -> Void = {}) async -> PollOutcome {
+        let hostLimiter = source.instance.host.map { limiter(for: $0) }
+        await global.wait()
+        await hostLimiter?.wait()
+        started()
+        let began = ContinuousClock.now
+        let outcome = await runner.poll(source, options: options, logger: logger)
+        TidingsMetrics.polled(source.name, outcome, accounting: options.accounting, seconds: (ContinuousClock.now - began) / .seconds(1), now: env.now())
+        hostLimiter?.signal()
+        global.signal()
+        return outcome
+    }
+
+    /// The poll of `name` in flight ended: the next poll of it, waiting on request, may start.
+    private func finished(_ name: String) {
+        inFlight.remove(name)
+        guard var waiting = waitingForSource[name], !waiting.isEmpty else { return }
+        let next = waiting.removeFirst()
+        waitingForSource[name] = waiting.isEmpty ? nil : waiting
+        next.resume()
+    }
+
+    private func completed(_ name: String, next: Date) {
+        finished(name)
+        guard next != .distantFuture, !stopping else { return }
+        let wasEarliest = queue.peek.map { next < $0.due } ?? true
+        queue.push(next, name)
+        if wasEarliest { wakeup.signal() }
+    }
+
+    private func limiter(for host: String) -> AsyncSemaphore {
+        if let l = perHost[host] { return l }
+        let l = AsyncSemaphore(config.maxPerHost)
+        perHost[host] = l
+        return l
+    }
+}
+
+/// Running lateness figures: count, max, and a bounded reservoir for percentiles.
+public struct LatenessStats: Sendable {
+    public private(set) var count = 0
+    public private(set) var maximum: Double = 0
+    private var samples: [Double] = []
+
+    mutating func record(_ seconds: Double) {
+        count += 1
+        maximum = max(maximum, seconds)
+        if samples.count < 100_000 { samples.append(seconds) } else { samples[count % samples.count] = seconds }
+    }
+
+    public func percentile(_ p: Double) -> Double {
+        guard !samples.isEmpty else { return 0 }
+        let sorted = samples.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p))]
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import TidingsPluginAPI
+
+/// A source's health and schedule as stored (for `tidings sources`).
+public struct SourceStatus: Sendable {
+    public var source: String
+    public var lastSuccess: Date?
+    public var lastError: String?
+    public var lastErrorAt: Date?
+    public var failures: Int
+    public var nextDue: Date?
+    public var authFailedHash: String?
+    public var baselineDone: Bool
+    public var items: Int
+    /// Where daemons share the state: the instance polling it now ("HOST:PID"), if any.
+    public var owner: String?
+    /// The remote's own minimum interval between polls (``PollResult/minimumInterval``), if one applies.
+    public var minInterval: TimeInterval?
+}
+
+/// A source's health as stored: see ``StateStore/sourceHealth()``.
+package struct SourceHealth: Sendable, Equatable {
+    /// Failed polls in a row (0: the last counted poll succeeded).
+    package var failures: Int
+    package var lastSuccess: Date?
+}
+
+extension StateStore {
+    public func statuses() throws -> [String: SourceStatus] {
+        try database.read { db in
+            let counts = Dictionary(uniqueKeysWithValues: try db.fetchAll("SELECT source, count(*) FROM item WHERE state != 'gone' GROUP BY source").map { (try $0[0] as String, try $0[1] as Int) })
+            let owners = database.isShared ? try LeaseBook.sourceOwners(db, now: Date()) : [:]
+            var out: [String: SourceStatus] = [:]
+            for r in try db.fetchAll("SELECT source, last_success, last_error, last_error_at, failures, next_due, auth_failed_hash, baseline_at, min_interval FROM source_state") {
+                let name: String = try r[0]
+                out[name] = SourceStatus(
+                    source: name, lastSuccess: try r[1], lastError: try r[2], lastErrorAt: try r[3], failures: try r[4],
+                    nextDue: try r[5], authFailedHash: try r[6], baselineDone: (try r[7] as Double?) != nil, items: counts[name] ?? 0,
+                    owner: owners[name], minInterval: try r[8])
+            }
+            return out
+        }
+    }
+
+    /// Each stored source's failures in a row and last success: what the daemon's status line
+    /// and health metrics start from (cheaper than ``statuses()``, which counts items too).
+    package func sourceHealth() throws -> [String: SourceHealth] {
+        try database.read { try Self.sourceHealth($0) }
+    }
+
+    package static func sourceHealth(_ db: any SQLConnection) throws -> [String: SourceHealth] {
+        var out: [String: SourceHealth] = [:]
+        for r in try db.fetchAll("SELECT source, failures, last_success FROM source_state") {
+            out[try r[0]] = SourceHealth(failures: try r[1], lastSuccess: try r[2])
+        }
+        return out
+    }
+
+    /// One row of `tidings history`: an event, or a stored row that cannot be read back (written
+    /// by an older version), shown with the reason instead of being hidden.
+    public enum HistoryEntry: Sendable {
+        /// An event; `silencedBy` is the id of the silence that kept it from its sinks.
+        case event(Event, silencedBy: String?)
+        case unreadable(id: String, source: String, reason: String)
+    }
+
+    /// Recent events, newest last.
+    public func history(source: String?, limit: Int) throws -> [HistoryEntry] {
+        try database.read { db in
+            let sql = "SELECT id, source, payload, silenced_by FROM event \(source == nil ? "" : "WHERE source = ? ")ORDER BY seq DESC LIMIT ?"
+            let arguments: [SQLValue] = (source.map { [$0.sqlValue] } ?? []) + [limit.sqlValue]
+            return try db.fetchAll(sql, arguments).reversed().map { r in
+                do { return .event(try Event.decode(jsonLine: try r[2] as String), silencedBy: try r[3]) } catch {
+                    return .unreadable(id: try r[0], source: try r[1], reason: "\(error)")
+                }
+            }
+        }
+    }
+
+    /// The readable events of ``history(source:limit:)``.
+    public func historyEvents(source: String?, limit: Int) throws -> [Event] {
+        try history(source: source, limit: limit).compactMap { if case .event(let e, _) = $0 { return e } else { return nil } }
+    }
+
+    /// Drops a source's items, status and notices: its next poll is a silent baseline. History stays.
+    @discardableResult
+    public func forget(source: String) throws -> Int {
+        try database.write { db in
+            let items = try db.execute("DELETE FROM item WHERE source = ?", source)
+            try db.execute("DELETE FROM source_state WHERE source = ?", source)
+            try db.execute("DELETE FROM notice WHERE source = ?", source)
+            try db.execute("DELETE FROM reminder WHERE source = ?", source)
+            return items
+        }
+    }
+
+    /// What one prune removed.
+    public struct Pruned: Sendable, Equatable {
+        /// Events older than `history_days` that no delivery needed any more.
+        public var events = 0
+        /// Items gone longer than `history_days`.
+        public var items = 0
+        /// Dead letters older than `dead_letter_days`, by sink.
+        public var deadLetters: [String: Int] = [:]
+    }
+
+    /// Deletes dead letters older than `deadLetterDays` (nil: none), then events older than
+    /// `days` that no delivery still needs (the dead letters' events among them), and long-gone
+    /// items.
+    @discardableResult
+    public func prune(olderThanDays days: Int, deadLetterDays: Int? = nil, now: Date = Date()) throws -> Pruned {
+        try database.write { try Self.prune($0, olderThanDays: days, deadLetterDays: deadLetterDays, now: now) }
+    }
+
+    /// The daemon's hourly prune, off the cooperative pool.
+    package func pruneInBackground(olderThanDays days: Int, deadLetterDays: Int?, now: Date = Date()) async throws -> Pruned {
+        try await database.write { try Self.prune($0, olderThanDays: days, deadLetterDays: deadLetterDays, now: now) }
+    }
+
+    static func prune(_ db: any SQLConnection, olderThanDays days: Int, deadLetterDays: Int?, now: Date) throws -> Pruned {
+        let cutoff = now.addingTimeInterval(-Double(days) * 86_400)
+        var pruned = Pruned()
+        do {
+            // A dead letter is never tried again unless someone requeues it: after
+            // `dead_letter_days` it goes, so a sink that fails for good does not grow the state
+            // without bound. Its age counts from when it was queued (or requeued).
+            if let deadLetterDays {
+                let deadCutoff = now.addingTimeInterval(-Double(deadLetterDays) * 86_400)
+                for r in try db.fetchAll("SELECT sink, count(*) FROM delivery WHERE status = 'dead' AND created_at < ? GROUP BY sink", deadCutoff) {
+                    pruned.deadLetters[try r[0]] = try r[1]
+                }
+                if !pruned.deadLetters.isEmpty {
+                    try db.execute("DELETE FROM delivery WHERE status = 'dead' AND created_at < ?", deadCutoff)
+                }
+            }
+            pruned.events = try db.execute("DELETE FROM event WHERE observed_at < ? AND seq NOT IN (SELECT event_seq FROM delivery)", cutoff)
+            pruned.items = try db.execute("DELETE FROM item WHERE state = 'gone' AND changed_at < ?", cutoff)
+            // Notices that ended, were dismissed or expired long ago are no longer pending anywhere.
+            try db.execute("""
+                DELETE FROM notice WHERE updated_at < ?
+                  AND (ended_at IS NOT NULL OR dismissed_at IS NOT NULL OR expires_at < ?)
+                """, cutoff, cutoff)
+            // Silences that ended long ago (history keeps the ids of the events they held back).
+            try db.execute("DELETE FROM silence WHERE ends_at < ?", cutoff)
+            return pruned
+        }
+    }
+}
