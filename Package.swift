@@ -195,6 +195,7 @@ let package = Package(
                 "TidingsProviders", "TidingsSinks", "TidingsCurl",
                 "TidingsMonitoring", "TidingsSystemBus", "TidingsPostgres", "TidingsTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             // Raw inputs that crashed `make fuzz`, read by FuzzRegressionTests through #filePath.
             exclude: ["FuzzRegressions"]

@@ -9,9 +9,11 @@ import TidingsEngine
 import TidingsSQLite
 import TidingsPOSIX
 
-/// The daemon: one generation (scheduler + outbox worker) per loaded configuration.
+/// The daemon: one generation (scheduler + outbox worker) per loaded configuration. It is
+/// one of the services of ``Daemon/serviceGroup(_:)``; the others (control socket, `[http]`,
+/// system bus, housekeeping, status line, reload signal) call into it.
 ///
-/// SIGHUP loads the config anew; if it is valid the current generation drains and a new one
+/// A reload (``requestReload()``: SIGHUP) loads the config anew; if it is valid the current generation drains and a new one
 /// starts on the same state, otherwise the error is logged and the old one keeps running.
 /// Graceful shutdown stops polling and waits (bounded) for in-flight work. Requests on the
 /// control socket (``answer(_:)``) are polled by the current generation's scheduler. Every
@@ -43,7 +45,9 @@ package final class DaemonService: Service, Sendable {
     private let http: any HTTPClient
     private let limitConnectionsPerHost: @Sendable (Int) -> Void
     private let store: StateStore
-    private let hangups: UnixSignalsSequence
+    /// Reload and shutdown requests for the generation loop, in order.
+    private let controls: AsyncStream<Control>
+    private let feed: AsyncStream<Control>.Continuation
     private let logger: Logger
     /// READY/RELOADING/STOPPING/STATUS/WATCHDOG for systemd (`Type=notify`), and `/-/ready`.
     private let notifications: ServiceNotifications
@@ -52,8 +56,6 @@ package final class DaemonService: Service, Sendable {
     /// State failures while looking for the status line: one error per outage.
     private let statusLog = OnceLog()
     private let live: Mutex<Live>
-    /// Network and sleep changes from the system bus, in order.
-    private let hostChanges: AsyncStream<HostChange>
     /// Set on SIGTERM/SIGINT: requests are refused at once instead of waiting for a generation.
     private let stopping = Mutex(false)
     /// `history_days` and `dead_letter_days` of the configuration loaded last, for housekeeping.
@@ -68,45 +70,35 @@ package final class DaemonService: Service, Sendable {
     static let statusInterval: Double = 5
 
     package init(initial: TidingsConfig, configFile: String, loader: ConfigLoader, http: any HTTPClient,
-         limitConnectionsPerHost: @escaping @Sendable (Int) -> Void, store: StateStore, hangups: UnixSignalsSequence,
-         host: HostConditions, hostChanges: AsyncStream<HostChange>,
+         limitConnectionsPerHost: @escaping @Sendable (Int) -> Void, store: StateStore,
+         host: HostConditions,
          notifications: ServiceNotifications, endpoint: MonitoringEndpoint, logger: Logger) {
         self.initial = initial
         self.live = Mutex(Live(generation: nil, host: host))
-        self.hostChanges = hostChanges
         self.retention = Mutex((initial.historyDays, initial.deadLetterDays))
         self.configFile = configFile
         self.loader = loader
         self.http = http
         self.limitConnectionsPerHost = limitConnectionsPerHost
         self.store = store
-        self.hangups = hangups
+        (controls, feed) = AsyncStream<Control>.makeStream()
         self.logger = logger
         self.notifications = notifications
         self.endpoint = endpoint
     }
 
+    /// Runs generations until the group shuts down: the first on the initial configuration,
+    /// then one per valid reload.
     package func run() async throws {
-        let (controls, feed) = AsyncStream<Control>.makeStream()
+        let feed = self.feed
         await withGracefulShutdownHandler {
-            await withTaskGroup(of: Void.self) { outer in
-                outer.addTask {
-                    for await _ in self.hangups { feed.yield(.reload) }
-                }
-                outer.addTask { await self.maintenance() }
-                outer.addTask { await self.observe() }
-                outer.addTask {
-                    for await change in self.hostChanges { await self.hostChanged(change) }
-                }
-                var config = initial
-                var iterator = controls.makeAsyncIterator()
-                while let fresh = await runGeneration(config, next: { await iterator.next() ?? .shutdown }) {
-                    await reconfigureMonitoring(from: config, to: fresh)
-                    config = fresh
-                    retention.withLock { $0 = (fresh.historyDays, fresh.deadLetterDays) }
-                    housekeeping.signal()
-                }
-                outer.cancelAll()
+            var config = initial
+            var iterator = controls.makeAsyncIterator()
+            while let fresh = await runGeneration(config, next: { await iterator.next() ?? .shutdown }) {
+                await reconfigureMonitoring(from: config, to: fresh)
+                config = fresh
+                retention.withLock { $0 = (fresh.historyDays, fresh.deadLetterDays) }
+                housekeeping.signal()
             }
         } onGracefulShutdown: {
             self.stopping.withLock { $0 = true }
@@ -114,6 +106,10 @@ package final class DaemonService: Service, Sendable {
             feed.yield(.shutdown)
         }
     }
+
+    /// Loads the configuration file again; a valid one replaces the running generation, an
+    /// invalid one is logged and the running one kept (SIGHUP).
+    package func requestReload() { feed.yield(.reload) }
 
     /// Answers a request on the control socket: polls the sources now, on request (they do
     /// not count for schedule or health), and returns their events and results.
@@ -145,7 +141,7 @@ package final class DaemonService: Service, Sendable {
 
     /// The network or sleep state changed: the scheduler polling now pauses or resumes, and the
     /// status line says so.
-    private func hostChanged(_ change: HostChange) async {
+    package func hostChanged(_ change: HostChange) async {
         let (generation, before, host) = live.withLock { l in
             let before = l.host
             l.host.apply(change)
@@ -295,7 +291,7 @@ package final class DaemonService: Service, Sendable {
     }
 
     /// Every ``statusInterval``: the status line (when it changed) and the outbox gauges.
-    private func observe() async {
+    package func observe() async {
         while !Task.isCancelled {
             try? await Task.sleep(for: .seconds(Self.statusInterval))
             let (config, pause) = live.withLock { ($0.generation?.config, $0.host.pause) }
@@ -308,7 +304,7 @@ package final class DaemonService: Service, Sendable {
 
     /// Housekeeping, hourly and after each reload: prune dead letters older than the
     /// `dead_letter_days` and history older than the `history_days` of the configuration loaded now.
-    private func maintenance() async {
+    package func maintenance() async {
         while !Task.isCancelled {
             let (days, deadDays) = retention.withLock { $0 }
             do {

@@ -78,8 +78,8 @@ struct RunCommand: AsyncParsableCommand {
         let (host, hostChanges) = await SystemBusWatcher(logger: Log.logger("system-bus")).start()
         let daemon = DaemonService(
             initial: app.config, configFile: app.configFile, loader: App.loader, http: App.http,
-            limitConnectionsPerHost: { App.http.limitConnectionsPerHost($0) }, store: store, hangups: hangups,
-            host: host, hostChanges: hostChanges, notifications: notifications, endpoint: endpoint, logger: logger)
+            limitConnectionsPerHost: { App.http.limitConnectionsPerHost($0) }, store: store,
+            host: host, notifications: notifications, endpoint: endpoint, logger: logger)
         // The status page reads this state and polls through the daemon, as `tidings check` does.
         endpoint.pages.attach(StatusPages.Backend(
             config: { daemon.currentConfig() }, store: store, pid: getpid(), startedAt: Date(),
@@ -90,18 +90,20 @@ struct RunCommand: AsyncParsableCommand {
                 await daemon.answer(request)
             }
         } catch {
+            await endpoint.stop()
             complain("cannot serve the control socket: \(error)")
             throw ExitCode(Exit.failure)
         }
-        control.start()
-        defer { control.stop() }
-        let group = ServiceGroup(configuration: .init(
-            services: [.init(service: daemon)],
-            logger: Logger(label: "lifecycle", factory: { _ in SwiftLogNoOpLogHandler() })))
+        let group = Daemon.serviceGroup(Daemon.Parts(
+            daemon: daemon, control: control, endpoint: endpoint, hostChanges: hostChanges,
+            reloads: AsyncStream { continuation in
+                let forward = Task { for await _ in hangups { continuation.yield() }; continuation.finish() }
+                continuation.onTermination = { _ in forward.cancel() }
+            },
+            shutdownTimeout: app.config.shutdownTimeout))
         // SIGTERM/SIGINT (trapped since the start) stop the group; one that came already stops it at once.
         await stops.attach(group)
         try await group.run()
-        await endpoint.stop()
         logger.info("stopped")
     }
 
