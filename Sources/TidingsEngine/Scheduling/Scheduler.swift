@@ -30,8 +30,8 @@ public actor Scheduler {
     private var requests = 0
     private var requestsDone: [CheckedContinuation<Void, Never>] = []
     private let wakeup = Wakeup()
-    private let global: AsyncSemaphore
-    private var perHost: [String: AsyncSemaphore] = [:]
+    /// `max_concurrent` and `max_per_host`.
+    private let limits: PollLimits
     private var stopping = false
     /// Network and sleep as the system bus last said: no scheduled poll starts while paused.
     private var host: HostConditions
@@ -79,7 +79,7 @@ public actor Scheduler {
         self.logger = logger
         self.onEvents = onEvents
         self.heartbeat = heartbeat
-        self.global = AsyncSemaphore(config.maxConcurrent)
+        self.limits = PollLimits(config)
         self.lastWake = env.now()
     }
 
@@ -325,16 +325,13 @@ public actor Scheduler {
 
     /// Polls within `max_concurrent` and `max_per_host`; `started` runs once both allow it.
     private func limitedPoll(_ source: SourceConfig, options: RecordOptions, started: () -> Void = {}) async -> PollOutcome {
-        let hostLimiter = source.instance.host.map { limiter(for: $0) }
-        await global.wait()
-        await hostLimiter?.wait()
-        started()
-        let began = ContinuousClock.now
-        let outcome = await runner.poll(source, options: options, logger: logger)
-        TidingsMetrics.polled(source.name, outcome, accounting: options.accounting, seconds: (ContinuousClock.now - began) / .seconds(1), now: env.now())
-        hostLimiter?.signal()
-        global.signal()
-        return outcome
+        await limits.withSlot(for: source) {
+            started()
+            let began = ContinuousClock.now
+            let outcome = await runner.poll(source, options: options, logger: logger)
+            TidingsMetrics.polled(source.name, outcome, accounting: options.accounting, seconds: (ContinuousClock.now - began) / .seconds(1), now: env.now())
+            return outcome
+        }
     }
 
     /// The poll of `name` in flight ended: the next poll of it, waiting on request, may start.
@@ -354,12 +351,6 @@ public actor Scheduler {
         if wasEarliest { wakeup.signal() }
     }
 
-    private func limiter(for host: String) -> AsyncSemaphore {
-        if let l = perHost[host] { return l }
-        let l = AsyncSemaphore(config.maxPerHost)
-        perHost[host] = l
-        return l
-    }
 }
 
 /// Running lateness figures: count, max, and a bounded reservoir for percentiles.

@@ -70,7 +70,7 @@ struct CheckCommand: AsyncParsableCommand {
         // Daemons sharing the state (DESIGN §11) own its schedule and its deliveries, as one
         // daemon owns a SQLite state: the poll is on request (not counted), its events are
         // routed, and they deliver them.
-        let daemons = store.database.isShared && !dryRun ? try Self.sharingDaemons(store) : []
+        let daemons = dryRun ? [] : try StateOwner.sharingDaemons(store)
         if !daemons.isEmpty {
             logger.notice("\(daemons.count) daemon\(daemons.count == 1 ? "" : "s") share the state in \(store.path) (\(daemons.joined(separator: ", "))): polling now on request; they deliver the events to their sinks")
             options = RecordOptions(router: app.router)
@@ -79,8 +79,7 @@ struct CheckCommand: AsyncParsableCommand {
         // One line per failure, printed by ``show(_:)``; a one-shot check has no next try to log.
         options.callerReportsFailures = true
 
-        let outcomes = await Self.pollAll(selected, runner: runner, options: options, limit: app.config.maxConcurrent,
-                                          perHost: app.config.maxPerHost, logger: logger)
+        let outcomes = await PollLimits(app.config).pollAll(selected, runner: runner, options: options, logger: logger)
         try Task.checkCancellation()  // interrupted (``Interruption``): nothing to print or deliver
         let reports = outcomes.map { SourceReport(source: $0.source, events: $0.record.events, failure: $0.error?.message, silenced: $0.record.silenced) }
         show(reports)
@@ -101,12 +100,6 @@ struct CheckCommand: AsyncParsableCommand {
         throw ExitCode(Self.status(reports, sinkFailed: failed))
     }
 
-    /// The daemons that renewed their leases in the shared state within the last 30 s (the
-    /// longest lease round is 10 s).
-    static func sharingDaemons(_ store: StateStore) throws -> [String] {
-        try store.database.read { try LeaseBook.liveInstances($0, within: 30, now: Date()) }
-    }
-
     /// Like diff(1): 2 if a source (or sink) failed, else 1 if there were events, else 0.
     static func status(_ reports: [SourceReport], sinkFailed: Bool = false) -> Int32 {
         if sinkFailed || reports.contains(where: { $0.failure != nil }) { return Exit.failure }
@@ -124,7 +117,12 @@ struct CheckCommand: AsyncParsableCommand {
         let deadline = ContinuousClock.now + .seconds(60 + 2 * selected.reduce(0) { $0 + $1.settings.timeout + 1 })
         var turnedAway = 0
         while true {
-            switch try await StateOwner.find(stateDirectory: stateDir, logger: logger) {
+            let owner: StateOwner
+            do { owner = try await StateOwner.find(stateDirectory: stateDir, logger: logger) } catch let e as StateOwner.Unreachable {
+                complain(e.description)
+                throw ExitCode(Exit.failure)
+            }
+            switch owner {
             case .check(let held):
                 return held
             case .daemon(let pid, let client):
@@ -192,28 +190,6 @@ struct CheckCommand: AsyncParsableCommand {
         case .dead: return "a dead letter, not retried; `tidings outbox retry` requeues it"
         case .sinkDisabled: return "the delivery stays queued; fix the sink, then `tidings run` sends it"
         case .deliveredUnrecorded: return "it was delivered, but the state could not record that; a later run may send it again"
-        }
-    }
-
-    /// Polls concurrently within `max_concurrent` and `max_per_host`; results in the given order.
-    static func pollAll(_ sources: [SourceConfig], runner: PollRunner, options: RecordOptions, limit: Int, perHost: Int, logger: Logger) async -> [PollOutcome] {
-        let global = AsyncSemaphore(limit)
-        var hosts: [String: AsyncSemaphore] = [:]
-        for s in sources { if let h = s.instance.host, hosts[h] == nil { hosts[h] = AsyncSemaphore(perHost) } }
-        let limiters = hosts
-        return await withTaskGroup(of: (Int, PollOutcome).self) { group in
-            for (i, s) in sources.enumerated() {
-                group.addTask {
-                    let host = s.instance.host.flatMap { limiters[$0] }
-                    await global.wait()
-                    await host?.wait()
-                    defer { host?.signal(); global.signal() }
-                    return (i, await runner.poll(s, options: options, logger: logger))
-                }
-            }
-            var out: [(Int, PollOutcome)] = []
-            for await r in group { out.append(r) }
-            return out.sorted { $0.0 < $1.0 }.map(\.1)
         }
     }
 }
