@@ -122,12 +122,12 @@ test-calendar: test-venv $(CLOCKSHIFT)
 test-install: test-deps build release man
 	cd Tests/e2e && TIDINGS_TEST_INSTALL=1 TIDINGS_BIN=$(CURDIR)/$(BIN) $(CURDIR)/$(TEST_PYTHON) -m pytest -q test_install.py
 
-# The state-level test classes run twice: on SQLite with the rest, then on PostgreSQL (a
-# server the tests start themselves, in a temp dir on a loopback port: TidingsTestSupport).
-STATE_TESTS := StateAndOutboxTests|PollRunnerStateErrorTests|NoticeBookTests|SilenceTests|ReminderTests|HoldAndDigestTests|QuietHoursTests|OutboxHeldTests|SchedulerTests|SchedulerStateTests|LeaseTests
+# The engine's tests run twice: on SQLite with the rest, then with the backend as their
+# parameter set to PostgreSQL (TIDINGS_TEST_BACKEND; a server the tests start themselves, in a
+# temp dir on a loopback port: TidingsTestSupport's TestState).
 unit:
 	$(SWIFT) test
-	TIDINGS_TEST_BACKEND=postgres $(SWIFT) test --skip-build --filter '$(STATE_TESTS)'
+	TIDINGS_TEST_BACKEND=postgres $(SWIFT) test --skip-build --filter TidingsEngineTests
 
 # Four test files at a time, each file on one worker (its module fixtures, Synapse say, start once).
 E2E_JOBS ?= 4

@@ -1,6 +1,16 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+/// What every test target may use: the module it tests, the modules below and beside it, and
+/// the test support.
+let testDependencies: [Target.Dependency] = [
+    "TidingsPluginAPI", "TidingsPOSIX", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsCurl",
+    "TidingsProviders", "TidingsSinks", "TidingsSystemBus", "TidingsMonitoring", "TidingsApp", "TidingsTestSupport",
+    .product(name: "GRDB", package: "GRDB.swift"),
+    .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+    .product(name: "Logging", package: "swift-log"),
+]
+
 let package = Package(
     name: "tidings",
     platforms: [.macOS(.v14)],
@@ -8,6 +18,8 @@ let package = Package(
         .executable(name: "tidings", targets: ["tidings"]),
         // For the fuzz package (Fuzz/Package.swift), which links the providers and sinks from outside.
         .library(name: "TidingsPluginAPI", targets: ["TidingsPluginAPI"]),
+        // Fakes, scratch state and a PostgreSQL server for tests of code built on tidings.
+        .library(name: "TidingsTesting", targets: ["TidingsTestSupport"]),
         .library(name: "TidingsProviders", targets: ["TidingsProviders"]),
         .library(name: "TidingsSinks", targets: ["TidingsSinks"]),
         .library(name: "TidingsCurl", targets: ["TidingsCurl"]),
@@ -157,12 +169,15 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
-        /// For tests only: a real PostgreSQL started per test process, and the state a test
-        /// works on (SQLite, or PostgreSQL with TIDINGS_TEST_BACKEND=postgres).
+        /// For tests (the `TidingsTesting` product): fakes (ScriptedProvider, ScriptedSink, a loopback
+        /// HTTP server), scratch directories and configs, a real PostgreSQL started per test process,
+        /// and the state a test works on (SQLite, or PostgreSQL with TIDINGS_TEST_BACKEND=postgres).
         .target(
             name: "TidingsTestSupport",
             dependencies: [
-                "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPostgres",
+                "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsPOSIX", "TidingsApp",
+                "TidingsProviders", "TidingsSinks", "TidingsCurl",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -188,17 +203,21 @@ let package = Package(
             name: "tidings-bench",
             dependencies: ["TidingsPluginAPI", "TidingsEngine", "TidingsSQLite"]
         ),
-        .testTarget(
-            name: "TidingsCoreTests",
-            dependencies: [
-                "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPOSIX", "TidingsApp",
-                "TidingsProviders", "TidingsSinks", "TidingsCurl",
-                "TidingsMonitoring", "TidingsSystemBus", "TidingsPostgres", "TidingsTestSupport",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
+        // One test target per module; every one may use the test support and the modules below it.
+        .testTarget(name: "TidingsPluginAPITests", dependencies: testDependencies),
+        .testTarget(name: "TidingsPOSIXTests", dependencies: testDependencies),
+        .testTarget(name: "TidingsEngineTests", dependencies: testDependencies),
+        .testTarget(name: "TidingsSQLiteTests", dependencies: testDependencies,
+            // A state file made by an older build, read by OldStateFileTests through #filePath.
+            exclude: ["Fixtures"]),
+        .testTarget(name: "TidingsPostgresTests", dependencies: testDependencies),
+        .testTarget(name: "TidingsCurlTests", dependencies: testDependencies),
+        .testTarget(name: "TidingsProvidersTests", dependencies: testDependencies),
+        .testTarget(name: "TidingsSinksTests", dependencies: testDependencies),
+        .testTarget(name: "TidingsSystemBusTests", dependencies: testDependencies),
+        .testTarget(name: "TidingsMonitoringTests", dependencies: testDependencies),
+        .testTarget(name: "TidingsAppTests", dependencies: testDependencies,
             // Raw inputs that crashed `make fuzz`, read by FuzzRegressionTests through #filePath.
-            exclude: ["FuzzRegressions"]
-        ),
+            exclude: ["FuzzRegressions"]),
     ]
 )

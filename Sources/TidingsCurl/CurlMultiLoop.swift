@@ -102,7 +102,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     }
 
     /// Ends the thread; transfers still running fail with `CancellationError`.
-    func stop() {
+    package func stop() {
         let started = inbox.withLock { inbox -> Bool in
             inbox.stopping = true
             return inbox.started

@@ -6,7 +6,7 @@ import TidingsSinks
 
 /// What each fuzz target does with one input. Every function feeds the bytes to the same public
 /// entry point production uses; thrown errors are expected answers to bad input, while traps,
-/// sanitizer reports, hangs and runaway memory are bugs. Tests/TidingsCoreTests/FuzzRegressionTests.swift
+/// sanitizer reports, hangs and runaway memory are bugs. Tests/TidingsAppTests/FuzzRegressionTests.swift
 /// replays the saved crashers through the same calls.
 enum Targets {
     /// Name (as `make fuzz` and Fuzz/corpus/NAME use it) → what one input goes through.

@@ -95,7 +95,7 @@ public struct StoredItem: Sendable, Equatable {
 struct ItemSnapshot {
     var kind: String
     var title: String
-    var body: String
+    package var body: String
     var url: String?
     var severity: Severity
     var data: JSONValue

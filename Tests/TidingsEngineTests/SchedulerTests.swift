@@ -1,0 +1,411 @@
+import Foundation
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
+import TidingsCurl
+import TidingsTestSupport
+import XCTest
+
+/// Counts polls per source.
+final class CountingProvider: Provider, @unchecked Sendable {
+    let lock = NSLock()
+    var polls = 0
+    func poll(_ ctx: PollContext) async throws -> PollResult {
+        lock.withLock { polls += 1 }
+        return .snapshot([])
+    }
+    var count: Int { lock.withLock { polls } }
+}
+
+final class SchedulerTests: XCTestCase {
+    func waitUntil(_ what: String, timeout: Double = 10, _ cond: () -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !cond() {
+            if Date() > deadline { XCTFail("timed out waiting for \(what)"); return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    func testSpreadAtStartThenCatchUpAfterSuspend() async throws {
+        let store = try makeTestStore()
+        let providers = (0..<3).map { _ in CountingProvider() }
+        var settings = SourceSettings()
+        settings.interval = 3600
+        settings.jitter = 0
+        let sources = providers.enumerated().map { i, p in
+            SourceConfig(name: "s\(i)", provider: "counting", settings: settings, flapWindow: 0, instance: p, file: "t", line: nil, configHash: "h")
+        }
+        let config = try loadConfig("")
+        var cfg = config
+        cfg.sources = sources
+        let env = FixedEnvironment(draw: 0.5)
+        let t0 = env.time
+        let scheduler = Scheduler(config: cfg, runner: PollRunner(store: store, http: CurlHTTPClient(), env: env),
+                                  router: Router(routes: [], allSinks: []), env: env, logger: quietLogger, onEvents: {})
+        let task = Task { await scheduler.run() }
+
+        // Start-up spread: due within the spread window (2 s × draw 0.5 = 1 s), not at once.
+        try await Task.sleep(for: .milliseconds(300))
+        XCTAssertEqual(providers.map(\.count), [0, 0, 0], "nothing polled before its spread start time")
+        env.time = t0 + 1.1
+        try await waitUntil("first polls") { providers.allSatisfy { $0.count == 1 } }
+
+        // Nothing more within the hour.
+        env.time = t0 + 1.5
+        try await Task.sleep(for: .milliseconds(1300))
+        XCTAssertEqual(providers.map(\.count), [1, 1, 1])
+
+        // A suspend: the wall clock jumps 3 hours. Overdue sources are rescheduled soon
+        // (spread over the window), not polled in one burst at the jump.
+        env.time = t0 + 3 * 3600
+        try await Task.sleep(for: .milliseconds(1300))
+        XCTAssertEqual(providers.map(\.count), [1, 1, 1], "rescheduled into the spread window, not polled at the jump")
+        env.time = t0 + 3 * 3600 + 1.1
+        try await waitUntil("catch-up polls") { providers.allSatisfy { $0.count == 2 } }
+
+        await scheduler.stop()
+        await task.value
+        let stats = await scheduler.lateness
+        XCTAssertEqual(stats.count, 6)
+    }
+}
+
+/// The rule for resuming a stored schedule under the settings now loaded (reload, restart).
+final class StoredScheduleTests: XCTestCase {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    func settings(interval: TimeInterval, jitter: Double = 0.1, maxBackoff: TimeInterval = 3600) -> SourceSettings {
+        var s = SourceSettings()
+        s.interval = interval
+        s.jitter = jitter
+        s.maxBackoff = maxBackoff
+        return s
+    }
+
+    func first(_ stored: StoredSchedule, _ s: SourceSettings, unit: Double = 0.5) -> TimeInterval {
+        stored.firstDue(settings: s, now: now, spread: 2, unit: unit).timeIntervalSince(now)
+    }
+
+    func testAfterSuccessADueTimeWithinTheJitteredIntervalIsKept() {
+        let s = settings(interval: 1800)
+        XCTAssertEqual(first(StoredSchedule(nextDue: now + 1000), s), 1000)
+        XCTAssertEqual(first(StoredSchedule(nextDue: now + 1980), s), 1980, "interval × (1 + jitter) is the longest wait")
+    }
+
+    func testAfterSuccessAShorterIntervalReschedulesWithinIt() {
+        // 30m → 3s: the stored due time (29 minutes away) does not fit; the next poll is
+        // within the new jittered interval, not in 29 minutes.
+        let s = settings(interval: 3)
+        XCTAssertEqual(first(StoredSchedule(nextDue: now + 1740), s, unit: 0.5), 3, accuracy: 1e-6)
+        XCTAssertEqual(first(StoredSchedule(nextDue: now + 1740), s, unit: 0.99), 3.294, accuracy: 1e-6)
+        // 30m → 10m: due in 20 minutes does not fit either.
+        XCTAssertEqual(first(StoredSchedule(nextDue: now + 1200), settings(interval: 600, jitter: 0)), 600)
+    }
+
+    func testAfterFailuresTheBackoffForThatCountIsTheLimit() {
+        let s = settings(interval: 60, jitter: 0, maxBackoff: 3600)
+        // 2 failures: the wait is min(60 × 2², 3600) = 240 s.
+        XCTAssertEqual(first(StoredSchedule(nextDue: now + 200, failures: 2), s), 200, "within the backoff: kept")
+        XCTAssertEqual(first(StoredSchedule(nextDue: now + 3000, failures: 2), s), 240, "beyond it: the new backoff")
+        // A lower max_backoff caps it.
+        XCTAssertEqual(first(StoredSchedule(nextDue: now + 3000, failures: 6), settings(interval: 60, jitter: 0, maxBackoff: 300)), 300)
+    }
+
+    func testRetryAfterIsHonouredEvenBeyondTheBackoff() {
+        // 429 with Retry-After: 2h; interval 1s and max_backoff 1h would allow far less.
+        let s = settings(interval: 1, jitter: 0.1, maxBackoff: 3600)
+        let stored = StoredSchedule(nextDue: now + 7200, failures: 1, notBefore: now + 7200)
+        XCTAssertEqual(first(stored, s), 7200)
+        // Never sooner than Retry-After, even for a due time that would otherwise be pulled in
+        // or one that is overdue.
+        XCTAssertEqual(first(StoredSchedule(nextDue: now + 5, failures: 1, notBefore: now + 90), s), 90)
+        XCTAssertEqual(first(StoredSchedule(nextDue: now - 5, failures: 1, notBefore: now + 90), s), 90)
+        // A Retry-After in the past no longer matters.
+        XCTAssertEqual(first(StoredSchedule(nextDue: now - 5, failures: 1, notBefore: now - 10), s), 1)
+    }
+
+    func testNewAndOverdueSourcesStartSpread() {
+        let s = settings(interval: 1800)
+        XCTAssertEqual(first(StoredSchedule(nextDue: nil), s, unit: 0.25), 0.5, "spread window 2 s × draw 0.25")
+        XCTAssertEqual(first(StoredSchedule(nextDue: now - 600), s, unit: 0.75), 1.5)
+    }
+}
+
+/// Resuming the schedule through the real scheduler and state (reload and restart build a
+/// new ``Scheduler`` on the same state), and polls on request beside the schedule.
+final class SchedulerStateTests: XCTestCase {
+    var store: StateStore!
+    var env: FixedEnvironment!
+    var t0 = Date()
+
+    override func setUpWithError() throws {
+        store = try makeTestStore()
+        env = FixedEnvironment(draw: 0.5)
+        t0 = env.time
+    }
+
+    func source(_ name: String, _ provider: any Provider, interval: TimeInterval, jitter: Double = 0) -> SourceConfig {
+        var settings = SourceSettings()
+        settings.interval = interval
+        settings.jitter = jitter
+        settings.errorThreshold = 1
+        return SourceConfig(name: name, provider: "test", settings: settings, flapWindow: 0, instance: provider, file: "t", line: nil, configHash: "h")
+    }
+
+    func scheduler(_ sources: [SourceConfig], host: HostConditions = HostConditions()) throws -> (Scheduler, PollRunner) {
+        var config = try loadConfig("")
+        config.sources = sources
+        let runner = PollRunner(store: store, http: CurlHTTPClient(), env: env)
+        return (Scheduler(config: config, runner: runner, router: Router(routes: [], allSinks: []), env: env, host: host,
+                          logger: quietLogger, onEvents: {}), runner)
+    }
+
+    func status(_ name: String) throws -> SourceStatus { try XCTUnwrap(try store.statuses()[name]) }
+
+    /// Starts the scheduler and lets it seed its queue at the current (fixed) time.
+    func start(_ scheduler: Scheduler) async throws -> Task<Void, Never> {
+        let task = Task { await scheduler.run() }
+        try await Task.sleep(for: .milliseconds(200))
+        return task
+    }
+
+    func seconds(_ d: Date?) -> Double { d?.timeIntervalSince1970 ?? .nan }
+
+    /// Moves the fixed clock to `date` and past the spread the scheduler gives overdue
+    /// sources after such a jump (it looks like a suspend): 1 s with the draw of 0.5.
+    func jump(to date: Date) async throws {
+        env.time = date
+        try await Task.sleep(for: .milliseconds(1200))
+        env.time = date + 2
+    }
+
+    func waitUntil(_ what: String, _ cond: () throws -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(10)
+        while try !cond() {
+            if Date() > deadline { XCTFail("timed out waiting for \(what)"); return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    func testAShorterIntervalAppliesToTheStoredDueTime() async throws {
+        // A poll under interval 30m stored its next due time 30 minutes ahead.
+        let p = CountingProvider()
+        try await PollRecorder(store: store).setNextDue("s", provider: "test", at: t0 + 1800)
+        let (scheduler, _) = try scheduler([source("s", p, interval: 3)])
+        let task = try await start(scheduler)
+        env.time = t0 + 3.1
+        try await waitUntil("a poll within the new 3 s interval") { p.count == 1 }
+        await scheduler.stop()
+        await task.value
+        XCTAssertEqual(seconds(try status("s").nextDue), seconds(t0 + 3.1 + 3), accuracy: 1e-3, "then every 3 s")
+    }
+
+    func testRetryAfterStoredWithAFailureIsHonouredAfterARestart() async throws {
+        let p = ScriptedProvider()
+        p.failure = PollError(.rateLimited, "HTTP 429", retryAfter: 7200)
+        let limited = source("s", p, interval: 1)
+        let (first, _) = try scheduler([limited])
+        let task = try await start(first)
+        env.time = t0 + 2
+        try await waitUntil("the failed poll") { try store.statuses()["s"]?.failures == 1 }
+        await first.stop()
+        await task.value
+        XCTAssertEqual(seconds(try status("s").nextDue), seconds(t0 + 2 + 7200), accuracy: 1e-3)
+
+        // Restart: the same settings allow at most 2.2 s after one failure, but the server said 2 h.
+        p.failure = nil
+        env.time = t0 + 60
+        let (second, _) = try scheduler([limited])
+        let again = try await start(second)
+        env.time = t0 + 63  // past the start-up spread
+        try await Task.sleep(for: .milliseconds(1300))
+        XCTAssertEqual(try status("s").failures, 1, "not polled before Retry-After")
+        try await jump(to: t0 + 2 + 7200)
+        try await waitUntil("the poll after Retry-After") { try store.statuses()["s"]?.failures == 0 }
+        await second.stop()
+        await again.value
+    }
+
+    func testAPollOnRequestDoesNotMoveTheScheduleOrCountAFailure() async throws {
+        let p = ScriptedProvider()
+        let s = source("s", p, interval: 3600)
+        let (scheduler, _) = try scheduler([s])
+        let task = try await start(scheduler)
+        env.time = t0 + 2.5
+        try await waitUntil("the baseline") { try store.statuses()["s"]?.lastSuccess != nil }
+        let before = try status("s")
+
+        // A failure on request: reported to the caller, nothing recorded.
+        p.failure = PollError(.transient, "HTTP 500")
+        let failed = await scheduler.pollNow([s])
+        XCTAssertEqual(failed.map { $0.error?.message }, ["HTTP 500"])
+        var after = try status("s")
+        XCTAssertEqual(after.failures, 0)
+        XCTAssertNil(after.lastError)
+        XCTAssertEqual(after.nextDue, before.nextDue)
+        XCTAssertEqual(try store.historyEvents(source: nil, limit: 10).count, 0, "no error event (error_threshold = 1)")
+
+        // A success on request: its events are recorded (and routed); the schedule stays.
+        p.failure = nil
+        p.items = [Item(key: "1", kind: "k", title: "one")]
+        env.time = t0 + 10
+        let ok = await scheduler.pollNow([s])
+        XCTAssertEqual(ok.first?.record.events.map(\.key), ["1"])
+        after = try status("s")
+        XCTAssertEqual(after.nextDue, before.nextDue)
+        XCTAssertEqual(seconds(after.lastSuccess), seconds(t0 + 10), accuracy: 1e-3)
+
+        // After counted failures, a success on request neither resets them nor reports recovery.
+        p.failure = PollError(.transient, "HTTP 503")
+        try await jump(to: try XCTUnwrap(after.nextDue))
+        try await waitUntil("a counted failure") { try store.statuses()["s"]?.failures == 1 }
+        let failing = try status("s")
+        p.failure = nil
+        _ = await scheduler.pollNow([s])
+        after = try status("s")
+        XCTAssertEqual(after.failures, 1)
+        XCTAssertEqual(after.nextDue, failing.nextDue)
+        XCTAssertEqual(try store.historyEvents(source: nil, limit: 10).map(\.event), [.new, .error], "no `recovered` on request")
+        await scheduler.stop()
+        await task.value
+    }
+
+    func testAScheduledPollDueDuringAPollOnRequestRunsAfterIt() async throws {
+        let gate = GatedProvider()
+        let s = source("s", gate, interval: 3600)
+        let (scheduler, _) = try scheduler([s])
+        let task = try await start(scheduler)
+        let request = Task { await scheduler.pollNow([s]) }
+        try await waitUntil("the poll on request to start") { gate.started == 1 }
+        env.time = t0 + 2.5  // the scheduled (spread) first poll comes due meanwhile
+        try await Task.sleep(for: .milliseconds(1200))
+        XCTAssertEqual(gate.started, 1, "never two polls of one source at once")
+        gate.open()
+        _ = await request.value
+        try await waitUntil("the deferred scheduled poll") { gate.started == 2 }
+        await scheduler.stop()
+        await task.value
+    }
+
+    // MARK: sleep and network (the system bus's HostConditions)
+
+    /// Three sources every 3 s, first polled at t0 + 1.1 (the start-up spread is 1 s with the draw of 0.5).
+    func startedThree() async throws -> ([CountingProvider], Scheduler, Task<Void, Never>) {
+        let providers = (0..<3).map { _ in CountingProvider() }
+        let (scheduler, _) = try scheduler(providers.enumerated().map { source("s\($0)", $1, interval: 3) })
+        let task = try await start(scheduler)
+        env.time = t0 + 1.1
+        try await waitUntil("the first polls") { providers.allSatisfy { $0.count == 1 } }
+        return (providers, scheduler, task)
+    }
+
+    /// Moves the clock to `date` and gives the loop time to wake (at least once a second): still one poll each.
+    func assertNoMorePolls(_ providers: [CountingProvider], at date: Date, _ why: String) async throws {
+        env.time = date
+        try await Task.sleep(for: .milliseconds(1300))
+        XCTAssertEqual(providers.map(\.count), [1, 1, 1], why)
+    }
+
+    func testOfflinePausesPollsAndOnlinePollsTheOverdueSoonSpread() async throws {
+        let (providers, scheduler, task) = try await startedThree()
+        await scheduler.networkChanged(.offline)
+        try await assertNoMorePolls(providers, at: t0 + 4.5, "no poll starts while offline")  // all came due at t0 + 4.1
+
+        // Online: the overdue ones are spread over the start-up window (2 s × 0.5), not one burst.
+        await scheduler.networkChanged(.online)
+        try await Task.sleep(for: .milliseconds(300))
+        XCTAssertEqual(providers.map(\.count), [1, 1, 1], "spread, not polled in one burst at the change")
+        env.time = t0 + 5.6
+        try await waitUntil("the overdue polls") { providers.allSatisfy { $0.count == 2 } }
+        await scheduler.stop()
+        await task.value
+    }
+
+    func testSleepPausesPollsAndResumePollsTheOverdueWithoutAClockJump() async throws {
+        let (providers, scheduler, task) = try await startedThree()
+        await scheduler.powerChanged(.goingToSleep)
+        try await assertNoMorePolls(providers, at: t0 + 4.5, "no poll starts while going to sleep")
+        await scheduler.powerChanged(.awake)
+        env.time = t0 + 5.6
+        try await waitUntil("the overdue polls after resume") { providers.allSatisfy { $0.count == 2 } }
+        await scheduler.stop()
+        await task.value
+    }
+
+    func testAClockJumpAfterGoingToSleepIsTheResumeAndStillOfflineKeepsThePause() async throws {
+        let (providers, scheduler, task) = try await startedThree()
+        await scheduler.update(HostConditions(network: .offline, power: .goingToSleep))
+        // Slept 3 hours; no resume signal (yet). The network is still offline: no polls.
+        try await assertNoMorePolls(providers, at: t0 + 3 * 3600, "the jump")
+        try await assertNoMorePolls(providers, at: t0 + 3 * 3600 + 2, "awake after the jump, but offline")
+        // logind's late resume signal changes nothing more; the network coming back does.
+        await scheduler.powerChanged(.awake)
+        await scheduler.networkChanged(.online)
+        env.time = t0 + 3 * 3600 + 3.1
+        try await waitUntil("the overdue polls once online") { providers.allSatisfy { $0.count == 2 } }
+        await scheduler.stop()
+        await task.value
+    }
+
+    func testAFailureWhileOfflineIsNotCountedAndTheSourceIsPolledWhenOnline() async throws {
+        let gate = GatedProvider()
+        gate.failure = PollError(.transient, "could not resolve host")
+        let (scheduler, _) = try scheduler([source("s", gate, interval: 3600)])  // error_threshold = 1
+        let task = try await start(scheduler)
+        env.time = t0 + 1.1
+        try await waitUntil("the first poll to start") { gate.started == 1 }
+        await scheduler.networkChanged(.offline)  // while it runs
+        gate.open()
+        try await waitUntil("its outcome stored") { abs(seconds(try store.statuses()["s"]?.nextDue) - seconds(t0 + 1.1)) < 1e-3 }
+        var status = try status("s")
+        XCTAssertEqual(status.failures, 0, "not counted")
+        XCTAssertNil(status.lastError)
+        XCTAssertEqual(try store.historyEvents(source: nil, limit: 10).map(\.event), [], "no error event")
+
+        // Online: due again at once (spread), and this failure counts.
+        await scheduler.networkChanged(.online)
+        env.time = t0 + 2.2
+        try await waitUntil("a counted failure") { try store.statuses()["s"]?.failures == 1 }
+        status = try self.status("s")
+        XCTAssertEqual(status.lastError, "could not resolve host")
+        XCTAssertEqual(try store.historyEvents(source: nil, limit: 10).map(\.event), [.error])
+        await scheduler.stop()
+        await task.value
+    }
+
+    func testASchedulerBuiltWhileOfflineWaitsForTheNetwork() async throws {
+        // A reload while offline hands the conditions to the new scheduler.
+        let p = CountingProvider()
+        let (scheduler, _) = try scheduler([source("s", p, interval: 3)], host: HostConditions(network: .offline))
+        let task = try await start(scheduler)
+        env.time = t0 + 2.5
+        try await Task.sleep(for: .milliseconds(1300))
+        XCTAssertEqual(p.count, 0)
+        await scheduler.update(HostConditions(network: .offline))  // the same again: still paused
+        try await Task.sleep(for: .milliseconds(1100))
+        XCTAssertEqual(p.count, 0)
+        await scheduler.update(HostConditions())
+        env.time = t0 + 3.6
+        try await waitUntil("the first poll once online") { p.count == 1 }
+        await scheduler.stop()
+        await task.value
+    }
+}
+
+/// Blocks each poll until opened; then fails with `failure`, if set.
+final class GatedProvider: Provider, @unchecked Sendable {
+    private let lock = NSLock()
+    private var polls = 0
+    private var isOpen = false
+    var failure: PollError?
+    var started: Int { lock.withLock { polls } }
+    func open() { lock.withLock { isOpen = true } }
+    func poll(_ ctx: PollContext) async throws -> PollResult {
+        lock.withLock { polls += 1 }
+        while !lock.withLock({ isOpen }) { try await Task.sleep(for: .milliseconds(10)) }
+        if let failure { throw failure }
+        return .snapshot([])
+    }
+}

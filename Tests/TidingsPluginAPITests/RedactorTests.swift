@@ -1,0 +1,93 @@
+import Foundation
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
+import TidingsTestSupport
+import XCTest
+
+/// What the ``Redactor`` recognises of a secret: its token parts and its encoded forms.
+final class RedactorTests: XCTestCase {
+    private func redactor(_ secrets: [(String, SecretShape)]) -> Redactor {
+        let r = Redactor()
+        for (value, shape) in secrets { r.register(value, shape: shape) }
+        return r
+    }
+
+    private func assertScrubbed(_ r: Redactor, _ forms: [String], file: StaticString = #filePath, line: UInt = #line) {
+        for form in forms {
+            XCTAssertEqual(r.scrub("<\(form)>"), "<‹redacted›>", "form \(form)", file: file, line: line)
+        }
+    }
+
+    func testBearerHeaderValueAndItsTokenInEveryEncoding() {
+        let token = #"Tok"en\Sec/ret+pl&us! é"#
+        let r = redactor([("Bearer " + token, .headerValue)])
+        assertScrubbed(r, [
+            "Bearer " + token, token,
+            #"Tok\"en\\Sec/ret+pl&us! é"#,  // JSON
+            #"Tok\"en\\Sec/ret+pl&us! \u00e9"#,  // JSON, ASCII only (Python)
+            #"Tok\"en\\Sec\/ret+pl&us! \u00e9"#,  // PHP
+            #"Tok\"en\\Sec/ret+pl\u0026us! é"#,  // Go
+            #"Tok\\\"en\\\\Sec/ret+pl&us! é"#,  // JSON inside JSON
+            "Tok%22en%5CSec%2Fret%2Bpl%26us%21%20%C3%A9",  // RFC 3986
+            "Tok%22en%5cSec%2fret%2bpl%26us%21%20%c3%a9",  // lower-case hex
+            "Tok%22en%5CSec%2Fret%2Bpl%26us%21+%C3%A9",  // form
+            "Tok%22en%5CSec%2Fret%2Bpl%26us!%20%C3%A9",  // encodeURIComponent
+            "Tok%22en%5CSec/ret%2Bpl%26us%21%20%C3%A9",  // path
+            "Bearer%20Tok%22en%5CSec%2Fret%2Bpl%26us%21%20%C3%A9",
+        ])
+        XCTAssertEqual(r.scrub("Bearer of bad news"), "Bearer of bad news", "the scheme alone is no secret")
+    }
+
+    func testBasicCredentialsAreKnownDecoded() {
+        let r = redactor([("Basic " + Data("alice:s3cret-pw".utf8).base64EncodedString(), .headerValue)])
+        assertScrubbed(r, ["alice:s3cret-pw", "s3cret-pw", "alice", "alice%3As3cret-pw", Data("alice:s3cret-pw".utf8).base64EncodedString()])
+    }
+
+    func testNameValueParts() {
+        let r = redactor([("token=abc123xyz", .headerValue), ("theme=dim; session=\"sess-4242\"", .headerValue)])
+        assertScrubbed(r, ["abc123xyz", "token=abc123xyz", "sess-4242"])
+        XCTAssertEqual(r.scrub("dim theme"), "dim theme", "parts shorter than 4 characters are not secrets")
+    }
+
+    func testAnOpaqueSecretIsNotSplitIntoWords() {
+        let r = redactor([("correct horse battery", .opaque)])
+        assertScrubbed(r, ["correct horse battery", "correct%20horse%20battery", "correct+horse+battery"])
+        XCTAssertEqual(r.scrub("a horse"), "a horse")
+        XCTAssertEqual(redactor([("abc", .opaque)]).scrub("abc"), "abc", "too short to be scrubbed")
+    }
+
+    func testLongestMatchWinsAndTextAroundIsKept() {
+        let r = redactor([("Bearer tok-12345", .headerValue)])
+        XCTAssertEqual(r.scrub("auth: Bearer tok-12345, again tok-12345 and tok-1234"), "auth: ‹redacted›, again ‹redacted› and tok-1234")
+        XCTAssertEqual(r.scrub("nothing here"), "nothing here")
+        XCTAssertEqual(r.scrub("ünïcödé tok-12345 ✓"), "ünïcödé ‹redacted› ✓")
+        XCTAssertEqual(Redactor().scrub("tok-12345"), "tok-12345", "a redactor without secrets changes nothing")
+    }
+
+    func testBytesAreScrubbedBeforeParsing() throws {
+        let r = redactor([("Bearer tok\"12345", .headerValue)])
+        let body = Data(#"[{"id":"1","echo":"tok\"12345"}]"#.utf8)
+        let scrubbed = r.scrub(body)
+        XCTAssertEqual(String(decoding: scrubbed, as: UTF8.self), #"[{"id":"1","echo":"‹redacted›"}]"#)
+        XCTAssertNoThrow(try JSONValue.parse(scrubbed), "JSON stays JSON")
+    }
+
+    func testExcerptIsScrubbedBeforeItIsCut() {
+        let r = redactor([("partial-secret-value", .opaque)])
+        // The secret straddles the 200th character: cutting first would leave "partial-sec".
+        let body = Data((String(repeating: "x", count: 190) + "partial-secret-value" + String(repeating: "y", count: 50)).utf8)
+        let excerpt = r.excerpt(body)
+        XCTAssertFalse(excerpt.contains("partial"), excerpt)
+        XCTAssertTrue(excerpt.hasSuffix("…"))
+        XCTAssertEqual(r.excerpt(Data("a\nb\r\nc".utf8)), "a b  c")
+    }
+
+    func testFormsAreFewForAPlainToken() {
+        // A typical API token has one form: the scrubbing table stays small.
+        XCTAssertEqual(SecretForms.of("a1b2c3d4e5f6-_.", shape: .opaque).count, 1)
+        XCTAssertEqual(SecretForms.of("Bearer a1b2c3d4e5f6", shape: .headerValue), ["Bearer a1b2c3d4e5f6", "Bearer%20a1b2c3d4e5f6", "Bearer+a1b2c3d4e5f6", "a1b2c3d4e5f6"])
+    }
+}

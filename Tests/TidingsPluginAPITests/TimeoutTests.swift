@@ -1,0 +1,34 @@
+import Foundation
+import Synchronization
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
+import TidingsTestSupport
+import XCTest
+
+final class TimeoutTests: XCTestCase {
+    func testFastBodyWinsAndItsTimerStopsWithIt() async throws {
+        let fired = Atomic<Int>(0)
+        let v = try await withTimeout(0.2, onTimeout: { fired.add(1, ordering: .relaxed); return CancellationError() }) { 42 }
+        XCTAssertEqual(v, 42)
+        // The timer is cancelled when the body finishes: it never reaches onTimeout.
+        try await Task.sleep(for: .milliseconds(400))
+        XCTAssertEqual(fired.load(ordering: .relaxed), 0)
+    }
+
+    func testSlowBodyTimesOutEvenIfItIgnoresCancellation() async throws {
+        struct Late: Error {}
+        let start = Date()
+        do {
+            _ = try await withTimeout(0.2, onTimeout: { Late() }) {
+                let end = Date() + 1
+                while Date() < end { try? await Task.sleep(for: .milliseconds(20)) }  // ignores cancellation
+                return 1
+            }
+            XCTFail("expected a timeout")
+        } catch is Late {}
+        XCTAssertLessThan(Date().timeIntervalSince(start), 0.9)
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+@testable import TidingsPluginAPI
+@testable import TidingsEngine
+@testable import TidingsSQLite
+@testable import TidingsPOSIX
+@testable import TidingsApp
+import TidingsProviders
+import TidingsTestSupport
+import XCTest
+
+final class NagiosOutputTests: XCTestCase {
+    typealias Datum = NagiosOutput.PerfDatum
+
+    /// The layout of the Monitoring Plugins guidelines: perfdata after `|` on the first line
+    /// and on the last long-text line, then perfdata lines.
+    func testLongTextAndPerfdataFromEverySection() {
+        let o = NagiosOutput(parsing: """
+            DISK OK - free space: / 3326 MB (56%); | /=2643MB;5948;5958;0;5968
+            / 15272 MB (77%);
+            /boot 68 MB (69%);
+            /home 69357 MB (27%);
+            /var/log 819 MB (84%); | /boot=68MB;88;93;0;98
+            /home=69357MB;253404;253409;0;253414
+            /var/log=818MB;970;975;0;980
+
+            """)
+        XCTAssertEqual(o.text, "DISK OK - free space: / 3326 MB (56%);")
+        XCTAssertEqual(o.longText, "/ 15272 MB (77%);\n/boot 68 MB (69%);\n/home 69357 MB (27%);\n/var/log 819 MB (84%);")
+        XCTAssertEqual(o.perfdata.map(\.label), ["/", "/boot", "/home", "/var/log"])
+        XCTAssertEqual(o.perfdata[0], Datum(label: "/", value: 2643, uom: "MB", warn: "5948", crit: "5958", min: 0, max: 5968))
+    }
+
+    func testQuotedLabelsUnknownValuesRangesAndOmittedFields() {
+        let o = NagiosOutput(parsing: "OK | 'in use'=12.5%;@10:20;~:30 'it''s'=U time=0.003s;;;0 c=5c bogus 'unterminated=1 x=abc\n")
+        XCTAssertEqual(o.text, "OK")
+        XCTAssertEqual(o.longText, "")
+        XCTAssertEqual(o.perfdata, [
+            Datum(label: "in use", value: 12.5, uom: "%", warn: "@10:20", crit: "~:30", min: nil, max: nil),
+            Datum(label: "it's", value: nil, uom: "", warn: nil, crit: nil, min: nil, max: nil),
+            Datum(label: "time", value: 0.003, uom: "s", warn: nil, crit: nil, min: 0, max: nil),
+            Datum(label: "c", value: 5, uom: "c", warn: nil, crit: nil, min: nil, max: nil),
+        ])
+        XCTAssertEqual(o.perfdata[1].json, .object(["label": .string("it's"), "value": .null]))
+        XCTAssertEqual(o.perfdata[2].json, .object(["label": .string("time"), "value": .number(0.003), "uom": .string("s"), "min": .number(0)]))
+    }
+
+    func testNoPerfdataAndCRLF() {
+        let o = NagiosOutput(parsing: "WARNING - slow\r\nline two\r\n")
+        XCTAssertEqual(o.text, "WARNING - slow")
+        XCTAssertEqual(o.longText, "line two")
+        XCTAssertEqual(o.perfdata, [])
+        XCTAssertEqual(NagiosOutput(parsing: "").text, "")
+    }
+
+    /// The item: first line the title, long text the body, perfdata in data; the fingerprint
+    /// is the state alone, so changing numbers are no event.
+    func testItemKeepsTheStateAsFingerprint() {
+        let a = ExecProvider.nagiosItem(status: 2, stdout: Data("CRITICAL - down | t=9s\nretried 3 times\n".utf8), name: "web")
+        let b = ExecProvider.nagiosItem(status: 2, stdout: Data("CRITICAL - still down | t=12s\nretried 4 times\n".utf8), name: "web")
+        XCTAssertEqual(a.title, "CRITICAL - down")
+        XCTAssertEqual(a.body, "retried 3 times")
+        XCTAssertEqual(a.severity, .critical)
+        XCTAssertEqual(a.data["perfdata"], .array([.object(["label": .string("t"), "value": .number(9), "uom": .string("s")])]))
+        XCTAssertEqual(a.fingerprint, b.fingerprint)
+        XCTAssertEqual(ExecProvider.nagiosItem(status: 0, stdout: Data(), name: "web").title, "web OK")
+    }
+}
