@@ -67,72 +67,7 @@ extension StateStore {
 
     static var migrator: DatabaseMigrator {
         var m = DatabaseMigrator()
-        m.registerMigration("v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE source_state(
-                  source TEXT PRIMARY KEY,
-                  provider TEXT NOT NULL,
-                  etag TEXT,
-                  last_modified TEXT,
-                  baseline_at DOUBLE,
-                  last_poll DOUBLE,
-                  last_success DOUBLE,
-                  last_error TEXT,
-                  last_error_at DOUBLE,
-                  failures INTEGER NOT NULL DEFAULT 0,
-                  error_reported INTEGER NOT NULL DEFAULT 0,
-                  auth_failed_hash TEXT,
-                  next_due DOUBLE
-                );
-                CREATE TABLE item(
-                  source TEXT NOT NULL,
-                  key TEXT NOT NULL,
-                  kind TEXT NOT NULL,
-                  fingerprint TEXT NOT NULL,
-                  state TEXT NOT NULL,
-                  first_seen DOUBLE NOT NULL,
-                  changed_at DOUBLE NOT NULL,
-                  missing_since DOUBLE,
-                  snapshot TEXT NOT NULL,
-                  PRIMARY KEY(source, key)
-                ) WITHOUT ROWID;
-                CREATE TABLE event(
-                  seq INTEGER PRIMARY KEY AUTOINCREMENT,
-                  id TEXT NOT NULL UNIQUE,
-                  source TEXT NOT NULL,
-                  kind TEXT NOT NULL,
-                  type TEXT NOT NULL,
-                  key TEXT NOT NULL,
-                  observed_at DOUBLE NOT NULL,
-                  payload TEXT NOT NULL
-                );
-                CREATE INDEX event_by_source ON event(source, seq);
-                CREATE INDEX event_by_time ON event(observed_at);
-                CREATE TABLE delivery(
-                  id INTEGER PRIMARY KEY AUTOINCREMENT,
-                  event_seq INTEGER NOT NULL REFERENCES event(seq) ON DELETE CASCADE,
-                  sink TEXT NOT NULL,
-                  batch TEXT NOT NULL,
-                  status TEXT NOT NULL,
-                  attempts INTEGER NOT NULL DEFAULT 0,
-                  next_attempt DOUBLE NOT NULL,
-                  created_at DOUBLE NOT NULL,
-                  last_error TEXT
-                );
-                CREATE INDEX delivery_by_sink ON delivery(sink, status, id);
-                """)
-        }
-        NoticeSchema.register(&m)
-        ScheduleSchema.register(&m)
-        m.registerMigration("v3-item-content-hash") { db in
-            // The hash of what an item shows, where it differs from its fingerprint (custom
-            // fingerprints): a poll with new text but the same fingerprint refreshes the row.
-            try db.execute(sql: "ALTER TABLE item ADD COLUMN content_hash TEXT")
-        }
-        AttentionSchema.register(&m)
-        ReminderSchema.register(&m)
-        LeaseSchema.register(&m)
-        ScheduleSchema.registerMinimumInterval(&m)
+        SQLiteSchema.register(&m)
         return m
     }
 }

@@ -108,7 +108,7 @@ enum Reminders {
         let filter = db.dialect == .sqlite ? " AND severity IN (\(listed))" : ""
         let rows = try db.fetchAll("""
             SELECT key, kind, fingerprint, content_hash, first_seen, changed_at, snapshot, \(severity) AS severity
-            FROM item WHERE source = ? AND state = 'present' AND changed_at <= ?\(filter)
+            FROM item WHERE source = ? AND state = \(StoredItem.State.present.sql) AND changed_at <= ?\(filter)
             ORDER BY first_seen, key
             """, source, changedBefore)
         var out: [Candidate] = []

@@ -8,7 +8,7 @@ enum Enqueue {
     /// `batch`: the poll's batch (a batching sink gets the poll's events together).
     static func deliveries(_ db: any SQLConnection, eventSeq: Int64, _ decisions: [RouteDecision], batch: String, now: Date) throws {
         let insert = """
-            INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at, hold_until, hold) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)
+            INSERT INTO delivery(event_seq, sink, batch, status, next_attempt, created_at, hold_until, hold) VALUES (?, ?, ?, \(DeliveryStatus.pending.sql), ?, ?, ?, ?)
             """
         for decision in decisions {
             guard let hold = decision.hold else {
@@ -40,7 +40,7 @@ struct HeldPlacement: Equatable {
             let prefix = "group:\(route):"
             if let open = try db.fetchOne("""
                 SELECT batch, hold_until FROM delivery
-                WHERE sink = ? AND status = 'pending' AND hold = 'group' AND hold_until > ? AND substr(batch, 1, length(?)) = ?
+                WHERE sink = ? AND status = \(DeliveryStatus.pending.sql) AND hold = 'group' AND hold_until > ? AND substr(batch, 1, length(?)) = ?
                 ORDER BY id DESC LIMIT 1
                 """, sink, now, prefix, prefix) {
                 return HeldPlacement(batch: try open[0], until: try open[1], reason: .grouped)
@@ -62,7 +62,7 @@ extension HeldPlacement {
     static func follow(_ db: any SQLConnection, routes: [Route], now: Date) throws -> Int {
         let held = try db.fetchAll("""
             SELECT batch, hold, min(hold_until) FROM delivery
-            WHERE status = 'pending' AND hold IS NOT NULL AND hold_until > ? GROUP BY batch, hold
+            WHERE status = \(DeliveryStatus.pending.sql) AND hold IS NOT NULL AND hold_until > ? GROUP BY batch, hold
             """, now)
         var moved = 0
         for row in held {
@@ -83,7 +83,7 @@ extension HeldPlacement {
                 release = route?.attention.groupWait == nil ? now : until
             }
             guard release < until else { continue }
-            moved += try db.execute("UPDATE delivery SET hold_until = ? WHERE batch = ? AND status = 'pending' AND hold_until > ?",
+            moved += try db.execute("UPDATE delivery SET hold_until = ? WHERE batch = ? AND status = \(DeliveryStatus.pending.sql) AND hold_until > ?",
                                     release, batch, release)
         }
         return moved

@@ -158,7 +158,7 @@ extension OutboxStore {
 
     /// The held deliveries at `now`, grouped by sink, reason and end of the hold (soonest first).
     package static func heldGroups(_ db: any SQLConnection, now: Date) throws -> [HeldGroup] {
-        let sql = "SELECT sink, hold, hold_until, count(*) FROM delivery WHERE status != 'dead' AND hold_until > ? GROUP BY sink, hold, hold_until ORDER BY sink, hold_until"
+        let sql = "SELECT sink, hold, hold_until, count(*) FROM delivery WHERE status != \(DeliveryStatus.dead.sql) AND hold_until > ? GROUP BY sink, hold, hold_until ORDER BY sink, hold_until"
         return try db.fetchAll(sql, now).compactMap { r -> HeldGroup? in
             guard let reason = Digest.Reason(rawValue: (try r[1] as String?) ?? "") else { return nil }
             return HeldGroup(sink: try r[0], hold: OutboxEntry.Hold(until: try r[2], reason: reason), count: try r[3])
@@ -168,7 +168,7 @@ extension OutboxStore {
     /// Each sink's newest dead letter's error (sinks without dead letters are absent).
     package static func lastDeadErrors(_ db: any SQLConnection) throws -> [String: String] {
         var out: [String: String] = [:]
-        for r in try db.fetchAll("SELECT sink, last_error FROM delivery WHERE id IN (SELECT max(id) FROM delivery WHERE status = 'dead' GROUP BY sink)") {
+        for r in try db.fetchAll("SELECT sink, last_error FROM delivery WHERE id IN (SELECT max(id) FROM delivery WHERE status = \(DeliveryStatus.dead.sql) GROUP BY sink)") {
             if let e: String = try r[1] { out[try r[0]] = e }
         }
         return out
@@ -187,7 +187,7 @@ extension OutboxStore {
     @discardableResult
     public func dropDead(id: Int64) throws -> Bool {
         try store.database.write { db in
-            try db.execute("DELETE FROM delivery WHERE status = 'dead' AND id = ?", id) > 0
+            try db.execute("DELETE FROM delivery WHERE status = \(DeliveryStatus.dead.sql) AND id = ?", id) > 0
         }
     }
 
@@ -196,7 +196,7 @@ extension OutboxStore {
     @discardableResult
     public func requeueDead(_ selector: String?, now: Date = Date()) throws -> Int {
         try store.database.write { db in
-            let set = "UPDATE delivery SET status = 'pending', attempts = 0, next_attempt = ?, created_at = ?, last_error = NULL WHERE status = 'dead'"
+            let set = "UPDATE delivery SET status = \(DeliveryStatus.pending.sql), attempts = 0, next_attempt = ?, created_at = ?, last_error = NULL WHERE status = \(DeliveryStatus.dead.sql)"
             guard let selector else {
                 return try db.execute(set, now, now)
             }

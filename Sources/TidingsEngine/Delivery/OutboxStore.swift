@@ -102,7 +102,7 @@ public struct OutboxStore: Sendable {
     static let batchLimit = 1000
 
     static func head(_ db: any SQLConnection, sink: String, batch wantBatch: Bool, digests: Bool, now: Date) throws -> OutboxHead {
-        let pending = DeliveryRow.select + " WHERE d.sink = ? AND d.status = 'pending'"
+        let pending = DeliveryRow.select + " WHERE d.sink = ? AND d.status = \(DeliveryStatus.pending.sql)"
         let released = " AND (d.hold_until IS NULL OR d.hold_until <= ?)"
         guard let first = try db.fetchOne(pending + released + " ORDER BY d.id LIMIT 1", sink, now).map(DeliveryRow.init) else {
             return .empty
@@ -137,7 +137,7 @@ public struct OutboxStore: Sendable {
     /// `attempts` nil keeps the count (a row that was never tried).
     public func markDead(_ ids: [Int64], attempts: Int?, error: String) async throws {
         try await store.database.write { db in
-            try db.execute("UPDATE delivery SET status = 'dead', attempts = COALESCE(?, attempts), last_error = ? WHERE id IN (\(Self.list(ids)))",
+            try db.execute("UPDATE delivery SET status = \(DeliveryStatus.dead.sql), attempts = COALESCE(?, attempts), last_error = ? WHERE id IN (\(Self.list(ids)))",
                            [attempts.sqlValue, error.sqlValue] + ids.map(\.sqlValue))
         }
     }
@@ -146,7 +146,7 @@ public struct OutboxStore: Sendable {
     /// sinks this instance delivers to, where daemons share the state); nil: all.
     public func retryPendingNow(_ now: Date, sinks: [String]? = nil) async throws {
         try await store.database.write { db in
-            var sql = "UPDATE delivery SET next_attempt = ? WHERE status = 'pending' AND next_attempt > ?"
+            var sql = "UPDATE delivery SET next_attempt = ? WHERE status = \(DeliveryStatus.pending.sql) AND next_attempt > ?"
             var args = [now.sqlValue, now.sqlValue]
             if let sinks {
                 guard !sinks.isEmpty else { return }
@@ -160,13 +160,13 @@ public struct OutboxStore: Sendable {
     /// When the next held delivery of `sink` is released (quiet hours end, a group closes).
     public func nextRelease(sink: String) async throws -> Date? {
         try await store.database.read { db in
-            try db.scalar("SELECT min(hold_until) FROM delivery WHERE sink = ? AND status = 'pending' AND hold_until IS NOT NULL", [sink.sqlValue])
+            try db.scalar("SELECT min(hold_until) FROM delivery WHERE sink = ? AND status = \(DeliveryStatus.pending.sql) AND hold_until IS NOT NULL", [sink.sqlValue])
         }
     }
 
     /// Sinks that have pending rows (including sinks no longer configured).
     public func sinksWithPending() async throws -> [String] {
-        try await store.database.read { db in try db.fetchAll("SELECT DISTINCT sink FROM delivery WHERE status = 'pending'").map { try $0[0] } }
+        try await store.database.read { db in try db.fetchAll("SELECT DISTINCT sink FROM delivery WHERE status = \(DeliveryStatus.pending.sql)").map { try $0[0] } }
     }
 }
 

@@ -206,7 +206,7 @@ public struct PollRecorder: Sendable {
     static func items(_ db: any SQLConnection, source: String, includingGone: Bool = false) throws -> [String: StoredItem] {
         var out: [String: StoredItem] = [:]
         let rows = try db.fetchAll("SELECT key, kind, fingerprint, content_hash, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ?"
-                                   + (includingGone ? "" : " AND state <> 'gone'"), source)
+                                   + (includingGone ? "" : " AND state <> \(StoredItem.State.gone.sql)"), source)
         out.reserveCapacity(rows.count)
         for r in rows {
             let key: String = try r[0]
