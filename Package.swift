@@ -16,13 +16,10 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "tidings", targets: ["tidings"]),
-        // For the fuzz package (Fuzz/Package.swift), which links the providers and sinks from outside.
-        .library(name: "TidingsPluginAPI", targets: ["TidingsPluginAPI"]),
+        // For the fuzz package (Fuzz/Package.swift): its one entry into tidings.
+        .library(name: "TidingsFuzzTargets", targets: ["TidingsFuzzTargets"]),
         // Fakes, scratch state and a PostgreSQL server for tests of code built on tidings.
         .library(name: "TidingsTesting", targets: ["TidingsTestSupport"]),
-        .library(name: "TidingsProviders", targets: ["TidingsProviders"]),
-        .library(name: "TidingsSinks", targets: ["TidingsSinks"]),
-        .library(name: "TidingsCurl", targets: ["TidingsCurl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -168,6 +165,12 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
+        ),
+        /// What each `make fuzz` target does with one input: the package's only public API, for
+        /// the fuzz package, which is built apart with the sanitizers.
+        .target(
+            name: "TidingsFuzzTargets",
+            dependencies: ["TidingsPluginAPI", "TidingsApp", "TidingsProviders", "TidingsSinks", "TidingsCurl"]
         ),
         /// For tests (the `TidingsTesting` product): fakes (ScriptedProvider, ScriptedSink, a loopback
         /// HTTP server), scratch directories and configs, a real PostgreSQL started per test process,

@@ -18,12 +18,7 @@ let package = Package(
         /// sanitized executable instead of eight.
         .executableTarget(
             name: "TidingsFuzz",
-            dependencies: [
-                .product(name: "TidingsPluginAPI", package: rootPackage),
-                .product(name: "TidingsProviders", package: rootPackage),
-                .product(name: "TidingsSinks", package: rootPackage),
-                .product(name: "TidingsCurl", package: rootPackage),
-            ]
+            dependencies: [.product(name: "TidingsFuzzTargets", package: rootPackage)]
         ),
     ]
 )

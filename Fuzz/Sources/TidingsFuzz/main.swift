@@ -1,6 +1,7 @@
 import Foundation
+import TidingsFuzzTargets
 
-// One libFuzzer binary for every target: FUZZ_TARGET=NAME (a key of `Targets.all`) picks it.
+// One libFuzzer binary for every target: FUZZ_TARGET=NAME (a key of `FuzzTargets.all`) picks it.
 //
 // SwiftPM links an executable target with `--defsym main=TidingsFuzz_main` (so tests could link
 // it), and this module has no top-level code (`-parse-as-library`), so `TidingsFuzz_main` below
@@ -18,8 +19,8 @@ public func fuzzOne(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
 @_cdecl("TidingsFuzz_main")
 public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
     let name = ProcessInfo.processInfo.environment["FUZZ_TARGET"] ?? ""
-    guard let target = Targets.all[name] else {
-        FileHandle.standardError.write(Data("set FUZZ_TARGET to one of: \(Targets.all.keys.sorted().joined(separator: ", "))\n".utf8))
+    guard let target = FuzzTargets.all[name] else {
+        FileHandle.standardError.write(Data("set FUZZ_TARGET to one of: \(FuzzTargets.all.keys.sorted().joined(separator: ", "))\n".utf8))
         return 2
     }
     selected = target

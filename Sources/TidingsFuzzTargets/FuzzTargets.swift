@@ -3,14 +3,16 @@ import TidingsPluginAPI
 import TidingsProviders
 import TidingsCurl
 import TidingsSinks
+import TidingsApp
 
-/// What each fuzz target does with one input. Every function feeds the bytes to the same public
-/// entry point production uses; thrown errors are expected answers to bad input, while traps,
+/// What each fuzz target does with one input: the whole of what the fuzz package (Fuzz/, built
+/// apart with the sanitizers) may call in tidings, so this is the one public API of the package.
+/// Every function feeds the bytes to the same entry point production uses; thrown errors are expected answers to bad input, while traps,
 /// sanitizer reports, hangs and runaway memory are bugs. Tests/TidingsAppTests/FuzzRegressionTests.swift
 /// replays the saved crashers through the same calls.
-enum Targets {
+public enum FuzzTargets {
     /// Name (as `make fuzz` and Fuzz/corpus/NAME use it) → what one input goes through.
-    static let all: [String: @Sendable (Data) -> Void] = [
+    public static let all: [String: @Sendable (Data) -> Void] = [
         "config": config, "duration": duration, "sportdate": sportdate, "statuspage": statuspage,
         "economic": economic, "alertmanager": alertmanager, "http-json": httpJSON, "exec-output": execOutput,
         "feed": feed,
