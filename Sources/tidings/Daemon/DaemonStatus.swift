@@ -4,10 +4,10 @@ import TidingsCore
 /// The state as the daemon reports it (DESIGN §8): each source's health and each sink's
 /// outbox backlog, read in one go for the `STATUS=` line and the gauges behind `/metrics`.
 struct StateSnapshot {
-    var health: [String: SourceHealth]
+    var health: [String: StoredHealth]
     var backlog: [String: OutboxBacklog]
 
-    private init(health: [String: SourceHealth], backlog: [String: OutboxBacklog]) {
+    private init(health: [String: StoredHealth], backlog: [String: OutboxBacklog]) {
         self.health = health
         self.backlog = backlog
     }
@@ -16,7 +16,7 @@ struct StateSnapshot {
     static func read(_ store: StateStore) async throws -> StateSnapshot {
         let now = Date()
         let (health, backlog) = try await store.database.read { db in
-            (try StateStore.sourceHealth(db), try OutboxStore.backlog(db, now: now))
+            (try StateStore.storedHealth(db), try OutboxStore.backlog(db, now: now))
         }
         return StateSnapshot(health: health, backlog: backlog)
     }
@@ -33,7 +33,7 @@ struct StateSnapshot {
     func exportHealth(of config: TidingsConfig) {
         for s in config.sources where s.settings.enabled {
             guard let h = health[s.name] else { continue }
-            TidingsMetrics.sourceHealth(s.name, up: h.failures == 0, lastSuccess: h.lastSuccess)
+            TidingsMetrics.sourceHealth(s.name, SourceHealth(s, h), lastSuccess: h.lastSuccess)
         }
     }
 }
@@ -61,7 +61,7 @@ struct DaemonStatus: Equatable, CustomStringConvertible {
         sources = polled.count
         sinks = config.sinks.count
         counts = snapshot.map { s in
-            Counts(failing: polled.filter { (s.health[$0.name]?.failures ?? 0) > 0 }.count,
+            Counts(failing: polled.filter { SourceHealth($0, s.health[$0.name]).isFailing }.count,
                    queued: s.backlog.values.reduce(0) { $0 + $1.pending }, held: s.backlog.values.reduce(0) { $0 + $1.held }, dead: s.backlog.values.reduce(0) { $0 + $1.dead })
         }
     }
