@@ -1,6 +1,6 @@
 import Foundation
 
-/// Intake: a successful poll's items with duplicate keys merged and oversized ones cut to size
+/// Intake: a successful poll's items bounded, what does not fit cut with a visible marker
 /// (``ItemIntake``); nothing for a failure or a 304.
 struct IntakeStage: PollStage {
     func run(_ ctx: inout PollRecording, _ db: any SQLConnection) throws {

@@ -15,7 +15,7 @@ struct PollPipeline {
     /// The whole pipeline of a poll recorded with `options`.
     static func build(_ options: RecordOptions) -> PollPipeline {
         var stages: [any PollStage] = [
-            IntakeStage(),       // duplicate keys merged, items cut to size
+            IntakeStage(),       // items bounded: what does not fit is cut, with a marker
             DedupeStage(),       // new / changed / removed against the stored items; baseline
             EventsStage(),       // the event of each change, or one summary over max_events
             NoticeStage(),       // kind `notice` kept pending until dismissed
