@@ -193,7 +193,7 @@ package final class StatusPages: Sendable {
             "pid": "\(b.pid)", "since": Self.time(b.startedAt, now), "version": TidingsVersion.string,
             "backend": report.backend, "location": report.location,
             "instances": report.daemon.instances.map { ["label": $0.label, "sources": $0.sources, "seen": Self.time($0.seenAt, now)] as [String: Any] },
-            "counts": StatusReport.Health.allCases.map { ["health": $0.rawValue, "n": report.counts[$0] ?? 0] as [String: Any] },
+            "counts": SourceHealth.allCases.map { ["health": $0.rawValue, "n": report.counts[$0] ?? 0] as [String: Any] },
             "sources": sources,
             "sinks": report.sinks.map { s -> [String: Any] in
                 ["name": s.name, "type": s.type ?? "not configured", "pending": s.pending, "held": s.held, "dead": s.dead,
@@ -333,9 +333,9 @@ package final class StatusPages: Sendable {
     }
 
     private func sourceRow(_ s: SourceConfig, _ st: SourceStatus?, now: Date) -> [String: Any] {
-        let health = StatusReport.Health(s, st)
+        let health = SourceHealth(s, st)
         return [
-            "name": s.name, "provider": s.provider, "health": health.rawValue, "bad": health == .failing || health == .authFailed,
+            "name": s.name, "provider": s.provider, "health": health.rawValue, "bad": health.isFailing,
             "items": st?.items ?? 0, "failures": Self.some((st?.failures ?? 0) > 0 ? "\(st?.failures ?? 0)" : nil),
             "lastSuccess": st?.lastSuccess.map { Self.time($0, now) } ?? "never",
             "lastError": Self.some(st?.lastError), "lastErrorAt": st?.lastErrorAt.map { Self.time($0, now) } ?? "",

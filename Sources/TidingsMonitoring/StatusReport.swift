@@ -26,27 +26,11 @@ package struct StatusReport: Sendable {
         package var running: Bool { holdsLock || !instances.isEmpty }
     }
 
-    /// A source's health, as `tidings sources` names it (`paused` there is `disabled`).
-    package enum Health: String, CaseIterable, Sendable {
-        case ok, new, failing
-        case authFailed = "auth-failed"
-        case paused
-
-        /// Of `source`, as stored (`status`: nil before its first poll).
-        package init(_ source: SourceConfig, _ status: SourceStatus?) {
-            if !source.settings.enabled { self = .paused }
-            else if status?.authFailedHash == source.configHash { self = .authFailed }
-            else if (status?.failures ?? 0) > 0 { self = .failing }
-            else if status?.lastSuccess == nil { self = .new }
-            else { self = .ok }
-        }
-    }
-
     /// A failing or auth-failed source.
     package struct Problem: Sendable {
         package var name: String
         package var provider: String
-        package var health: Health
+        package var health: SourceHealth
         package var failures: Int
         package var lastError: String?
         package var lastErrorAt: Date?
@@ -73,7 +57,7 @@ package struct StatusReport: Sendable {
     package var now: Date
     package var daemon: Daemon
     package var enabledSources: Int
-    package var counts: [Health: Int]
+    package var counts: [SourceHealth: Int]
     package var problems: [Problem]
     package var sinks: [SinkBacklog]
     package var silences: [Silence]
@@ -99,13 +83,13 @@ package struct StatusReport: Sendable {
         }
 
         let statuses = try store.statuses()
-        var counts = Dictionary(uniqueKeysWithValues: Health.allCases.map { ($0, 0) })
+        var counts = Dictionary(uniqueKeysWithValues: SourceHealth.allCases.map { ($0, 0) })
         var problems: [Problem] = []
         for s in config.sources {
             let st = statuses[s.name]
-            let health = Health(s, st)
+            let health = SourceHealth(s, st)
             counts[health, default: 0] += 1
-            if health == .failing || health == .authFailed {
+            if health.isFailing {
                 problems.append(Problem(name: s.name, provider: s.provider, health: health, failures: st?.failures ?? 0,
                                         lastError: st?.lastError, lastErrorAt: st?.lastErrorAt,
                                         nextTry: health == .authFailed ? nil : st?.nextDue))

@@ -174,13 +174,18 @@ final class MinimumIntervalTests: XCTestCase {
         env.time = t0 + 10
         var out = await poll(runner, src)
         XCTAssertEqual(p.polls, 1, "no request within the remote's interval")
-        XCTAssertTrue(out.deferred)
+        guard case .deferred(let until) = out else { return XCTFail("\(out)") }
+        XCTAssertEqual(until, t0 + 60)
         XCTAssertNil(out.error)
-        XCTAssertFalse(out.nextDueStored)
-        XCTAssertEqual(out.nextDue, t0 + 60)
+        XCTAssertEqual(out.next?.store, true, "the scheduler stores the deferred due time")
         env.time = t0 + 60
         out = await poll(runner, src)
-        XCTAssertFalse(out.deferred)
+        guard case .succeeded = out else { return XCTFail("\(out)") }
         XCTAssertEqual(p.polls, 2)
     }
+}
+
+private extension PollOutcome {
+    /// When the schedule polls the source next (stored or not).
+    var nextDue: Date { next?.due ?? .distantFuture }
 }

@@ -24,8 +24,7 @@ final class NoticeBookTests: XCTestCase {
         let event = Event(source: "status", provider: "messagebox", kind: item.kind, event: type, key: item.key, title: item.title, observedAt: now)
         try store.database.write { db in
             try NoticeBook.record(db, source: "status", changes: [change], events: [event], ttl: ttl, now: now)
-            var silenced: [String: String] = [:]
-            _ = try PollRecorder.insert(db, events: [event], options: RecordOptions(router: nil), now: now, silenced: &silenced)
+            try EnqueueStage.insert(db, [event], silenced: [:], decisions: [:], now: now)
         }
         return event
     }

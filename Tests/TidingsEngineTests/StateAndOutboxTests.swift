@@ -65,14 +65,78 @@ final class StateAndOutboxTests: XCTestCase {
         provider.failure = PollError(.auth, "credentials rejected")
         let first = await runner.poll(source, options: RecordOptions(router: nil), logger: quietLogger)
         XCTAssertEqual(first.record.events.map(\.event), [.error])
-        XCTAssertEqual(first.nextDue, .distantFuture)
+        guard case .authFailed = first else { return XCTFail("\(first)") }
+        XCTAssertNil(first.next, "not on schedule until the configuration changes")
         provider.failure = nil
         let second = await runner.poll(source, options: RecordOptions(router: nil), logger: quietLogger)
-        XCTAssertTrue(second.skippedAuthFailed, "no new login while the config is unchanged")
+        guard case .skipped = second else { return XCTFail("no new login while the config is unchanged: \(second)") }
         var changed = source
         changed.configHash = "h2"
         let third = await runner.poll(changed, options: RecordOptions(router: nil), logger: quietLogger)
         XCTAssertNil(third.error, "a changed config tries again")
+    }
+
+    /// A poll reads its `source_state` row once (before the provider call) and writes it once
+    /// (at the end of its transaction): baseline, changes, a 304, failures up to the `error`
+    /// event, the recovery. (Before the pipeline: 5 statements per successful poll.)
+    func testAPollReadsAndWritesItsSourceRowOnce() async throws {
+        let log = StatementLog(store.database)
+        let runner = PollRunner(store: StateStore(database: log), http: CurlHTTPClient())
+        let opts = RecordOptions(router: Router(routes: [], allSinks: ["a"]))
+        var write = "INSERT"  // the first poll makes the row
+        func poll(_ items: [Item]?, failure: PollError? = nil) async throws -> PollOutcome {
+            provider.items = items ?? provider.items
+            provider.failure = failure
+            _ = log.take(touching: "source_state")
+            let outcome = await runner.poll(source, options: opts, logger: quietLogger)
+            let statements = log.take(touching: "source_state")
+            XCTAssertEqual(statements.count, 2, "\(statements)")
+            XCTAssertTrue(statements.first?.hasPrefix("SELECT") == true, "\(statements)")
+            XCTAssertTrue(statements.last?.hasPrefix(write) == true, "\(statements)")
+            write = "UPDATE"
+            return outcome
+        }
+        let baseline = try await poll([Item(key: "1", kind: "k", title: "one")])
+        XCTAssertEqual(baseline.record.baselineCount, 1)
+        let new = try await poll([Item(key: "1", kind: "k", title: "one"), Item(key: "2", kind: "k", title: "two")])
+        XCTAssertEqual(new.record.events.map(\.event), [.new])
+        var failures: [[EventType]] = []
+        for _ in 1...3 { failures.append(try await poll(nil, failure: PollError(.transient, "HTTP 500")).record.events.map(\.event)) }
+        XCTAssertEqual(failures, [[], [], [.error]], "error_threshold = 3")
+        let recovered = try await poll(nil)
+        XCTAssertEqual(recovered.record.events.map(\.event), [.recovered])
+        XCTAssertEqual(recovered.record.health, .ok)
+        let read = try await store.database.read { try SourceState.read($0, source: "s") }
+        let row = try XCTUnwrap(read)
+        XCTAssertEqual(row.failures, 0)
+        XCTAssertFalse(row.errorReported)
+        XCTAssertNotNil(row.baselineAt)
+        XCTAssertEqual(try count("delivery"), 3, "new, error and recovered, each to sink a")
+    }
+
+    /// The row a poll read at its start changed before its write (another writer, `state
+    /// forget`): the poll is recorded again from the row as it is, not over it.
+    func testAPollWhoseRowMovedIsRecordedFromTheRowAsItIs() async throws {
+        let rec = PollRecorder(store: store)
+        let opts = RecordOptions(router: nil)
+        _ = try await rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "one")]), now: Date(), options: opts)
+        var stale = try await store.database.read { try SourceState.read($0, source: "s") }
+        XCTAssertNotNil(stale?.baselineAt)
+        _ = try await rec.recordFailure(source, error: PollError(.transient, "HTTP 500"), now: Date(), options: opts)
+        let failed = try await rec.record(source, .failure(PollError(.transient, "HTTP 500"), notBefore: nil, nextDue: { _ in nil }), now: Date(),
+                                          options: opts, prior: .read(stale))
+        XCTAssertEqual(failed.failures, 2, "counted on the row as it is, not as read")
+
+        stale = try await store.database.read { try SourceState.read($0, source: "s") }
+        try store.forget(source: "s")
+        let afterForget = try await rec.record(source, .success(.snapshot([Item(key: "1", kind: "k", title: "one"), Item(key: "2", kind: "k", title: "two")]), nextDue: nil),
+                                               now: Date(), options: opts, prior: .read(stale))
+        XCTAssertEqual(afterForget.baselineCount, 2, "forgotten meanwhile: a silent baseline, not two new items")
+        XCTAssertEqual(afterForget.events.count, 0)
+
+        let none = try await rec.record(source, .failure(PollError(.transient, "HTTP 500"), notBefore: nil, nextDue: { _ in nil }), now: Date(),
+                                        options: opts, prior: .read(nil))
+        XCTAssertEqual(none.failures, 1, "a row made meanwhile is not inserted over")
     }
 
     /// A removed item stays in the table as `gone` (not read back each poll); when it
@@ -101,14 +165,16 @@ final class StateAndOutboxTests: XCTestCase {
         func stored() throws -> Double? {
             try store.scalar("SELECT next_due FROM source_state WHERE source = ?", self.source.name) as Double?
         }
-        let ok = await runner.poll(source, options: RecordOptions(router: nil), logger: quietLogger)
-        XCTAssertTrue(ok.nextDueStored)
-        XCTAssertEqual(try XCTUnwrap(stored()), ok.nextDue.timeIntervalSince1970, accuracy: 0.001)
+        let succeeded = await runner.poll(source, options: RecordOptions(router: nil), logger: quietLogger)
+        let ok = try XCTUnwrap(succeeded.next)
+        XCTAssertFalse(ok.store, "stored with the poll")
+        XCTAssertEqual(try XCTUnwrap(stored()), ok.due.timeIntervalSince1970, accuracy: 0.001)
         provider.failure = PollError(.transient, "HTTP 503")
-        let failed = await runner.poll(source, options: RecordOptions(router: nil), logger: quietLogger)
-        XCTAssertTrue(failed.nextDueStored)
-        XCTAssertGreaterThan(failed.nextDue, ok.nextDue.addingTimeInterval(-1000))
-        XCTAssertEqual(try XCTUnwrap(stored()), failed.nextDue.timeIntervalSince1970, accuracy: 0.001)
+        let failure = await runner.poll(source, options: RecordOptions(router: nil), logger: quietLogger)
+        let failed = try XCTUnwrap(failure.next)
+        XCTAssertFalse(failed.store, "stored with the poll")
+        XCTAssertGreaterThan(failed.due, ok.due.addingTimeInterval(-1000))
+        XCTAssertEqual(try XCTUnwrap(stored()), failed.due.timeIntervalSince1970, accuracy: 0.001)
     }
 
     func testOutboxRetriesInOrderThenDeadLetters() async throws {

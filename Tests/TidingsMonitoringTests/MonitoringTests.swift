@@ -92,11 +92,12 @@ final class MonitoringTests: XCTestCase {
     func testExpositionHasHelpTypeAndForgetsRemovedSources() throws {
         PrometheusExporter.bootstrap()
         PrometheusExporter.bootstrap()  // once per process: a second call must not trap
-        var outcome = PollOutcome(source: "unit-a", record: PollRecord(), error: nil, nextDue: Date())
-        outcome.record.events = [Event(id: "01J", source: "unit-a", provider: "exec", kind: "item", event: .new, key: "k", title: "t", body: "",
-                                       url: nil, severity: .info, observedAt: Date(timeIntervalSince1970: 1_700_000_000))]
-        outcome.record.silenced = ["01J": "abcd123456"]
-        TidingsMetrics.polled("unit-a", outcome, accounting: .counted, seconds: 0.2, now: Date(timeIntervalSince1970: 1_700_000_000))
+        var record = PollRecord()
+        record.events = [Event(id: "01J", source: "unit-a", provider: "exec", kind: "item", event: .new, key: "k", title: "t", body: "",
+                               url: nil, severity: .info, observedAt: Date(timeIntervalSince1970: 1_700_000_000))]
+        record.silenced = ["01J": "abcd123456"]
+        record.health = .ok
+        TidingsMetrics.polled("unit-a", .succeeded(record, next: Date()), accounting: .counted, seconds: 0.2, now: Date(timeIntervalSince1970: 1_700_000_000))
         TidingsMetrics.delivered(sink: "unit-sink", .retry, count: 3)
         TidingsMetrics.outbox(["unit-sink": OutboxBacklog(pending: 3, dead: 1)])
         var text = String(decoding: PrometheusExporter.exposition(), as: UTF8.self)

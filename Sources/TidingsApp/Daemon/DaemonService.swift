@@ -131,9 +131,9 @@ package final class DaemonService: Service, Sendable {
             return [.error("the running daemon has no source named \(names) (it runs \(configFile) as last loaded; reload it with SIGHUP after editing)")]
         }
         var replies: [ControlReply] = []
-        for outcome in await generation.scheduler.pollNow(sources) {
+        for (source, outcome) in zip(sources, await generation.scheduler.pollNow(sources)) {
             replies += outcome.record.events.map { ControlReply.event($0, silencedBy: outcome.record.silenced[$0.id]) }
-            replies.append(.result(source: outcome.source, outcome: outcome.error.map { .failed(Redactor.shared.scrub($0.message)) } ?? .ok))
+            replies.append(.result(source: source.name, outcome: outcome.error.map { .failed(Redactor.shared.scrub($0.message)) } ?? .ok))
         }
         replies.append(.done)
         return replies

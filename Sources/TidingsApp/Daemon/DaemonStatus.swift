@@ -7,10 +7,10 @@ import TidingsPOSIX
 /// The state as the daemon reports it (DESIGN §8): each source's health and each sink's
 /// outbox backlog, read in one go for the `STATUS=` line and the gauges behind `/metrics`.
 package struct StateSnapshot {
-    package var health: [String: SourceHealth]
+    package var health: [String: StoredHealth]
     package var backlog: [String: OutboxBacklog]
 
-    private init(health: [String: SourceHealth], backlog: [String: OutboxBacklog]) {
+    private init(health: [String: StoredHealth], backlog: [String: OutboxBacklog]) {
         self.health = health
         self.backlog = backlog
     }
@@ -19,7 +19,7 @@ package struct StateSnapshot {
     package static func read(_ store: StateStore) async throws -> StateSnapshot {
         let now = Date()
         let (health, backlog) = try await store.database.read { db in
-            (try StateStore.sourceHealth(db), try OutboxStore.backlog(db, now: now))
+            (try StateStore.storedHealth(db), try OutboxStore.backlog(db, now: now))
         }
         return StateSnapshot(health: health, backlog: backlog)
     }
@@ -36,7 +36,7 @@ package struct StateSnapshot {
     package func exportHealth(of config: TidingsConfig) {
         for s in config.sources where s.settings.enabled {
             guard let h = health[s.name] else { continue }
-            TidingsMetrics.sourceHealth(s.name, up: h.failures == 0, lastSuccess: h.lastSuccess)
+            TidingsMetrics.sourceHealth(s.name, SourceHealth(s, h), lastSuccess: h.lastSuccess)
         }
     }
 }
@@ -64,7 +64,7 @@ package struct DaemonStatus: Equatable, CustomStringConvertible {
         sources = polled.count
         sinks = config.sinks.count
         counts = snapshot.map { s in
-            Counts(failing: polled.filter { (s.health[$0.name]?.failures ?? 0) > 0 }.count,
+            Counts(failing: polled.filter { SourceHealth($0, s.health[$0.name]).isFailing }.count,
                    queued: s.backlog.values.reduce(0) { $0 + $1.pending }, held: s.backlog.values.reduce(0) { $0 + $1.held }, dead: s.backlog.values.reduce(0) { $0 + $1.dead })
         }
     }

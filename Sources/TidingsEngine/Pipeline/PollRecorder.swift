@@ -9,13 +9,13 @@ public struct PollRecord: Sendable {
     public var baselineCount: Int?
     /// Consecutive failures after this poll (0 on success).
     public var failures = 0
-    /// The source's credentials were rejected; it waits for a config change.
-    public var authFailed = false
     /// What the poll had to cut or hold back (items cut to size, events over `max_events`):
     /// one line each, for the log.
     public var warnings: [String] = []
     /// The events a silence kept from their sinks: event id → silence id.
     package var silenced: [String: String] = [:]
+    /// The source's health as this poll left it in the state (``SourceHealth``).
+    package var health = SourceHealth.new
 }
 
 /// How the recorder treats the events it creates.
@@ -48,85 +48,31 @@ public struct RecordOptions: Sendable {
     }
 }
 
-/// Writes one poll's outcome — items, source status, events and outbox rows — in ONE
-/// transaction. A crash at any point leaves either all of it or none of it.
+/// Records one poll — items, source status, events and outbox rows — in ONE transaction,
+/// through the stages of ``PollPipeline``. A crash at any point leaves either all of it or none of it.
 public struct PollRecorder: Sendable {
     public let store: StateStore
 
     public init(store: StateStore) { self.store = store }
 
+    /// What the poll knows of its source's `source_state` row when it is recorded.
+    package enum Prior: Sendable {
+        /// Nothing: the transaction reads it (and locks it where the state is shared).
+        case unread
+        /// Read at the poll's start (nil: no row yet); the write checks it still holds.
+        case read(SourceState?)
+    }
+
     /// Records a successful poll and returns the events it produced. `nextDue`, when given, is
     /// stored in the same transaction (one commit per poll).
     public func recordSuccess(_ source: SourceConfig, result: PollResult, now: Date, options: RecordOptions, nextDue: Date? = nil) throws -> PollRecord {
-        try store.database.transaction(options.transaction) { try Self.success($0, source, result: result, now: now, options: options, nextDue: nextDue) }
+        try record(source, .success(result, nextDue: nextDue), now: now, options: options)
     }
 
     /// ``recordSuccess(_:result:now:options:nextDue:)`` from async code: the transaction runs on
     /// the state backend's threads, not the cooperative pool.
     public func recordSuccess(_ source: SourceConfig, result: PollResult, now: Date, options: RecordOptions, nextDue: Date? = nil) async throws -> PollRecord {
-        try await store.database.perform(options.transaction) { try Self.success($0, source, result: result, now: now, options: options, nextDue: nextDue) }
-    }
-
-    static func success(_ db: any SQLConnection, _ source: SourceConfig, result: PollResult, now: Date, options: RecordOptions, nextDue: Date?) throws -> PollRecord {
-        do {
-            var record = PollRecord()
-            let status = try SourceRow.fetch(db, source: source, fence: options.fence)
-            var events: [Event] = []
-            if let (items, validators, renumbered) = result.items {
-                let intake = ItemIntake.take(items)
-                let complete = source.instance.snapshotIsComplete
-                let previous = try Self.items(db, source: source.name, includingGone: !complete)
-                let baseline = status.baselineAt == nil || renumbered
-                let outcome = Deduplicator(flapWindow: source.flapWindow, reportsRemovals: complete)
-                    .run(previous: previous, current: intake.items, baseline: baseline, notifyExisting: source.settings.notifyExisting, now: now)
-                try Self.write(db, source: source.name, upserts: outcome.upserts)
-                try Reminders.forget(db, source: source.name, upserts: outcome.upserts)
-                if baseline { record.baselineCount = outcome.baselineCount }
-                if let cut = Self.cutWarning(intake, stored: outcome.upserts) { record.warnings.append(cut) }
-                func event(_ change: Deduplicator.Change) -> Event {
-                    EventFactory.event(source: source, change: change, firstSeen: previous[change.item.key]?.firstSeen ?? now, now: now)
-                }
-                if outcome.changes.count <= source.settings.maxEvents {
-                    events = outcome.changes.map(event)
-                    try NoticeBook.record(db, source: source.name, changes: outcome.changes, events: events, ttl: source.settings.noticeTTL, now: now)
-                } else {
-                    // Over max_events: the state is recorded in full (the next poll is normal),
-                    // but one summary event goes out instead of the flood.
-                    let summary = EventFactory.summary(source: source, changes: outcome.changes, now: now)
-                    events = [summary]
-                    record.warnings.append("\(summary.title); recorded the state and sent one summary event instead")
-                    let notices = outcome.changes.filter { $0.item.kind == NoticeBook.kind }
-                    try NoticeBook.record(db, source: source.name, changes: notices, events: notices.map(event), ttl: source.settings.noticeTTL, now: now)
-                }
-                try db.execute("UPDATE source_state SET etag = ?, last_modified = ?, baseline_at = COALESCE(baseline_at, ?) WHERE source = ?",
-                               validators.etag, validators.lastModified, now, source.name)
-            }
-            // The remote's minimum interval: no poll before `now + minimum` (none: the old one lapses).
-            let minimum = result.minimumInterval
-            let paced = minimum.map { now.addingTimeInterval($0) }
-            switch options.accounting {
-            case .counted:
-                if status.errorReported {
-                    events.append(EventFactory.health(source: source, type: .recovered, message: "recovered after \(status.failures) failed polls", failures: status.failures, now: now))
-                }
-                try db.execute("""
-                    UPDATE source_state SET last_poll = ?, last_success = ?, failures = 0, error_reported = 0,
-                      auth_failed_hash = NULL, next_due = COALESCE(?, next_due), not_before = ?, min_interval = ? WHERE source = ?
-                    """, now, now, nextDue, paced, minimum, source.name)
-            case .uncounted:
-                try db.execute("UPDATE source_state SET last_poll = ?, last_success = ?, not_before = COALESCE(?, not_before), min_interval = ? WHERE source = ?",
-                               now, now, paced, minimum, source.name)
-            }
-            var through: [String: Set<String>] = [:]
-            if let router = options.router, options.remindsOfItems {
-                let reminders = try Reminders.batch(db, source: source, router: router, now: now)
-                events += reminders.events
-                through = reminders.through
-                if let warning = reminders.warning { record.warnings.append(warning) }
-            }
-            record.events = try Self.insert(db, events: events, options: options, now: now, through: through, silenced: &record.silenced)
-            return record
-        }
+        try await record(source, .success(result, nextDue: nextDue), now: now, options: options, prior: .unread)
     }
 
     /// Records a failed poll: counts it, and emits one `error` event when the threshold is
@@ -135,11 +81,9 @@ public struct PollRecorder: Sendable {
     /// it `notBefore`, the earliest time the server allowed (its `Retry-After`).
     public func recordFailure(
         _ source: SourceConfig, error: PollError, now: Date, options: RecordOptions, notBefore: Date? = nil,
-        nextDue: (Int) -> Date? = { _ in nil }
+        nextDue: @escaping @Sendable (Int) -> Date? = { _ in nil }
     ) throws -> PollRecord {
-        try store.database.transaction(options.transaction) {
-            try Self.failure($0, source, error: error, now: now, options: options, notBefore: notBefore, nextDue: nextDue)
-        }
+        try record(source, .failure(error, notBefore: notBefore, nextDue: nextDue), now: now, options: options)
     }
 
     /// ``recordFailure(_:error:now:options:notBefore:nextDue:)`` from async code, off the cooperative pool.
@@ -147,42 +91,50 @@ public struct PollRecorder: Sendable {
         _ source: SourceConfig, error: PollError, now: Date, options: RecordOptions, notBefore: Date? = nil,
         nextDue: @escaping @Sendable (Int) -> Date? = { _ in nil }
     ) async throws -> PollRecord {
-        try await store.database.perform(options.transaction) {
-            try Self.failure($0, source, error: error, now: now, options: options, notBefore: notBefore, nextDue: nextDue)
+        try await record(source, .failure(error, notBefore: notBefore, nextDue: nextDue), now: now, options: options, prior: .unread)
+    }
+
+    func record(_ source: SourceConfig, _ answer: PollRecording.Answer, now: Date, options: RecordOptions) throws -> PollRecord {
+        do {
+            return try store.database.transaction(options.transaction) { try Self.record($0, source, answer, now: now, options: options, prior: .unread) }
+        } catch is SourceState.Moved {
+            return try store.database.transaction(options.transaction) { try Self.record($0, source, answer, now: now, options: options, prior: .unread) }
         }
     }
 
-    static func failure(
-        _ db: any SQLConnection, _ source: SourceConfig, error: PollError, now: Date, options: RecordOptions, notBefore: Date?,
-        nextDue: (Int) -> Date?
-    ) throws -> PollRecord {
+    /// From async code, with the row as the poll read it at its start (or not): written if it
+    /// still holds, else the poll is recorded once more from the row as it is now
+    /// (``SourceState/Moved``: the row changed, or another instance made it meanwhile).
+    func record(_ source: SourceConfig, _ answer: PollRecording.Answer, now: Date, options: RecordOptions, prior: Prior) async throws -> PollRecord {
         do {
-            var record = PollRecord()
-            let status = try SourceRow.fetch(db, source: source, fence: options.fence)
-            let failures = status.failures + 1
-            record.failures = failures
-            var events: [Event] = []
-            let isAuth = error.category == .auth
-            if !status.errorReported && (isAuth || failures >= source.settings.errorThreshold) {
-                let what = isAuth ? "credentials rejected: \(error.message)" : "\(failures) failed polls in a row, last: \(error.message)"
-                events.append(EventFactory.health(source: source, type: .error, message: what, failures: failures, now: now, auth: isAuth))
-            }
-            record.authFailed = isAuth
-            try db.execute("""
-                UPDATE source_state SET last_poll = ?, last_error = ?, last_error_at = ?, failures = ?,
-                  error_reported = ?, auth_failed_hash = ?, next_due = COALESCE(?, next_due), not_before = ? WHERE source = ?
-                """, now, error.message, now, failures, status.errorReported || !events.isEmpty, isAuth ? source.configHash : nil,
-                nextDue(failures), notBefore, source.name)
-            record.events = try Self.insert(db, events: events, options: options, now: now, silenced: &record.silenced)
-            return record
+            return try await store.database.perform(options.transaction) { try Self.record($0, source, answer, now: now, options: options, prior: prior) }
+        } catch is SourceState.Moved {
+            return try await store.database.perform(options.transaction) { try Self.record($0, source, answer, now: now, options: options, prior: .unread) }
         }
+    }
+
+    /// One poll's transaction: the lease (where daemons share the state, the poll is recorded
+    /// only while this instance holds the source's lease, else ``LeaseLost``), the row, the pipeline.
+    static func record(_ db: any SQLConnection, _ source: SourceConfig, _ answer: PollRecording.Answer, now: Date, options: RecordOptions,
+                       prior: Prior) throws -> PollRecord {
+        if let fence = options.fence { try LeaseBook.check(db, name: LeaseBook.sourceLease(source.name), owner: fence) }
+        let read: SourceState?
+        switch prior {
+        case .unread: read = try SourceState.read(db, source: source.name, locking: true)
+        case .read(let state): read = state
+        }
+        var ctx = PollRecording(source: source, answer: answer, now: now, options: options, read: read)
+        try PollPipeline.build(options).run(&ctx, db)
+        return ctx.record
     }
 
     /// Stores when the scheduler will poll the source next (survives restarts).
     public func setNextDue(_ source: String, provider: String, at date: Date) async throws {
         try await store.database.write { db in
-            try SourceRow.ensure(db, source: source, provider: provider)
-            try db.execute("UPDATE source_state SET next_due = ? WHERE source = ?", date, source)
+            try db.execute("""
+                INSERT INTO source_state(source, provider, next_due) VALUES (?, ?, ?)
+                ON CONFLICT(source) DO UPDATE SET provider = excluded.provider, next_due = excluded.next_due
+                """, source, provider, date)
         }
     }
 
@@ -230,57 +182,5 @@ public struct PollRecorder: Sendable {
             [source.sqlValue, u.key.sqlValue, u.kind.sqlValue, u.fingerprint.sqlValue, (u.contentHash == u.fingerprint ? nil : u.contentHash).sqlValue,
              u.state.rawValue.sqlValue, u.firstSeen.sqlValue, u.changedAt.sqlValue, u.missingSince.sqlValue, u.snapshotJSON.sqlValue]
         })
-    }
-
-    /// Inserts events and, when routing, one outbox row per (event, sink): sent as soon as the
-    /// worker gets to it, or held for a route's quiet hours or `group_wait` (``HeldPlacement``).
-    /// `through`: event id → the only routes that event goes through (reminders). An event that
-    /// an active silence matches is inserted (history) but not routed; it is added to
-    /// `silenced`. Returns the events.
-    static func insert(_ db: any SQLConnection, events: [Event], options: RecordOptions, now: Date, through: [String: Set<String>] = [:],
-                       silenced: inout [String: String]) throws -> [Event] {
-        guard !events.isEmpty else { return events }
-        let batch = EventID.make(at: now)
-        let silences = try SilenceStore.active(db, at: now)
-        let insertEvent = "INSERT INTO event(id, source, kind, type, key, observed_at, payload, silenced_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq"
-        for e in events {
-            let silence = silences.first { $0.matches(e) }
-            guard let seq: Int64 = try db.scalar(insertEvent, [e.id.sqlValue, e.source.sqlValue, e.kind.sqlValue, e.event.rawValue.sqlValue, e.key.sqlValue, e.observedAt.sqlValue,
-                                                                 e.jsonLine().sqlValue, silence?.id.sqlValue ?? .null]) else {
-                throw SQLDecodingError(column: 0, value: .null, expected: "event seq")
-            }
-            if let silence {
-                try SilenceStore.countSilenced(db, id: silence.id)
-                silenced[e.id] = silence.id
-                continue
-            }
-            guard let router = options.router else { continue }
-            try Enqueue.deliveries(db, eventSeq: seq, router.decisions(for: e, at: now, through: through[e.id]), batch: batch, now: now)
-        }
-        return events
-    }
-}
-
-/// The `source_state` row.
-struct SourceRow {
-    var failures: Int
-    var errorReported: Bool
-    var baselineAt: Double?
-
-    static func ensure(_ db: any SQLConnection, source: String, provider: String) throws {
-        try db.execute("INSERT INTO source_state(source, provider) VALUES (?, ?) ON CONFLICT(source) DO UPDATE SET provider = excluded.provider",
-                       source, provider)
-    }
-
-    /// The row, locked until the poll's transaction ends where several daemons share the state.
-    /// `fence`: the instance that must hold the source's lease (``LeaseBook``), else
-    /// ``LeaseLost`` and nothing is recorded.
-    static func fetch(_ db: any SQLConnection, source: SourceConfig, fence: String? = nil) throws -> SourceRow {
-        if let fence { try LeaseBook.check(db, name: LeaseBook.sourceLease(source.name), owner: fence) }
-        try ensure(db, source: source.name, provider: source.provider)
-        guard let r = try db.fetchOne("SELECT failures, error_reported, baseline_at FROM source_state WHERE source = ?" + db.dialect.forUpdate, source.name) else {
-            throw SQLDecodingError(column: 0, value: .null, expected: "source_state row")
-        }
-        return SourceRow(failures: try r[0], errorReported: try r[1], baselineAt: try r[2])
     }
 }

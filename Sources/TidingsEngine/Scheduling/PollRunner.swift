@@ -3,23 +3,6 @@ import Logging
 import Synchronization
 import TidingsPluginAPI
 
-/// The outcome of polling one source once.
-public struct PollOutcome: Sendable {
-    public var source: String
-    public var record: PollRecord
-    /// Set when the poll failed (or was not attempted because credentials were rejected before).
-    public var error: PollError?
-    /// When the source should be polled next.
-    public var nextDue: Date
-    /// The poll was skipped: the source is waiting for a config change after rejected credentials.
-    public var skippedAuthFailed = false
-    /// `nextDue` was written with the poll's record (otherwise the caller stores it).
-    public var nextDueStored = false
-    /// No request was made: the remote's minimum interval since a poll on request (e.g. a
-    /// `tidings check` through the daemon) is not over; `nextDue` is when it is.
-    public var deferred = false
-}
-
 /// Polls one source: prepare (once), poll with a deadline, record the result, and compute
 /// when to poll next. Shared by `tidings check` and the daemon's scheduler.
 public final class PollRunner: Sendable {
@@ -48,38 +31,38 @@ public final class PollRunner: Sendable {
         var log = logger
         log[metadataKey: "source"] = "\(source.name)"
         let settings = source.settings
-        // One read per poll: whether credentials were rejected, and the validators to send.
-        // If it fails, the poll fails: polling blind could retry rejected credentials, and a
-        // state error must reach the exit status of `check`, not only the log.
-        let validators: Validators
-        /// The remote's minimum interval between polls, stored by the last successful poll.
-        let paced: TimeInterval?
-        switch await readState(source) {
-        case .ready(let v, let notBefore, let minimum):
-            // A poll on request keeps the server's Retry-After too (the schedule always does),
-            // and so does a one-shot check its minimum interval between polls.
-            if let notBefore, notBefore > env.now(), minimum != nil, options.accounting == .counted, !options.callerReportsFailures {
-                // A scheduled poll: a poll on request since then started the remote's interval anew.
-                return PollOutcome(source: source.name, record: PollRecord(), nextDue: notBefore, deferred: true)
-            }
-            if let notBefore, notBefore > env.now(),
-               options.accounting == .uncounted || (options.callerReportsFailures && minimum != nil) {
-                let why = minimum.map { "the server allows one poll every \(DurationParser.format($0)) at most (its minimum interval)" }
-                    ?? "the server asked for no request before \(Timestamp.format(notBefore)) (Retry-After)"
-                let err = PollError(.rateLimited, "\(why); not polling it before \(Timestamp.format(notBefore))")
-                return PollOutcome(source: source.name, record: PollRecord(), error: err, nextDue: .distantFuture, nextDueStored: true)
-            }
-            validators = v
-            paced = minimum
-        case .authFailed:
-            let err = PollError(.auth, "credentials were rejected earlier; fix the configuration (a changed config or `tidings state forget \(source.name)` retries)")
-            return PollOutcome(source: source.name, record: PollRecord(authFailed: true), error: err, nextDue: .distantFuture, skippedAuthFailed: true)
-        case .unreadable(let error):
+        // The poll's one read of its source's row: whether credentials were rejected, the
+        // validators to send, the remote's pacing; the recording writes over it. If it fails,
+        // the poll fails: polling blind could retry rejected credentials, and a state error
+        // must reach the exit status of `check`, not only the log.
+        let state: SourceState?
+        do {
+            let name = source.name
+            state = try await store.database.read { try SourceState.read($0, source: name) }
+        } catch {
             let err = PollError(.transient, "could not read the state database \(store.path): \(error)")
             if !options.callerReportsFailures { stateFailed(err.message, logger: log) }
-            return PollOutcome(source: source.name, record: PollRecord(), error: err,
-                               nextDue: env.now().addingTimeInterval(min(settings.interval, 60)))
+            return .unrecorded(err, retry: env.now().addingTimeInterval(min(settings.interval, 60)))
         }
+        if SourceHealth(source, state, polling: true) == .authFailed {
+            return .skipped(PollError(.auth, "credentials were rejected earlier; fix the configuration (a changed config or `tidings state forget \(source.name)` retries)"))
+        }
+        /// The remote's minimum interval between polls, stored by the last successful poll.
+        let paced = state?.minInterval
+        // A poll on request keeps the server's Retry-After too (the schedule always does),
+        // and so does a one-shot check its minimum interval between polls.
+        if let notBefore = state?.notBefore, notBefore > env.now() {
+            if paced != nil, options.accounting == .counted, !options.callerReportsFailures {
+                // A scheduled poll: a poll on request since then started the remote's interval anew.
+                return .deferred(until: notBefore)
+            }
+            if options.accounting == .uncounted || (options.callerReportsFailures && paced != nil) {
+                let why = paced.map { "the server allows one poll every \(DurationParser.format($0)) at most (its minimum interval)" }
+                    ?? "the server asked for no request before \(Timestamp.format(notBefore)) (Retry-After)"
+                return .unrecorded(PollError(.rateLimited, "\(why); not polling it before \(Timestamp.format(notBefore))"), retry: nil)
+            }
+        }
+        let validators = Validators(etag: state?.etag, lastModified: state?.lastModified)
         let context = PollContext(source: source.name, http: http, validators: validators, timeout: settings.timeout,
                                   maxBody: settings.maxBody, logger: log, now: env.now())
         let result: Result<PollResult, PollError>
@@ -98,7 +81,7 @@ public final class PollRunner: Sendable {
             result = .failure(e)
         } catch is CancellationError {
             // Shutting down: this poll did not happen; record nothing and let the next run poll.
-            return PollOutcome(source: source.name, record: PollRecord(), error: PollError(.transient, "cancelled"), nextDue: env.now())
+            return .unrecorded(PollError(.transient, "cancelled"), retry: env.now())
         } catch {
             result = .failure(PollError(.transient, "\(error)"))
         }
@@ -108,7 +91,7 @@ public final class PollRunner: Sendable {
             // The host went offline or to sleep while this poll ran: not the source's fault.
             // Nothing is recorded; the source is due again and polled once polls resume.
             log.info("poll failed while polls are paused (\(pause.rawValue)): \(error.message); not counted, polled again when they resume")
-            return PollOutcome(source: source.name, record: PollRecord(), error: error, nextDue: now)
+            return .unrecorded(error, retry: now)
         }
         do {
             switch (result, options.accounting) {
@@ -117,24 +100,24 @@ public final class PollRunner: Sendable {
                 if !options.callerReportsFailures {
                     log.notice("poll on request failed: \(error.message) (not counted: failures, backoff and next poll unchanged)")
                 }
-                return PollOutcome(source: source.name, record: PollRecord(), error: error, nextDue: .distantFuture, nextDueStored: true)
+                return .unrecorded(error, retry: nil)
             case (.success(let value), .uncounted):
-                let record = try await recorder.recordSuccess(source, result: value, now: now, options: options)
+                let record = try await recorder.record(source, .success(value, nextDue: nil), now: now, options: options, prior: .read(state))
                 stateSucceeded(logger: log)
                 logBaseline(record, source: source, logger: log)
-                return PollOutcome(source: source.name, record: record, nextDue: .distantFuture, nextDueStored: true)
+                return .succeeded(record, next: nil)
             case (.success(let value), .counted):
                 // Never sooner than the remote's own minimum interval, whatever the configured one.
                 let wait = Backoff.afterSuccess(interval: settings.interval, jitter: settings.jitter, unit: env.unit())
                 let next = now.addingTimeInterval(max(wait, value.minimumInterval ?? 0))
-                let record = try await recorder.recordSuccess(source, result: value, now: now, options: options, nextDue: next)
+                let record = try await recorder.record(source, .success(value, nextDue: next), now: now, options: options, prior: .read(state))
                 stateSucceeded(logger: log)
                 for warning in record.warnings { log.warning("\(warning)") }
                 if let n = failing.withLock({ $0.removeValue(forKey: source.name) }) {
                     log.notice("poll succeeded again after \(n) failed poll\(n == 1 ? "" : "s")")
                 }
                 logBaseline(record, source: source, logger: log)
-                return PollOutcome(source: source.name, record: record, nextDue: next, nextDueStored: true)
+                return .succeeded(record, next: next)
             case (.failure(let error), .counted):
                 let unit = env.unit()
                 // A failed poll keeps the remote's minimum interval as a floor, like a Retry-After.
@@ -145,36 +128,34 @@ public final class PollRunner: Sendable {
                 }
                 let isAuth = error.category == .auth
                 let notBefore = floor.map { now.addingTimeInterval($0) }
-                let record = try await recorder.recordFailure(source, error: error, now: now, options: options, notBefore: notBefore) { failures in
-                    isAuth ? .distantFuture : now.addingTimeInterval(wait(failures))
-                }
+                let nextDue: @Sendable (Int) -> Date? = { failures in isAuth ? .distantFuture : now.addingTimeInterval(wait(failures)) }
+                let record = try await recorder.record(source, .failure(error, notBefore: notBefore, nextDue: nextDue), now: now, options: options,
+                                                       prior: .read(state))
                 stateSucceeded(logger: log)
                 if isAuth {
                     prepared.withLock { _ = $0.remove(source.name) }
                     let reported = logFailure(error, "credentials rejected: \(error.message); not polling again until the configuration changes",
                                               level: .error, orExplain: "credentials rejected: not polled again until the configuration changes", options: options, logger: log)
-                    return PollOutcome(source: source.name, record: record, error: reported, nextDue: .distantFuture, nextDueStored: true)
+                    return .authFailed(reported, record)
                 }
                 let delay = wait(record.failures)
                 let first = failing.withLock { $0.updateValue(record.failures, forKey: source.name) == nil }
                 let reported = logFailure(error, "poll failed (\(record.failures) in a row): \(error.message); next try in \(DurationParser.format(delay))",
                                           level: first ? .warning : .debug, orExplain: error.retryAfter.map { "the server asked for no request for \(DurationParser.format($0)) (Retry-After)" },
                                           options: options, logger: log)
-                return PollOutcome(source: source.name, record: record, error: reported, nextDue: now.addingTimeInterval(delay), nextDueStored: true)
+                return .failed(reported, record, next: now.addingTimeInterval(delay))
             }
         } catch let lost as LeaseLost {
             // The lease lapsed mid-poll (another instance may own the source now): nothing was
             // recorded. The source stays scheduled: if this instance still holds (or renews) the
             // lease it polls it again in an interval; if not, the scheduler drops it then.
             log.info("\(lost)")
-            return PollOutcome(source: source.name, record: PollRecord(), error: PollError(.transient, lost.description),
-                               nextDue: now.addingTimeInterval(settings.interval), nextDueStored: true)
+            return .notOwned(PollError(.transient, lost.description), retry: now.addingTimeInterval(settings.interval))
         } catch {
             // The state could not be written: nothing was recorded, so nothing is lost; try again later.
             let err = PollError(.transient, "could not record the poll in the state database \(store.path): \(error)")
             if !options.callerReportsFailures { stateFailed(err.message, logger: log) }
-            return PollOutcome(source: source.name, record: PollRecord(), error: err,
-                               nextDue: now.addingTimeInterval(min(settings.interval, 60)))
+            return .unrecorded(err, retry: now.addingTimeInterval(min(settings.interval, 60)))
         }
     }
 
@@ -190,30 +171,6 @@ public final class PollRunner: Sendable {
         var explained = error
         if let consequence { explained.message += "; \(consequence)" }
         return explained
-    }
-
-    /// What the state says before a poll.
-    private enum StateBeforePoll {
-        /// The validators to send, the earliest time the server allowed (Retry-After, or its
-        /// minimum interval after the last poll), and that minimum interval.
-        case ready(Validators, notBefore: Date?, minInterval: TimeInterval?)
-        /// Credentials were rejected under the source's current configuration.
-        case authFailed
-        case unreadable(any Error)
-    }
-
-    private func readState(_ source: SourceConfig) async -> StateBeforePoll {
-        do {
-            let name = source.name
-            let row = try await store.database.read { db in
-                try db.fetchOne("SELECT auth_failed_hash, etag, last_modified, not_before, min_interval FROM source_state WHERE source = ?", name)
-            }
-            guard let row else { return .ready(Validators(), notBefore: nil, minInterval: nil) }
-            if (try row[0] as String?) == source.configHash { return .authFailed }
-            return .ready(Validators(etag: try row[1], lastModified: try row[2]), notBefore: try row[3], minInterval: try row[4])
-        } catch {
-            return .unreadable(error)
-        }
     }
 
     private func logBaseline(_ record: PollRecord, source: SourceConfig, logger: Logger) {

@@ -140,7 +140,7 @@ public actor Scheduler {
     /// (``PollAccounting/uncounted``). Outcomes in the given order.
     package func pollNow(_ sources: [SourceConfig]) async -> [PollOutcome] {
         guard !stopping else {
-            return sources.map { PollOutcome(source: $0.name, record: PollRecord(), error: Self.stoppingError, nextDue: .distantFuture) }
+            return sources.map { _ in .unrecorded(Self.stoppingError, retry: nil) }
         }
         requests += 1
         let outcomes = await withTaskGroup(of: (Int, PollOutcome).self) { group in
@@ -166,7 +166,7 @@ public actor Scheduler {
         }
         guard !stopping else {
             finished(source.name)  // (pass the turn on to the next waiting request)
-            return PollOutcome(source: source.name, record: PollRecord(), error: Self.stoppingError, nextDue: .distantFuture)
+            return .unrecorded(Self.stoppingError, retry: nil)
         }
         inFlight.insert(source.name)
         let outcome = await limitedPoll(source, options: requestOptions)
@@ -205,11 +205,11 @@ public actor Scheduler {
     /// short window only, not the start-up window (DESIGN §11: polled again within two intervals).
     private func schedule(_ names: [String]?, takeover: Bool = false) async {
         var schedules: [String: StoredSchedule] = [:]
-        /// The configuration hash under which each source's credentials were rejected.
-        var authFailed: [String: String] = [:]
+        /// What each source's health is derived from.
+        var health: [String: StoredHealth] = [:]
         if names?.isEmpty == true { return }
         do {
-            (schedules, authFailed) = try await runner.store.database.read { db in try StoredSchedule.all(db, names: names) }
+            (schedules, health) = try await runner.store.database.read { db in try StoredSchedule.all(db, names: names) }
         } catch {
             runner.stateFailed("could not read the schedule from the state database \(runner.store.path): \(error); starting every source afresh", logger: logger)
         }
@@ -218,7 +218,7 @@ public actor Scheduler {
         let all = config.sources.filter { $0.settings.enabled }
         let active = wanted.map { w in all.filter { w.contains($0.name) } } ?? all
         for s in active {
-            if authFailed[s.name] == s.configHash {
+            if SourceHealth(s, health[s.name]) == .authFailed {
                 logger.warning("source \(s.name) is waiting for a config change (credentials were rejected); not polling it")
                 continue
             }
@@ -313,14 +313,15 @@ public actor Scheduler {
             TidingsMetrics.late(seconds: late)
         }
         if !outcome.record.events.isEmpty { onEvents() }
-        if !outcome.nextDueStored {
+        guard let next = outcome.next else { return finished(source.name) }
+        if next.store {
             do {
-                try await runner.recorder.setNextDue(source.name, provider: source.provider, at: outcome.nextDue)
+                try await runner.recorder.setNextDue(source.name, provider: source.provider, at: next.due)
             } catch {
                 runner.stateFailed("could not store the next due time of \(source.name) in \(runner.store.path): \(error)", logger: logger)
             }
         }
-        completed(source.name, next: outcome.nextDue)
+        completed(source.name, next: next.due)
     }
 
     /// Polls within `max_concurrent` and `max_per_host`; `started` runs once both allow it.
@@ -345,7 +346,7 @@ public actor Scheduler {
 
     private func completed(_ name: String, next: Date) {
         finished(name)
-        guard next != .distantFuture, !stopping else { return }
+        guard !stopping else { return }
         let wasEarliest = queue.peek.map { next < $0.due } ?? true
         queue.push(next, name)
         if wasEarliest { wakeup.signal() }

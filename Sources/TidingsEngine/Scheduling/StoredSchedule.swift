@@ -41,18 +41,18 @@ package struct StoredSchedule: Sendable, Equatable {
 }
 
 extension StoredSchedule {
-    /// Every stored source's schedule, and the configuration hash under which each source's
-    /// credentials were rejected. `names`: only these sources (nil: all).
-    static func all(_ db: any SQLConnection, names: [String]? = nil) throws -> (schedules: [String: StoredSchedule], authFailed: [String: String]) {
+    /// Every stored source's schedule, and what its health is derived from (``SourceHealth``:
+    /// an auth-failed source is not scheduled). `names`: only these sources (nil: all).
+    static func all(_ db: any SQLConnection, names: [String]? = nil) throws -> (schedules: [String: StoredSchedule], health: [String: StoredHealth]) {
         var schedules: [String: StoredSchedule] = [:]
-        var authFailed: [String: String] = [:]
-        var sql = "SELECT source, next_due, failures, not_before, auth_failed_hash FROM source_state"
+        var health: [String: StoredHealth] = [:]
+        var sql = "SELECT source, next_due, failures, not_before, auth_failed_hash, last_success FROM source_state"
         if let names { sql += " WHERE source IN (\(SQL.placeholders(names.count)))" }
         for r in try db.fetchAll(sql, (names ?? []).map(\.sqlValue)) {
             let name: String = try r[0]
             schedules[name] = StoredSchedule(nextDue: try r[1], failures: try r[2], notBefore: try r[3])
-            authFailed[name] = try r[4]
+            health[name] = StoredHealth(failures: try r[2], lastSuccess: try r[5], authFailedHash: try r[4])
         }
-        return (schedules, authFailed)
+        return (schedules, health)
     }
 }

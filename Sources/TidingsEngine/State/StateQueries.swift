@@ -18,11 +18,11 @@ public struct SourceStatus: Sendable {
     public var minInterval: TimeInterval?
 }
 
-/// A source's health as stored: see ``StateStore/sourceHealth()``.
-package struct SourceHealth: Sendable, Equatable {
-    /// Failed polls in a row (0: the last counted poll succeeded).
+/// What the daemon's status line and health gauges read of each source: see ``StateStore/storedHealth()``.
+package struct StoredHealth: Sendable, Equatable, StoredHealthFields {
     package var failures: Int
     package var lastSuccess: Date?
+    package var authFailedHash: String?
 }
 
 extension StateStore {
@@ -42,16 +42,16 @@ extension StateStore {
         }
     }
 
-    /// Each stored source's failures in a row and last success: what the daemon's status line
-    /// and health metrics start from (cheaper than ``statuses()``, which counts items too).
-    package func sourceHealth() throws -> [String: SourceHealth] {
-        try database.read { try Self.sourceHealth($0) }
+    /// What each stored source's health is derived from (``SourceHealth``): what the daemon's
+    /// status line and health metrics start from (cheaper than ``statuses()``, which counts items too).
+    package func storedHealth() throws -> [String: StoredHealth] {
+        try database.read { try Self.storedHealth($0) }
     }
 
-    package static func sourceHealth(_ db: any SQLConnection) throws -> [String: SourceHealth] {
-        var out: [String: SourceHealth] = [:]
-        for r in try db.fetchAll("SELECT source, failures, last_success FROM source_state") {
-            out[try r[0]] = SourceHealth(failures: try r[1], lastSuccess: try r[2])
+    package static func storedHealth(_ db: any SQLConnection) throws -> [String: StoredHealth] {
+        var out: [String: StoredHealth] = [:]
+        for r in try db.fetchAll("SELECT source, failures, last_success, auth_failed_hash FROM source_state") {
+            out[try r[0]] = StoredHealth(failures: try r[1], lastSuccess: try r[2], authFailedHash: try r[3])
         }
         return out
     }

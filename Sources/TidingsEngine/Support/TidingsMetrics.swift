@@ -87,13 +87,15 @@ package enum TidingsMetrics {
     /// One poll of `source` ended: the poll, its duration and events, and the source's health
     /// (a poll on request does not count for health, but its success is a success).
     package static func polled(_ source: String, _ outcome: PollOutcome, accounting: PollAccounting, seconds: Double, now: Date) {
-        // Skipped (credentials were rejected before): no request was made.
-        guard !outcome.skippedAuthFailed else {
-            sourceHealth(source, up: false, lastSuccess: nil)
+        switch outcome {
+        case .skipped:
+            // Not polled (credentials were rejected before): no request was made.
+            return sourceHealth(source, .authFailed, lastSuccess: nil)
+        case .deferred:
+            // Deferred to the remote's minimum interval: no request was made.
             return
+        case .succeeded, .failed, .authFailed, .unrecorded, .notOwned: break
         }
-        // Deferred to the remote's minimum interval: no request was made.
-        guard !outcome.deferred else { return }
         let result = outcome.error == nil ? PollLabel.success : .failure
         RecentPolls.shared.record(source, .init(at: now, seconds: max(0, seconds), error: outcome.error.map { Redactor.shared.scrub("\($0)") },
                                                 events: outcome.record.events.count))
@@ -105,18 +107,19 @@ package enum TidingsMetrics {
         if !outcome.record.silenced.isEmpty {
             Counter(label: silencedEvents.name, dimensions: [("source", source)]).increment(by: outcome.record.silenced.count)
         }
-        switch (result, accounting) {
-        case (.success, .counted): sourceHealth(source, up: true, lastSuccess: now)
-        case (.success, .uncounted): Gauge(label: lastSuccess.name, dimensions: [("source", source)]).record(now.timeIntervalSince1970)
+        switch (outcome, accounting) {
+        case (.succeeded(let record, _), .counted): sourceHealth(source, record.health, lastSuccess: now)
+        case (.succeeded, .uncounted): Gauge(label: lastSuccess.name, dimensions: [("source", source)]).record(now.timeIntervalSince1970)
         // A failure that was recorded as one (not a poll cut short by shutdown or a state error).
-        case (.failure, .counted) where outcome.record.failures > 0: sourceHealth(source, up: false, lastSuccess: nil)
-        case (.failure, _): break
+        case (.failed(_, let record, _), .counted), (.authFailed(_, let record), .counted): sourceHealth(source, record.health, lastSuccess: nil)
+        default: break
         }
     }
 
-    /// A source's health; `lastSuccess` nil keeps that gauge as it was.
-    package static func sourceHealth(_ source: String, up: Bool, lastSuccess: Date?) {
-        Gauge(label: sourceUp.name, dimensions: [("source", source)]).record(up ? 1 : 0)
+    /// A source's health (``SourceHealth/isFailing``: `tidings_source_up` 0); `lastSuccess`
+    /// nil keeps that gauge as it was.
+    package static func sourceHealth(_ source: String, _ health: SourceHealth, lastSuccess: Date?) {
+        Gauge(label: sourceUp.name, dimensions: [("source", source)]).record(health.isFailing ? 0 : 1)
         if let lastSuccess {
             Gauge(label: Self.lastSuccess.name, dimensions: [("source", source)]).record(lastSuccess.timeIntervalSince1970)
         }

@@ -81,7 +81,9 @@ struct CheckCommand: AsyncParsableCommand {
 
         let outcomes = await PollLimits(app.config).pollAll(selected, runner: runner, options: options, logger: logger)
         try Task.checkCancellation()  // interrupted (``Interruption``): nothing to print or deliver
-        let reports = outcomes.map { SourceReport(source: $0.source, events: $0.record.events, failure: $0.error?.message, silenced: $0.record.silenced) }
+        let reports = zip(selected, outcomes).map { source, outcome in
+            SourceReport(source: source.name, events: outcome.record.events, failure: outcome.error?.message, silenced: outcome.record.silenced)
+        }
         show(reports)
         var failed = false
         if deliver && !dryRun && daemons.isEmpty {

@@ -24,7 +24,7 @@ struct SourcesCommand: AsyncParsableCommand {
         let shared = store.database.isShared
         for s in app.config.sources {
             let st = statuses[s.name]
-            let health = StatusReport.Health(s, st)
+            let health = SourceHealth(s, st)
             let state = health == .paused ? "disabled" : health.rawValue
             if json {
                 let obj: JSONValue = [

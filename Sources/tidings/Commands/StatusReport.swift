@@ -26,7 +26,7 @@ extension StatusReport {
         ]
         let sourcesJSON: JSONValue = [
             "total": number(counts.values.reduce(0, +)),
-            "counts": .object(Dictionary(uniqueKeysWithValues: Health.allCases.map { ($0.rawValue, number(counts[$0] ?? 0)) })),
+            "counts": .object(Dictionary(uniqueKeysWithValues: SourceHealth.allCases.map { ($0.rawValue, number(counts[$0] ?? 0)) })),
             "failing": .array(problems.map { p -> JSONValue in
                 ["name": .string(p.name), "provider": .string(p.provider), "state": .string(p.health.rawValue),
                  "failures": number(p.failures), "last_error": p.lastError.map(JSONValue.string) ?? .null,
@@ -95,7 +95,7 @@ extension StatusReport {
         }
 
         let total = counts.values.reduce(0, +)
-        let breakdown = Health.allCases.compactMap { h -> String? in counts[h].flatMap { $0 > 0 ? "\($0) \(h.rawValue)" : nil } }
+        let breakdown = SourceHealth.allCases.compactMap { h -> String? in counts[h].flatMap { $0 > 0 ? "\($0) \(h.rawValue)" : nil } }
         out.append("sources: \(total)" + (breakdown.isEmpty ? "" : " (\(breakdown.joined(separator: ", ")))"))
         for p in problems.prefix(Self.namedProblems) {
             var line = "  \(p.health.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(TerminalText.line(p.name)) (\(TerminalText.line(p.provider)))"
