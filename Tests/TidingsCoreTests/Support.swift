@@ -48,17 +48,8 @@ func loadConfig(_ text: String, plugins: [String: (String, Int)] = [:], secrets:
     return try loader.load(file: "\(dir)/tidings.toml")
 }
 
-/// Deterministic time and randomness.
-final class FixedEnvironment: Environment, @unchecked Sendable {
-    var time: Date
-    var draw: Double
-    init(time: Date = Date(timeIntervalSince1970: 1_800_000_000), draw: Double = 0.5) {
-        self.time = time
-        self.draw = draw
-    }
-    func now() -> Date { time }
-    func unit() -> Double { draw }
-}
+/// Deterministic time and randomness: the virtual clock (time moves when a test moves it).
+typealias FixedEnvironment = ManualEnvironment
 
 let quietLogger: Logger = {
     var l = Logger(label: "test")

@@ -28,7 +28,8 @@ public actor Scheduler {
     /// Polls on request in flight, and who waits for them to end (``run()`` when stopping).
     private var requests = 0
     private var requestsDone: [CheckedContinuation<Void, Never>] = []
-    private let wakeup = Wakeup()
+    /// The loop's sleep, on the environment's clock.
+    private let wakeup: Wakeup
     private let global: AsyncSemaphore
     private var perHost: [String: AsyncSemaphore] = [:]
     private var stopping = false
@@ -79,6 +80,7 @@ public actor Scheduler {
         self.onEvents = onEvents
         self.heartbeat = heartbeat
         self.global = AsyncSemaphore(config.maxConcurrent)
+        self.wakeup = Wakeup(env: env)
         self.lastWake = env.now()
     }
 
@@ -130,6 +132,10 @@ public actor Scheduler {
             await withCheckedContinuation { requestsDone.append($0) }
         }
     }
+
+    /// Polls in flight, scheduled or on request (a test on a virtual clock waits for none
+    /// before it moves the clock on or asserts that nothing was polled).
+    var pollsInFlight: Int { inFlight.count }
 
     private static let stoppingError = PollError(.transient, "not polled: the daemon is stopping or reloading its configuration; try again")
 

@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// A counting semaphore for async code (bounded polls overall and per host).
@@ -36,26 +37,49 @@ public final class AsyncSemaphore: Sendable {
     }
 }
 
-/// Wakes a sleeping loop early (new work arrived) or lets it sleep to a deadline.
+/// Wakes a sleeping loop early (new work arrived) or lets it sleep to a deadline on its
+/// environment's clock (a test's virtual clock wakes it when the test advances time).
 public final class Wakeup: Sendable {
-    private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    private struct State {
+        var pending = false
+        var waiter: CheckedContinuation<Void, Never>?
+        /// The sleep that ends the wait in progress: cancelled by the signal that ends it
+        /// first, so no timer outlives its wait (nor lingers on a virtual clock).
+        var timer: Task<Void, Never>?
+    }
+    private let state = Mutex(State())
+    private let env: any Environment
 
-    public init() {}
+    public init(env: any Environment = SystemEnvironment()) { self.env = env }
 
     public func signal() {
-        let c = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            if let w = s.waiter { s.waiter = nil; return w }
+        let (c, timer) = state.withLock { s -> (CheckedContinuation<Void, Never>?, Task<Void, Never>?) in
+            if let w = s.waiter {
+                let timer = s.timer
+                s.waiter = nil
+                s.timer = nil
+                return (w, timer)
+            }
             s.pending = true
-            return nil
+            return (nil, nil)
         }
+        timer?.cancel()
         c?.resume()
     }
 
-    /// Returns after `seconds`, on ``signal()``, or on cancellation, whichever is first.
+    /// Returns after `seconds` on the environment's clock, on ``signal()``, or on
+    /// cancellation, whichever is first.
     public func wait(seconds: Double) async {
+        await wait(until: env.now().addingTimeInterval(max(0, seconds)))
+    }
+
+    /// Returns once the environment's clock reads `deadline`, on ``signal()``, or on
+    /// cancellation, whichever is first.
+    public func wait(until deadline: Date) async {
         if state.withLock({ s -> Bool in defer { s.pending = false }; return s.pending }) { return }
+        let env = self.env
         let timer = Task { [weak self] in
-            try? await Task.sleep(for: .seconds(max(0, seconds)))
+            do { try await env.sleep(until: deadline) } catch { return }  // cancelled: the wait is over
             self?.signal()
         }
         await withTaskCancellationHandler {
@@ -63,6 +87,7 @@ public final class Wakeup: Sendable {
                 let resumeNow = state.withLock { s -> Bool in
                     if s.pending { s.pending = false; return true }
                     s.waiter = c
+                    s.timer = timer
                     return false
                 }
                 if resumeNow { c.resume() }
