@@ -52,17 +52,8 @@ package func loadConfig(_ text: String, plugins: [String: (String, Int)] = [:], 
     return try loader.load(file: "\(dir)/tidings.toml")
 }
 
-/// Deterministic time and randomness.
-package final class FixedEnvironment: Environment, @unchecked Sendable {
-    package var time: Date
-    package var draw: Double
-    package init(time: Date = Date(timeIntervalSince1970: 1_800_000_000), draw: Double = 0.5) {
-        self.time = time
-        self.draw = draw
-    }
-    package func now() -> Date { time }
-    package func unit() -> Double { draw }
-}
+/// Deterministic time and randomness: the virtual clock (time moves when a test moves it).
+package typealias FixedEnvironment = ManualEnvironment
 
 package let quietLogger: Logger = {
     var l = Logger(label: "test")

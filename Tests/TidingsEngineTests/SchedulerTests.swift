@@ -19,15 +19,13 @@ final class CountingProvider: Provider, @unchecked Sendable {
     var count: Int { lock.withLock { polls } }
 }
 
-final class SchedulerTests: XCTestCase {
-    func waitUntil(_ what: String, timeout: Double = 10, _ cond: () -> Bool) async throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !cond() {
-            if Date() > deadline { XCTFail("timed out waiting for \(what)"); return }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-    }
+/// Waits (real time, briefly) until `scheduler` rests on its virtual clock: no poll in flight
+/// and its loop asleep on `clock`. After a move of the clock, a poll due by then has run.
+func idle(_ scheduler: Scheduler, _ clock: ManualEnvironment) async throws {
+    try await clock.settled("the scheduler at rest") { await scheduler.pollsInFlight == 0 && clock.sleepers > 0 }
+}
 
+final class SchedulerTests: XCTestCase {
     func testSpreadAtStartThenCatchUpAfterSuspend() async throws {
         let store = try makeTestStore()
         let providers = (0..<3).map { _ in CountingProvider() }
@@ -45,25 +43,27 @@ final class SchedulerTests: XCTestCase {
         let scheduler = Scheduler(config: cfg, runner: PollRunner(store: store, http: CurlHTTPClient(), env: env),
                                   router: Router(routes: [], allSinks: []), env: env, logger: quietLogger, onEvents: {})
         let task = Task { await scheduler.run() }
+        let settle = { try await idle(scheduler, env) }
+        try await settle()
 
         // Start-up spread: due within the spread window (2 s × draw 0.5 = 1 s), not at once.
-        try await Task.sleep(for: .milliseconds(300))
         XCTAssertEqual(providers.map(\.count), [0, 0, 0], "nothing polled before its spread start time")
-        env.time = t0 + 1.1
-        try await waitUntil("first polls") { providers.allSatisfy { $0.count == 1 } }
+        XCTAssertEqual(env.nextDeadline, t0 + 1, "the loop sleeps until the first due time")
+        try await env.advance(to: t0 + 0.9, settle: settle)
+        XCTAssertEqual(providers.map(\.count), [0, 0, 0], "nothing polled before its spread start time")
+        try await env.advance(to: t0 + 1, settle: settle)
+        XCTAssertEqual(providers.map(\.count), [1, 1, 1], "the first polls")
 
-        // Nothing more within the hour.
-        env.time = t0 + 1.5
-        try await Task.sleep(for: .milliseconds(1300))
+        // Nothing more within the hour (the loop wakes every second meanwhile).
+        try await env.advance(to: t0 + 5, settle: settle)
         XCTAssertEqual(providers.map(\.count), [1, 1, 1])
 
         // A suspend: the wall clock jumps 3 hours. Overdue sources are rescheduled soon
         // (spread over the window), not polled in one burst at the jump.
-        env.time = t0 + 3 * 3600
-        try await Task.sleep(for: .milliseconds(1300))
+        try await env.jump(to: t0 + 3 * 3600, settle: settle)
         XCTAssertEqual(providers.map(\.count), [1, 1, 1], "rescheduled into the spread window, not polled at the jump")
-        env.time = t0 + 3 * 3600 + 1.1
-        try await waitUntil("catch-up polls") { providers.allSatisfy { $0.count == 2 } }
+        try await env.advance(to: t0 + 3 * 3600 + 1, settle: settle)
+        XCTAssertEqual(providers.map(\.count), [2, 2, 2], "the catch-up polls")
 
         await scheduler.stop()
         await task.value
@@ -164,21 +164,29 @@ final class SchedulerStateTests: XCTestCase {
 
     func status(_ name: String) throws -> SourceStatus { try XCTUnwrap(try store.statuses()[name]) }
 
-    /// Starts the scheduler and lets it seed its queue at the current (fixed) time.
+    /// Waits until `scheduler` rests: its polls done, its loop asleep on the virtual clock.
+    func settle(_ scheduler: Scheduler) async throws { try await idle(scheduler, env) }
+
+    /// Starts the scheduler and lets it seed its queue at the current (virtual) time.
     func start(_ scheduler: Scheduler) async throws -> Task<Void, Never> {
         let task = Task { await scheduler.run() }
-        try await Task.sleep(for: .milliseconds(200))
+        try await settle(scheduler)
         return task
+    }
+
+    /// Moves the clock to `date` as time passes: the scheduler's loop runs every pass it
+    /// would have run, and each poll finishes at the instant it started.
+    func advance(to date: Date, _ scheduler: Scheduler) async throws {
+        try await env.advance(to: date) { try await self.settle(scheduler) }
     }
 
     func seconds(_ d: Date?) -> Double { d?.timeIntervalSince1970 ?? .nan }
 
-    /// Moves the fixed clock to `date` and past the spread the scheduler gives overdue
-    /// sources after such a jump (it looks like a suspend): 1 s with the draw of 0.5.
-    func jump(to date: Date) async throws {
-        env.time = date
-        try await Task.sleep(for: .milliseconds(1200))
-        env.time = date + 2
+    /// Jumps the clock to `date` (it looks like a suspend) and moves on past the spread the
+    /// scheduler gives overdue sources after such a jump: 1 s at most with the draw of 0.5.
+    func jump(to date: Date, _ scheduler: Scheduler) async throws {
+        try await env.jump(to: date) { try await self.settle(scheduler) }
+        try await advance(to: date + 2, scheduler)
     }
 
     func waitUntil(_ what: String, _ cond: () throws -> Bool) async throws {
@@ -195,11 +203,13 @@ final class SchedulerStateTests: XCTestCase {
         try await PollRecorder(store: store).setNextDue("s", provider: "test", at: t0 + 1800)
         let (scheduler, _) = try scheduler([source("s", p, interval: 3)])
         let task = try await start(scheduler)
-        env.time = t0 + 3.1
-        try await waitUntil("a poll within the new 3 s interval") { p.count == 1 }
+        try await advance(to: t0 + 2.9, scheduler)
+        XCTAssertEqual(p.count, 0)
+        try await advance(to: t0 + 3, scheduler)
+        XCTAssertEqual(p.count, 1, "a poll within the new 3 s interval")
         await scheduler.stop()
         await task.value
-        XCTAssertEqual(seconds(try status("s").nextDue), seconds(t0 + 3.1 + 3), accuracy: 1e-3, "then every 3 s")
+        XCTAssertEqual(seconds(try status("s").nextDue), seconds(t0 + 3 + 3), accuracy: 1e-3, "then every 3 s")
     }
 
     func testRetryAfterStoredWithAFailureIsHonouredAfterARestart() async throws {
@@ -208,22 +218,22 @@ final class SchedulerStateTests: XCTestCase {
         let limited = source("s", p, interval: 1)
         let (first, _) = try scheduler([limited])
         let task = try await start(first)
-        env.time = t0 + 2
-        try await waitUntil("the failed poll") { try store.statuses()["s"]?.failures == 1 }
+        // Polled at the start-up spread (1 s × draw 0.5).
+        try await advance(to: t0 + 2, first)
+        XCTAssertEqual(try status("s").failures, 1, "the failed poll")
         await first.stop()
         await task.value
-        XCTAssertEqual(seconds(try status("s").nextDue), seconds(t0 + 2 + 7200), accuracy: 1e-3)
+        XCTAssertEqual(seconds(try status("s").nextDue), seconds(t0 + 0.5 + 7200), accuracy: 1e-3)
 
         // Restart: the same settings allow at most 2.2 s after one failure, but the server said 2 h.
         p.failure = nil
         env.time = t0 + 60
         let (second, _) = try scheduler([limited])
         let again = try await start(second)
-        env.time = t0 + 63  // past the start-up spread
-        try await Task.sleep(for: .milliseconds(1300))
+        try await advance(to: t0 + 63, second)  // past the start-up spread
         XCTAssertEqual(try status("s").failures, 1, "not polled before Retry-After")
-        try await jump(to: t0 + 2 + 7200)
-        try await waitUntil("the poll after Retry-After") { try store.statuses()["s"]?.failures == 0 }
+        try await jump(to: t0 + 0.5 + 7200, second)
+        XCTAssertEqual(try status("s").failures, 0, "the poll after Retry-After")
         await second.stop()
         await again.value
     }
@@ -233,8 +243,8 @@ final class SchedulerStateTests: XCTestCase {
         let s = source("s", p, interval: 3600)
         let (scheduler, _) = try scheduler([s])
         let task = try await start(scheduler)
-        env.time = t0 + 2.5
-        try await waitUntil("the baseline") { try store.statuses()["s"]?.lastSuccess != nil }
+        try await advance(to: t0 + 2.5, scheduler)
+        XCTAssertNotNil(try status("s").lastSuccess, "the baseline")
         let before = try status("s")
 
         // A failure on request: reported to the caller, nothing recorded.
@@ -250,7 +260,7 @@ final class SchedulerStateTests: XCTestCase {
         // A success on request: its events are recorded (and routed); the schedule stays.
         p.failure = nil
         p.items = [Item(key: "1", kind: "k", title: "one")]
-        env.time = t0 + 10
+        try await advance(to: t0 + 10, scheduler)
         let ok = await scheduler.pollNow([s])
         XCTAssertEqual(ok.first?.record.events.map(\.key), ["1"])
         after = try status("s")
@@ -259,8 +269,8 @@ final class SchedulerStateTests: XCTestCase {
 
         // After counted failures, a success on request neither resets them nor reports recovery.
         p.failure = PollError(.transient, "HTTP 503")
-        try await jump(to: try XCTUnwrap(after.nextDue))
-        try await waitUntil("a counted failure") { try store.statuses()["s"]?.failures == 1 }
+        try await jump(to: try XCTUnwrap(after.nextDue), scheduler)
+        XCTAssertEqual(try status("s").failures, 1, "a counted failure")
         let failing = try status("s")
         p.failure = nil
         _ = await scheduler.pollNow([s])
@@ -279,46 +289,51 @@ final class SchedulerStateTests: XCTestCase {
         let task = try await start(scheduler)
         let request = Task { await scheduler.pollNow([s]) }
         try await waitUntil("the poll on request to start") { gate.started == 1 }
-        env.time = t0 + 2.5  // the scheduled (spread) first poll comes due meanwhile
-        try await Task.sleep(for: .milliseconds(1200))
+        // The scheduled (spread) first poll comes due meanwhile, at t0 + 1; the loop passes
+        // (and goes back to sleep) at t0 + 1 and t0 + 2 with the poll on request in flight.
+        try await env.advance(to: t0 + 2.5)
         XCTAssertEqual(gate.started, 1, "never two polls of one source at once")
         gate.open()
         _ = await request.value
-        try await waitUntil("the deferred scheduled poll") { gate.started == 2 }
+        try await settle(scheduler)
+        XCTAssertEqual(gate.started, 2, "the deferred scheduled poll, once")
         await scheduler.stop()
         await task.value
     }
 
     // MARK: sleep and network (the system bus's HostConditions)
 
-    /// Three sources every 3 s, first polled at t0 + 1.1 (the start-up spread is 1 s with the draw of 0.5).
+    /// Three sources every 3 s, first polled at t0 + 1 (the start-up spread is 1 s with the
+    /// draw of 0.5), so due again at t0 + 4.
     func startedThree() async throws -> ([CountingProvider], Scheduler, Task<Void, Never>) {
         let providers = (0..<3).map { _ in CountingProvider() }
         let (scheduler, _) = try scheduler(providers.enumerated().map { source("s\($0)", $1, interval: 3) })
         let task = try await start(scheduler)
-        env.time = t0 + 1.1
-        try await waitUntil("the first polls") { providers.allSatisfy { $0.count == 1 } }
+        try await advance(to: t0 + 1, scheduler)
+        XCTAssertEqual(providers.map(\.count), [1, 1, 1], "the first polls")
         return (providers, scheduler, task)
     }
 
-    /// Moves the clock to `date` and gives the loop time to wake (at least once a second): still one poll each.
-    func assertNoMorePolls(_ providers: [CountingProvider], at date: Date, _ why: String) async throws {
-        env.time = date
-        try await Task.sleep(for: .milliseconds(1300))
+    /// Moves the clock to `date` (the loop wakes every second on the way): still one poll each.
+    func assertNoMorePolls(_ providers: [CountingProvider], at date: Date, _ scheduler: Scheduler, _ why: String) async throws {
+        try await advance(to: date, scheduler)
         XCTAssertEqual(providers.map(\.count), [1, 1, 1], why)
     }
 
     func testOfflinePausesPollsAndOnlinePollsTheOverdueSoonSpread() async throws {
         let (providers, scheduler, task) = try await startedThree()
         await scheduler.networkChanged(.offline)
-        try await assertNoMorePolls(providers, at: t0 + 4.5, "no poll starts while offline")  // all came due at t0 + 4.1
+        try await settle(scheduler)
+        try await assertNoMorePolls(providers, at: t0 + 4.5, scheduler, "no poll starts while offline")  // all came due at t0 + 4
 
         // Online: the overdue ones are spread over the start-up window (2 s × 0.5), not one burst.
         await scheduler.networkChanged(.online)
-        try await Task.sleep(for: .milliseconds(300))
+        try await settle(scheduler)
         XCTAssertEqual(providers.map(\.count), [1, 1, 1], "spread, not polled in one burst at the change")
-        env.time = t0 + 5.6
-        try await waitUntil("the overdue polls") { providers.allSatisfy { $0.count == 2 } }
+        try await advance(to: t0 + 5.4, scheduler)
+        XCTAssertEqual(providers.map(\.count), [1, 1, 1], "spread over 1 s")
+        try await advance(to: t0 + 5.5, scheduler)
+        XCTAssertEqual(providers.map(\.count), [2, 2, 2], "the overdue polls")
         await scheduler.stop()
         await task.value
     }
@@ -326,10 +341,12 @@ final class SchedulerStateTests: XCTestCase {
     func testSleepPausesPollsAndResumePollsTheOverdueWithoutAClockJump() async throws {
         let (providers, scheduler, task) = try await startedThree()
         await scheduler.powerChanged(.goingToSleep)
-        try await assertNoMorePolls(providers, at: t0 + 4.5, "no poll starts while going to sleep")
+        try await settle(scheduler)
+        try await assertNoMorePolls(providers, at: t0 + 4.5, scheduler, "no poll starts while going to sleep")
         await scheduler.powerChanged(.awake)
-        env.time = t0 + 5.6
-        try await waitUntil("the overdue polls after resume") { providers.allSatisfy { $0.count == 2 } }
+        try await settle(scheduler)
+        try await advance(to: t0 + 5.5, scheduler)
+        XCTAssertEqual(providers.map(\.count), [2, 2, 2], "the overdue polls after resume")
         await scheduler.stop()
         await task.value
     }
@@ -337,14 +354,19 @@ final class SchedulerStateTests: XCTestCase {
     func testAClockJumpAfterGoingToSleepIsTheResumeAndStillOfflineKeepsThePause() async throws {
         let (providers, scheduler, task) = try await startedThree()
         await scheduler.update(HostConditions(network: .offline, power: .goingToSleep))
+        try await settle(scheduler)
         // Slept 3 hours; no resume signal (yet). The network is still offline: no polls.
-        try await assertNoMorePolls(providers, at: t0 + 3 * 3600, "the jump")
-        try await assertNoMorePolls(providers, at: t0 + 3 * 3600 + 2, "awake after the jump, but offline")
+        try await env.jump(to: t0 + 3 * 3600) { try await self.settle(scheduler) }
+        XCTAssertEqual(providers.map(\.count), [1, 1, 1], "the jump")
+        try await assertNoMorePolls(providers, at: t0 + 3 * 3600 + 2, scheduler, "awake after the jump, but offline")
         // logind's late resume signal changes nothing more; the network coming back does.
         await scheduler.powerChanged(.awake)
+        try await settle(scheduler)
+        XCTAssertEqual(providers.map(\.count), [1, 1, 1], "the resume signal while offline")
         await scheduler.networkChanged(.online)
-        env.time = t0 + 3 * 3600 + 3.1
-        try await waitUntil("the overdue polls once online") { providers.allSatisfy { $0.count == 2 } }
+        try await settle(scheduler)
+        try await advance(to: t0 + 3 * 3600 + 3, scheduler)
+        XCTAssertEqual(providers.map(\.count), [2, 2, 2], "the overdue polls once online")
         await scheduler.stop()
         await task.value
     }
@@ -354,21 +376,23 @@ final class SchedulerStateTests: XCTestCase {
         gate.failure = PollError(.transient, "could not resolve host")
         let (scheduler, _) = try scheduler([source("s", gate, interval: 3600)])  // error_threshold = 1
         let task = try await start(scheduler)
-        env.time = t0 + 1.1
+        try await env.advance(to: t0 + 1.1)  // the first poll starts at t0 + 1 and waits at the gate
         try await waitUntil("the first poll to start") { gate.started == 1 }
         await scheduler.networkChanged(.offline)  // while it runs
         gate.open()
-        try await waitUntil("its outcome stored") { abs(seconds(try store.statuses()["s"]?.nextDue) - seconds(t0 + 1.1)) < 1e-3 }
+        try await settle(scheduler)
         var status = try status("s")
+        XCTAssertEqual(seconds(status.nextDue), seconds(t0 + 1.1), accuracy: 1e-3, "due again at once")
         XCTAssertEqual(status.failures, 0, "not counted")
         XCTAssertNil(status.lastError)
         XCTAssertEqual(try store.historyEvents(source: nil, limit: 10).map(\.event), [], "no error event")
 
         // Online: due again at once (spread), and this failure counts.
         await scheduler.networkChanged(.online)
-        env.time = t0 + 2.2
-        try await waitUntil("a counted failure") { try store.statuses()["s"]?.failures == 1 }
+        try await settle(scheduler)
+        try await advance(to: t0 + 2.1, scheduler)
         status = try self.status("s")
+        XCTAssertEqual(status.failures, 1, "a counted failure")
         XCTAssertEqual(status.lastError, "could not resolve host")
         XCTAssertEqual(try store.historyEvents(source: nil, limit: 10).map(\.event), [.error])
         await scheduler.stop()
@@ -380,15 +404,15 @@ final class SchedulerStateTests: XCTestCase {
         let p = CountingProvider()
         let (scheduler, _) = try scheduler([source("s", p, interval: 3)], host: HostConditions(network: .offline))
         let task = try await start(scheduler)
-        env.time = t0 + 2.5
-        try await Task.sleep(for: .milliseconds(1300))
+        try await advance(to: t0 + 2.5, scheduler)
         XCTAssertEqual(p.count, 0)
         await scheduler.update(HostConditions(network: .offline))  // the same again: still paused
-        try await Task.sleep(for: .milliseconds(1100))
+        try await advance(to: t0 + 3.5, scheduler)  // (the loop passes at t0 + 3)
         XCTAssertEqual(p.count, 0)
         await scheduler.update(HostConditions())
-        env.time = t0 + 3.6
-        try await waitUntil("the first poll once online") { p.count == 1 }
+        try await settle(scheduler)
+        try await advance(to: t0 + 4.5, scheduler)  // overdue: spread over 1 s
+        XCTAssertEqual(p.count, 1, "the first poll once online")
         await scheduler.stop()
         await task.value
     }

@@ -256,16 +256,41 @@ final class StateAndOutboxTests: XCTestCase {
     func testDaemonLoopGetsPastAnUnreadableHead() async throws {
         let rec = PollRecorder(store: store)
         let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
-        _ = try await rec.recordSuccess(source, result: .snapshot([]), now: Date(), options: route)
-        let events = try await rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: Date(), options: route).events
+        let env = FixedEnvironment()
+        _ = try await rec.recordSuccess(source, result: .snapshot([]), now: env.time, options: route)
+        let events = try await rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: env.time, options: route).events
         try store.exec("UPDATE event SET payload = '{}' WHERE id = ?", events[0].id)
         let sink = ScriptedSink()
-        let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(), logger: quietLogger)
+        let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(), env: env, logger: quietLogger)
         let running = Task { await worker.run() }
-        for _ in 0..<200 where sink.lock.withLock({ sink.delivered.isEmpty }) { try await Task.sleep(for: .milliseconds(10)) }
+        try await env.sleeping(atLeast: 1)  // the loop, with nothing left to send
         worker.stop()
         await running.value
         XCTAssertEqual(sink.delivered, [events[1].id])
+    }
+
+    /// The daemon's loop waits for a retry on its environment's clock: a failed delivery goes
+    /// again when the clock reaches its backoff (2 s, no jitter), not before.
+    func testDaemonLoopRetriesWhenTheClockReachesTheBackoff() async throws {
+        let rec = PollRecorder(store: store)
+        let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
+        let env = FixedEnvironment()
+        let t0 = env.time
+        _ = try await rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
+        let events = try await rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a")]), now: t0, options: route).events
+        let sink = ScriptedSink()
+        sink.failures = [DeliveryError(.retryable, "503")]
+        let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(first: 2, cap: 60, jitter: 0), env: env, logger: quietLogger)
+        let running = Task { await worker.run() }
+        try await env.sleeping(atLeast: 1)  // the first attempt failed
+        XCTAssertEqual(env.nextDeadline, t0 + 2, "the loop sleeps until the retry is due")
+        try await env.advance(to: t0 + 1.9)
+        XCTAssertEqual(sink.delivered, [], "not before its backoff")
+        try await env.advance(to: t0 + 2)
+        XCTAssertEqual(sink.delivered, events.map(\.id), "the retry")
+        XCTAssertEqual(env.nextDeadline, t0 + 2 + 60, "then nothing to send: a minute's sleep")
+        worker.stop()
+        await running.value
     }
 
     /// Issue 9, item 22: `check --deliver` words a failure by what became of the delivery.

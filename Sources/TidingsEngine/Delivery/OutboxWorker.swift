@@ -52,6 +52,7 @@ public final class OutboxWorker: Sendable {
     private let policy: RetryPolicy
     private let env: any Environment
     private let logger: Logger
+    /// Each sink loop's sleep, on the environment's clock.
     private let wakeups: [String: Wakeup]
     private let states: Mutex<[String: SinkState]>
     private let stopping = Atomic<Bool>(false)
@@ -84,7 +85,7 @@ public final class OutboxWorker: Sendable {
         self.policy = policy
         self.env = env
         self.logger = logger
-        self.wakeups = Dictionary(uniqueKeysWithValues: sinks.keys.map { ($0, Wakeup()) })
+        self.wakeups = Dictionary(uniqueKeysWithValues: sinks.keys.map { ($0, Wakeup(env: env)) })
         self.states = Mutex(Dictionary(uniqueKeysWithValues: sinks.keys.map { ($0, SinkState.ready) }))
     }
 

@@ -29,7 +29,8 @@ public actor Scheduler {
     /// Polls on request in flight, and who waits for them to end (``run()`` when stopping).
     private var requests = 0
     private var requestsDone: [CheckedContinuation<Void, Never>] = []
-    private let wakeup = Wakeup()
+    /// The loop's sleep, on the environment's clock.
+    private let wakeup: Wakeup
     /// `max_concurrent` and `max_per_host`.
     private let limits: PollLimits
     private var stopping = false
@@ -80,6 +81,7 @@ public actor Scheduler {
         self.onEvents = onEvents
         self.heartbeat = heartbeat
         self.limits = PollLimits(config)
+        self.wakeup = Wakeup(env: env)
         self.lastWake = env.now()
     }
 
@@ -131,6 +133,10 @@ public actor Scheduler {
             await withCheckedContinuation { requestsDone.append($0) }
         }
     }
+
+    /// Polls in flight, scheduled or on request (a test on a virtual clock waits for none
+    /// before it moves the clock on or asserts that nothing was polled).
+    var pollsInFlight: Int { inFlight.count }
 
     private static let stoppingError = PollError(.transient, "not polled: the daemon is stopping or reloading its configuration; try again")
 

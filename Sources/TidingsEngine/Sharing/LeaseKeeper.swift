@@ -33,7 +33,8 @@ package final class LeaseKeeper: Sendable {
     private let state = Mutex<State>(State())
     private let stopping = Atomic<Bool>(false)
     private let releasing = Atomic<Bool>(true)
-    private let wakeup = Wakeup()
+    /// The wait between rounds, on the environment's clock.
+    private let wakeup: Wakeup
     private let failures = OnceLog()
 
     private struct State {
@@ -63,6 +64,7 @@ package final class LeaseKeeper: Sendable {
         self.wants = wants
         self.shortestLease = (Array(wants.sources.values) + Array(wants.sinks.values)).min() ?? 3 * period
         self.env = env
+        self.wakeup = Wakeup(env: env)
         self.logger = logger
     }
 
