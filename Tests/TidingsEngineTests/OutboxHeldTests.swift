@@ -136,19 +136,21 @@ final class OutboxHeldTests: XCTestCase {
         route.attention = RouteAttention(groupWait: 5)
         let options = RecordOptions(router: Router(routes: [route], allSinks: ["mail"]))
         _ = try await PollRecorder(store: store).recordSuccess(source, result: .snapshot([]), now: noon.addingTimeInterval(-1), options: options)
-        let n = OutboxStore.digestLimit + 50
+        let limit = 100  // the parts of a 10,000-row digest, in miniature
+        let n = 2 * limit + 50
         let items = (1...n).map { Item(key: "k\($0)", kind: "alert", title: "T\($0)") }
         _ = try await PollRecorder(store: store).recordSuccess(source, result: .snapshot(items), now: noon, options: options)
 
         // The first part is refused once (a lost answer), then goes; so does the second.
         let mail = FlakyDigestSink(failFirst: 1)
         let env = FixedEnvironment(time: noon.addingTimeInterval(6))
-        let worker = OutboxWorker(store: store, sinks: ["mail": mail], policy: RetryPolicy(), env: env, logger: quietLogger)
+        let worker = OutboxWorker(store: store, sinks: ["mail": mail], policy: RetryPolicy(), env: env, logger: quietLogger,
+                                  leases: nil, digestLimit: limit)
         _ = await worker.drainOnce()
         env.time = noon.addingTimeInterval(60)  // past the retry's backoff
         _ = await worker.drainOnce()
         let tries = mail.tries
-        XCTAssertEqual(tries.map(\.count), [OutboxStore.digestLimit, OutboxStore.digestLimit, 50])
+        XCTAssertEqual(tries.map(\.count), [limit, limit, limit, 50])
         XCTAssertEqual(tries[0].id, tries[1].id, "a retried part keeps its id")
         XCTAssertNotEqual(tries[1].id, tries[2].id, "each part has its own id")
         XCTAssertEqual(Set(tries[1...].flatMap(\.events)).count, n, "every event delivered once")

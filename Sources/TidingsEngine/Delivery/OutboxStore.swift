@@ -84,6 +84,8 @@ struct DeliveryRow {
 /// Outbox rows: reading the head of a sink's queue and recording what happened to it.
 public struct OutboxStore: Sendable {
     public let store: StateStore
+    /// The most rows of one held batch that go out as one digest (``defaultDigestLimit``).
+    package var digestLimit = OutboxStore.defaultDigestLimit
     public init(store: StateStore) { self.store = store }
 
     /// The front of `sink`'s queue at `now`: its oldest pending delivery that is not held
@@ -93,15 +95,17 @@ public struct OutboxStore: Sendable {
     /// a held row brings the rest of its batch too, but a poll's rows still come one by one:
     /// one refused event must not take the rest of its poll with it.
     public func head(sink: String, batch wantBatch: Bool, digests: Bool = false, now: Date) async throws -> OutboxHead {
-        try await store.database.read { try Self.head($0, sink: sink, batch: wantBatch, digests: digests, now: now) }
+        let digestLimit = self.digestLimit
+        return try await store.database.read { try Self.head($0, sink: sink, batch: wantBatch, digests: digests, digestLimit: digestLimit, now: now) }
     }
 
     /// The most rows of one held batch that go out as one digest; a larger batch goes in parts.
-    static let digestLimit = 10_000
+    package static let defaultDigestLimit = 10_000
     /// The most rows of one poll's batch that go to a batching sink in one call.
     static let batchLimit = 1000
 
-    static func head(_ db: any SQLConnection, sink: String, batch wantBatch: Bool, digests: Bool, now: Date) throws -> OutboxHead {
+    static func head(_ db: any SQLConnection, sink: String, batch wantBatch: Bool, digests: Bool,
+                     digestLimit: Int = defaultDigestLimit, now: Date) throws -> OutboxHead {
         let pending = DeliveryRow.select + " WHERE d.sink = ? AND d.status = \(DeliveryStatus.pending.sql)"
         let released = " AND (d.hold_until IS NULL OR d.hold_until <= ?)"
         guard let first = try db.fetchOne(pending + released + " ORDER BY d.id LIMIT 1", sink, now).map(DeliveryRow.init) else {

@@ -73,14 +73,16 @@ public final class OutboxWorker: Sendable {
     /// `leases`: where daemons share the state, this instance's (it delivers only to the sinks
     /// whose leases it holds).
     package init(store: StateStore, sinks: [String: any Sink], policy: RetryPolicy, env: any Environment = SystemEnvironment(), logger: Logger,
-                 callTimeout: TimeInterval = 120, leases: LeaseKeeper?) {
+                 callTimeout: TimeInterval = 120, leases: LeaseKeeper?, digestLimit: Int = OutboxStore.defaultDigestLimit) {
         self.callTimeout = callTimeout
         if let leases {
             self.gate = { @Sendable sink in leases.holds(sink: sink) }
         } else {
             self.gate = nil
         }
-        self.outbox = OutboxStore(store: store)
+        var outbox = OutboxStore(store: store)
+        outbox.digestLimit = digestLimit
+        self.outbox = outbox
         self.sinks = sinks
         self.policy = policy
         self.env = env
