@@ -6,7 +6,7 @@ import TidingsPluginAPI
 /// ``CertificateProbe`` on the same libcurl multi loop (and thread) as HTTP and SMTP: the
 /// OpenSSL backend libcurl links does the handshake and reports the chain (`CURLOPT_CERTINFO`).
 extension CurlHTTPClient: CertificateProbe {
-    public func certificates(_ request: CertificateRequest) async throws -> PeerCertificates {
+    package func certificates(_ request: CertificateRequest) async throws -> PeerCertificates {
         try await loop.run(CurlCertificateTransfer(request))
     }
 }

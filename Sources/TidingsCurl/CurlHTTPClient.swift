@@ -16,20 +16,20 @@ import TidingsPluginAPI
 /// - Proxies come from the environment as libcurl reads them (`http_proxy`, `https_proxy`,
 ///   `all_proxy`, `no_proxy`; for plain http only the lower-case `http_proxy`).
 /// - Transport error messages pass through ``Redactor``.
-public final class CurlHTTPClient: HTTPClient {
+package final class CurlHTTPClient: HTTPClient {
     /// Drives HTTP requests and SMTP submissions (``CurlMailTransfer``) alike.
     let loop: CurlMultiLoop
 
-    public init(maxConnectionsPerHost: Int = 4) {
+    package init(maxConnectionsPerHost: Int = 4) {
         loop = CurlMultiLoop(maxConnectionsPerHost: maxConnectionsPerHost)
     }
 
     deinit { loop.stop() }
 
     /// Applies `max_per_host` (at start and on reload) to the transfers that start from now on.
-    public func limitConnectionsPerHost(_ n: Int) { loop.limitPerHost(n) }
+    package func limitConnectionsPerHost(_ n: Int) { loop.limitPerHost(n) }
 
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    package func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let deadline = ContinuousClock.now + .milliseconds(Int64(min(max(request.timeout, 0), 1e9) * 1000))
         var hop = request
         var hops = 0

@@ -6,7 +6,7 @@ import TidingsPluginAPI
 /// ``MailTransport`` on the same libcurl multi loop (and thread) as HTTP: a process has one
 /// curl thread for every provider, HTTP sink and mail sink.
 extension CurlHTTPClient: MailTransport {
-    public func send(_ message: MailSubmission) async throws -> MailReceipt {
+    package func send(_ message: MailSubmission) async throws -> MailReceipt {
         try await loop.run(CurlMailTransfer(message))
     }
 }

@@ -15,7 +15,7 @@ import TidingsPluginAPI
 /// `SELECT` or a `FETCH` of its own (its URL fetch marks messages seen). libcurl hands every line
 /// of the answer, literals included, to the header callback; that is what a command returns.
 extension CurlHTTPClient: MailboxReader {
-    public func open(_ server: MailboxServer) async throws -> any MailboxSession {
+    package func open(_ server: MailboxServer) async throws -> any MailboxSession {
         CurlMailboxSession(server)
     }
 }

@@ -18,10 +18,10 @@ import Synchronization
 /// alone). Past the deadline, when the calling task is cancelled, or on ``stopAll()``, the
 /// whole process group gets SIGTERM, then SIGKILL once the child has exited or after
 /// ``killGrace``; the child is reaped before `run` returns.
-public enum ProcessRunner {
-    public struct Output: Sendable {
+package enum ProcessRunner {
+    package struct Output: Sendable {
         /// How the child ended.
-        public enum Termination: Sendable, Equatable {
+        package enum Termination: Sendable, Equatable {
             /// It exited by itself with this status.
             case exited(Int32)
             /// A signal it did not handle killed it (not one of ours).
@@ -30,15 +30,15 @@ public enum ProcessRunner {
             case timedOut
         }
 
-        public var termination: Termination
-        public var stdout: Data
-        public var stderr: Data
+        package var termination: Termination
+        package var stdout: Data
+        package var stderr: Data
         /// stdout was cut at `maxOutput`.
-        public var truncated: Bool
+        package var truncated: Bool
     }
 
-    public struct LaunchError: Error, CustomStringConvertible, Sendable {
-        public var description: String
+    package struct LaunchError: Error, CustomStringConvertible, Sendable {
+        package var description: String
     }
 
     /// After SIGTERM, how long the process group has before SIGKILL. Short: a poll's outer
@@ -61,7 +61,7 @@ public enum ProcessRunner {
     /// Runs `command` (`./x` and `x/y` resolve against `directory`, a bare name against `PATH`)
     /// in `directory`, with `environment` (nil: this process's), `stdin` written to it, at most
     /// `maxOutput` bytes of stdout kept, and killed past `timeout` seconds.
-    public static func run(
+    package static func run(
         _ command: [String], directory: String? = nil, environment: [String: String]? = nil, stdin: Data? = nil,
         timeout: TimeInterval, maxOutput: Int = 10 << 20
     ) async throws -> Output {
@@ -115,7 +115,7 @@ public enum ProcessRunner {
     /// SIGINT or SIGTERM (`tidings check`): its children lead process groups of their own,
     /// which Ctrl-C at the terminal never reaches, and cancelling its tasks is not enough
     /// (a poll's timeout stops waiting for a cancelled body at once).
-    public static func stopAll() async {
+    package static func stopAll() async {
         await runs.stopAll()
     }
 

@@ -7,9 +7,9 @@ import TidingsPOSIX
 /// Kind `alert`, key = Alertmanager's `fingerprint`. An alert that leaves the list (or whose
 /// `endsAt` has passed) is resolved: a `removed` event "resolved after 12m". An alert that
 /// resolves and fires again within `flap_window` (default 5m) is one `changed` event.
-public struct AlertmanagerProvider: Provider, EventDescriber, Sendable {
+package struct AlertmanagerProvider: Provider, EventDescriber, Sendable {
     /// `provider = "alertmanager"`.
-    public static let factory = ProviderFactory(
+    package static let factory = ProviderFactory(
         name: "alertmanager", summary: "Prometheus Alertmanager: firing alerts, resolved alerts", defaultFlapWindow: 300
     ) { options, _, _ in
         let base = try ProviderSupport.baseURL(options)
@@ -28,7 +28,7 @@ public struct AlertmanagerProvider: Provider, EventDescriber, Sendable {
     let inhibited: Bool
     let bearer: Secret?
 
-    public var host: String? { base.host }
+    package var host: String? { base.host }
 
     /// `GET /api/v2/alerts?active=true&silenced=…&inhibited=…&filter=…`
     var alertsURL: URL {
@@ -41,7 +41,7 @@ public struct AlertmanagerProvider: Provider, EventDescriber, Sendable {
     /// With a `bearer_token` (or user info in `base_url`) requests carry credentials.
     var credentials: Credentials { bearer != nil || base.user != nil ? .sent : .notSent }
 
-    public func poll(_ context: PollContext) async throws -> PollResult {
+    package func poll(_ context: PollContext) async throws -> PollResult {
         var headers = [("Accept", "application/json")]
         if let bearer { headers.append(("Authorization", "Bearer \(bearer.value)")) }
         let response = try await context.send("GET", alertsURL, headers: headers, credentials: credentials)
@@ -52,7 +52,7 @@ public struct AlertmanagerProvider: Provider, EventDescriber, Sendable {
     }
 
     /// A successful response body → items (pure: what `poll` does after the request; fuzzed by `make fuzz`).
-    public static func decode(_ body: Data, now: Date) throws -> [Item] {
+    package static func decode(_ body: Data, now: Date) throws -> [Item] {
         let json = try ProviderSupport.json(body, what: "Alertmanager alerts")
         guard let list = json.arrayValue else {
             throw PollError(.transient, "Alertmanager alerts: expected a JSON array (body: \(PollError.excerpt(body)))")
@@ -94,7 +94,7 @@ public struct AlertmanagerProvider: Provider, EventDescriber, Sendable {
         }
     }
 
-    public func describe(_ event: inout Event, change: ItemChange, firstSeen: Date) {
+    package func describe(_ event: inout Event, change: ItemChange, firstSeen: Date) {
         switch change.type {
         case .removed:
             let started = change.item.data["startsAt"]?.stringValue.flatMap(Timestamp.parse) ?? firstSeen

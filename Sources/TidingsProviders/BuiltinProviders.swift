@@ -2,9 +2,9 @@ import TidingsPluginAPI
 import TidingsPOSIX
 
 /// Every provider this build ships. The executable registers them; the core knows none by name.
-public enum BuiltinProviders {
+package enum BuiltinProviders {
     /// Every built-in provider factory.
-    public static var all: [ProviderFactory] {
+    package static var all: [ProviderFactory] {
         [
             HTTPJSONProvider.factory, ExecProvider.factory,
             SportdateProvider.factory, StatuspageProvider.factory, EconomicProvider.factory, AlertmanagerProvider.factory,
@@ -13,5 +13,5 @@ public enum BuiltinProviders {
         ]
     }
 
-    public static var registry: ProviderRegistry { ProviderRegistry(all) }
+    package static var registry: ProviderRegistry { ProviderRegistry(all) }
 }

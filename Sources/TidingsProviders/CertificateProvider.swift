@@ -18,16 +18,16 @@ import TidingsPOSIX
 /// days left) and why it does not verify: a renewal, a new band or a verification failure is
 /// `changed`; the days ticking down inside a band are not. A target that cannot be reached
 /// fails the poll (no item is reported removed because of it).
-public struct CertificateProvider: Provider {
-    public var targets: [CertificateTarget]
-    public var warnBefore: TimeInterval
-    public var criticalBefore: TimeInterval
-    public var caFile: String?
+package struct CertificateProvider: Provider {
+    package var targets: [CertificateTarget]
+    package var warnBefore: TimeInterval
+    package var criticalBefore: TimeInterval
+    package var caFile: String?
 
-    public static let defaultWarnBefore: TimeInterval = 21 * 86400
-    public static let defaultCriticalBefore: TimeInterval = 7 * 86400
+    package static let defaultWarnBefore: TimeInterval = 21 * 86400
+    package static let defaultCriticalBefore: TimeInterval = 7 * 86400
 
-    public init(targets: [CertificateTarget], warnBefore: TimeInterval = CertificateProvider.defaultWarnBefore,
+    package init(targets: [CertificateTarget], warnBefore: TimeInterval = CertificateProvider.defaultWarnBefore,
                 criticalBefore: TimeInterval = CertificateProvider.defaultCriticalBefore, caFile: String? = nil) {
         self.targets = targets
         self.warnBefore = warnBefore
@@ -36,12 +36,12 @@ public struct CertificateProvider: Provider {
     }
 
     /// One host for `max_per_host` when every target is on it.
-    public var host: String? {
+    package var host: String? {
         let hosts = Set(targets.map(\.host))
         return hosts.count == 1 ? hosts.first : nil
     }
 
-    public static let factory = ProviderFactory(name: "certificate", summary: "TLS certificate expiry and validity") { o, _, _ in
+    package static let factory = ProviderFactory(name: "certificate", summary: "TLS certificate expiry and validity") { o, _, _ in
         var errors: [ConfigError] = []
         var targets: [CertificateTarget] = []
         func collect<T>(_ body: () throws -> T?) -> T? {
@@ -124,7 +124,7 @@ public struct CertificateProvider: Provider {
         }
     }
 
-    public func poll(_ ctx: PollContext) async throws -> PollResult {
+    package func poll(_ ctx: PollContext) async throws -> PollResult {
         guard let probe = ctx.certificates else {
             throw PollError(.transient, "this build's network client cannot read TLS certificates")
         }
@@ -266,18 +266,18 @@ public struct CertificateProvider: Provider {
 }
 
 /// One `targets` entry: where to connect and how.
-public struct CertificateTarget: Sendable, Equatable {
-    public enum Mode: String, Sendable {
+package struct CertificateTarget: Sendable, Equatable {
+    package enum Mode: String, Sendable {
         /// TLS from the first byte (HTTPS, SMTPS, IMAPS, any TLS port).
         case tls
         case smtpStartTLS = "smtp"
         case imapStartTLS = "imap"
     }
 
-    public var mode: Mode
+    package var mode: Mode
     /// Lower-case host name or address (IPv6 without brackets).
-    public var host: String
-    public var port: Int
+    package var host: String
+    package var port: Int
 
     struct ParseError: Error {
         var message: String
@@ -339,7 +339,7 @@ public struct CertificateTarget: Sendable, Equatable {
         }
     }
 
-    public init(mode: Mode, host: String, port: Int) {
+    package init(mode: Mode, host: String, port: Int) {
         self.mode = mode
         self.host = host
         self.port = port
@@ -348,12 +348,12 @@ public struct CertificateTarget: Sendable, Equatable {
     private var hostInURL: String { host.contains(":") ? "[\(host)]" : host }
 
     /// The item key: `host:port`, or `smtp://host:port` / `imap://host:port`.
-    public var key: String {
+    package var key: String {
         mode == .tls ? "\(hostInURL):\(port)" : "\(mode.rawValue)://\(hostInURL):\(port)"
     }
 
     /// What the probe connects to: `https://` stands for any implicit-TLS port (no request is sent).
-    public var endpoint: URL {
+    package var endpoint: URL {
         URL(string: mode == .tls ? "https://\(hostInURL):\(port)/" : "\(mode.rawValue)://\(hostInURL):\(port)/")!
     }
 

@@ -8,12 +8,12 @@ import TidingsPOSIX
 ///
 /// The whole listing is one snapshot: if any page fails the poll fails and state is untouched.
 /// Kind `draft-invoice`, key = `draftInvoiceNumber`; a draft that disappears was booked or deleted.
-public final class EconomicProvider: Provider, EventDescriber, Sendable {
+package final class EconomicProvider: Provider, EventDescriber, Sendable {
     /// e-conomic's fair-use budget: calls per agreement per 24 hours.
-    public static let dailyBudget = 50_000
+    package static let dailyBudget = 50_000
 
     /// `provider = "economic"`.
-    public static let factory = ProviderFactory(
+    package static let factory = ProviderFactory(
         name: "economic", summary: "e-conomic draft invoices (new, changed, booked or deleted)"
     ) { options, setup, warn in
         let base = try ProviderSupport.baseURL(options, default: "https://restapi.e-conomic.com")
@@ -44,7 +44,7 @@ public final class EconomicProvider: Provider, EventDescriber, Sendable {
         self.interval = interval
     }
 
-    public var host: String? { base.host }
+    package var host: String? { base.host }
 
     static func callsPerDay(interval: TimeInterval, pages: Int) -> Double { 86_400 / max(interval, 1) * Double(pages) }
 
@@ -53,7 +53,7 @@ public final class EconomicProvider: Provider, EventDescriber, Sendable {
          ("Content-Type", "application/json"), ("Accept", "application/json")]
     }
 
-    public func poll(_ context: PollContext) async throws -> PollResult {
+    package func poll(_ context: PollContext) async throws -> PollResult {
         var next: URL? = ProviderSupport.join(base, "/invoices/drafts", query: [
             URLQueryItem(name: "skippages", value: "0"), URLQueryItem(name: "pagesize", value: String(pageSize)),
         ])
@@ -75,7 +75,7 @@ public final class EconomicProvider: Provider, EventDescriber, Sendable {
 
     /// One page's body → its drafts and the next page's URL, if any (pure: what `poll` does
     /// after each request; fuzzed by `make fuzz`). `page` is 1-based, for error messages.
-    public static func decodePage(_ body: Data, page: Int, base: URL) throws -> (items: [Item], next: URL?) {
+    package static func decodePage(_ body: Data, page: Int, base: URL) throws -> (items: [Item], next: URL?) {
         let json = try ProviderSupport.json(body, what: "e-conomic draft invoices, page \(page)")
         guard let collection = json["collection"]?.arrayValue else {
             throw PollError(.transient, "e-conomic draft invoices, page \(page): no 'collection' list (body: \(PollError.excerpt(body)))")
@@ -111,7 +111,7 @@ public final class EconomicProvider: Provider, EventDescriber, Sendable {
     }
 
     /// An error response: e-conomic's `message`, `errorCode` and `logId` (support asks for the logId).
-    public static func error(_ response: HTTPResponse, page: Int) -> PollError {
+    package static func error(_ response: HTTPResponse, page: Int) -> PollError {
         let json = try? JSONValue.parse(response.body)
         var parts: [String] = []
         if let m = json?["message"]?.stringValue { parts.append(m) }
@@ -130,7 +130,7 @@ public final class EconomicProvider: Provider, EventDescriber, Sendable {
 
     // MARK: describing
 
-    public func describe(_ event: inout Event, change: ItemChange, firstSeen: Date) {
+    package func describe(_ event: inout Event, change: ItemChange, firstSeen: Date) {
         let number = event.key
         switch change.type {
         case .changed:

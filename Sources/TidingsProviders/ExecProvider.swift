@@ -14,14 +14,14 @@ import TidingsPOSIX
 ///   OK→CRITICAL and back are `changed` events.
 ///
 /// The program runs with the plugins directory as working directory.
-public struct ExecProvider: Provider {
-    public enum Format: String, Sendable { case jsonl, nagios }
-    public var command: [String]
-    public var format: Format
-    public var directory: String
-    public var sourceName: String
+package struct ExecProvider: Provider {
+    package enum Format: String, Sendable { case jsonl, nagios }
+    package var command: [String]
+    package var format: Format
+    package var directory: String
+    package var sourceName: String
 
-    public static let factory = ProviderFactory(name: "exec", summary: "a program (JSON lines or the Nagios plugin convention)") { o, setup, _ in
+    package static let factory = ProviderFactory(name: "exec", summary: "a program (JSON lines or the Nagios plugin convention)") { o, setup, _ in
         var command = try o.command()
         if command == nil, let implicit = o.implicitCommand { command = [implicit] }
         guard let command, let exe = command.first else {
@@ -55,7 +55,7 @@ public struct ExecProvider: Provider {
         return ExecProvider(command: command, format: format, directory: setup.pluginsDir, sourceName: setup.sourceName)
     }
 
-    public func poll(_ ctx: PollContext) async throws -> PollResult {
+    package func poll(_ ctx: PollContext) async throws -> PollResult {
         var env = ProcessInfo.processInfo.environment
         env["TIDINGS_SOURCE"] = sourceName
         let out: ProcessRunner.Output
@@ -88,7 +88,7 @@ public struct ExecProvider: Provider {
     private func lastLine(_ s: String) -> String { String(s.split(separator: "\n").last ?? "") }
 
     /// Parses the JSON-lines protocol; a bad line fails the poll and names the line.
-    public static func parseJSONLines(_ data: Data) throws -> [Item] {
+    package static func parseJSONLines(_ data: Data) throws -> [Item] {
         var items: [Item] = []
         for (i, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).enumerated() {
             let text = line.trimmingCharacters(in: .whitespaces)
@@ -115,7 +115,7 @@ public struct ExecProvider: Provider {
     /// One item per source; its fingerprint is the state, so only transitions are events.
     /// The first line is the title, the long text (lines 2 and later) the body, and the
     /// performance data is parsed into `data.perfdata`.
-    public static func nagiosItem(status: Int32, stdout: Data, name: String) -> Item {
+    package static func nagiosItem(status: Int32, stdout: Data, name: String) -> Item {
         let states = ["OK", "WARNING", "CRITICAL", "UNKNOWN"]
         let state = states[Int(status)]
         let output = NagiosOutput(parsing: String(decoding: stdout, as: UTF8.self))

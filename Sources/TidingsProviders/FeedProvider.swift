@@ -19,16 +19,16 @@ import TidingsPOSIX
 /// `rdf:about`, JSON Feed `id`, else the link, else a digest of title and date. An entry's
 /// fingerprint is its `updated` date when it has one, else its title and text: an edited entry
 /// is `changed`, and a feed that only reorders its entries changes nothing.
-public struct FeedProvider: Provider {
-    public var url: URL
-    public var headers: HeaderTable
+package struct FeedProvider: Provider {
+    package var url: URL
+    package var headers: HeaderTable
     package var include: [SafeRegex]
     package var exclude: [SafeRegex]
-    public var maxEntries: Int
+    package var maxEntries: Int
     /// `ca_file`: the CAs trusted for https instead of the system's.
-    public var caFile: String?
+    package var caFile: String?
 
-    public static let defaultMaxEntries = 500
+    package static let defaultMaxEntries = 500
     /// An entry's title and text are cut to these many characters.
     static let maxTitle = 300
     static let maxBody = 2000
@@ -45,14 +45,14 @@ public struct FeedProvider: Provider {
 
     /// A source with every option at its default: for the fuzz package (Fuzz/), which decodes
     /// documents from outside this package.
-    public init(url: URL) { self.init(url: url, headers: HeaderTable()) }
+    package init(url: URL) { self.init(url: url, headers: HeaderTable()) }
 
-    public var host: String? { url.host }
+    package var host: String? { url.host }
     /// A feed lists its latest entries, not all of them: an entry that scrolls off is not
     /// removed, and one that comes back (a publisher reorders, a 304 after a cut) is not new.
-    public var snapshotIsComplete: Bool { false }
+    package var snapshotIsComplete: Bool { false }
 
-    public static let factory = ProviderFactory(name: "feed", summary: "RSS, Atom and JSON Feed entries") { o, _, _ in
+    package static let factory = ProviderFactory(name: "feed", summary: "RSS, Atom and JSON Feed entries") { o, _, _ in
         let url = try o.requestURL("url")
         return FeedProvider(
             url: url, headers: try o.headers(), include: try ProviderSupport.patterns(o, "include"),
@@ -66,7 +66,7 @@ public struct FeedProvider: Provider {
     static let accept = "application/atom+xml, application/rss+xml, application/feed+json, application/json;q=0.9, "
         + "application/xml;q=0.9, text/xml;q=0.9, */*;q=0.8"
 
-    public func poll(_ ctx: PollContext) async throws -> PollResult {
+    package func poll(_ ctx: PollContext) async throws -> PollResult {
         let hdrs: [(String, String)] = [("Accept", Self.accept)] + headers.pairs + ctx.validators.requestHeaders
         let response = try await ctx.send("GET", url, headers: hdrs, credentials: credentials, caFile: caFile)
         if response.status == 304 { return .notModified }
@@ -84,7 +84,7 @@ public struct FeedProvider: Provider {
     }
 
     /// A successful response body → items (pure: what `poll` does after the request).
-    public func decode(_ body: Data, charset: String? = nil) throws -> [Item] {
+    package func decode(_ body: Data, charset: String? = nil) throws -> [Item] {
         try parse(body, charset: charset).items
     }
 

@@ -25,22 +25,22 @@ import TidingsPOSIX
 /// target, and a `Link` to another origin is not followed. A rate limit (403/429 with
 /// `x-ratelimit-remaining: 0`, or `Retry-After`) leaves the source failing until the reset,
 /// never `auth-failed`; a 401 is `auth-failed`.
-public struct GitHubProvider: Provider {
-    public enum Watch: String, Sendable, CaseIterable {
+package struct GitHubProvider: Provider {
+    package enum Watch: String, Sendable, CaseIterable {
         case notifications, releases
     }
 
-    public var watch: Watch
-    public var apiURL: URL
+    package var watch: Watch
+    package var apiURL: URL
     /// `OWNER/NAME` (releases).
-    public var repo: String?
+    package var repo: String?
     let token: Secret?
-    public var participating: Bool
-    public var prereleases: Bool
+    package var participating: Bool
+    package var prereleases: Bool
     /// `ca_file`: trust this CA (a GitHub Enterprise Server with a private CA) instead of the system's.
-    public var caFile: String?
+    package var caFile: String?
 
-    public static let defaultAPI = "https://api.github.com"
+    package static let defaultAPI = "https://api.github.com"
     /// The API's largest pages: 50 notification threads, 100 releases.
     static let notificationsPerPage = 50
     static let releasesPerPage = 100
@@ -65,11 +65,11 @@ public struct GitHubProvider: Provider {
         self.prereleases = prereleases
     }
 
-    public var host: String? { apiURL.host }
+    package var host: String? { apiURL.host }
     /// The unread list is complete (a thread read elsewhere is removed); releases are a window.
-    public var snapshotIsComplete: Bool { watch == .notifications }
+    package var snapshotIsComplete: Bool { watch == .notifications }
 
-    public static let factory = ProviderFactory(name: "github", summary: "GitHub notifications or a repository's releases") { o, _, _ in
+    package static let factory = ProviderFactory(name: "github", summary: "GitHub notifications or a repository's releases") { o, _, _ in
         let watchText = try o.string("watch") ?? Watch.notifications.rawValue
         guard let watch = Watch(rawValue: watchText) else {
             throw o.error("watch", "\(o.what): 'watch' must be \"notifications\" or \"releases\", not \"\(watchText)\"")
@@ -138,7 +138,7 @@ public struct GitHubProvider: Provider {
         return h
     }
 
-    public func poll(_ ctx: PollContext) async throws -> PollResult {
+    package func poll(_ ctx: PollContext) async throws -> PollResult {
         var url = listURL
         var pace: TimeInterval?
         var validators = Validators()
@@ -235,7 +235,7 @@ public struct GitHubProvider: Provider {
     // MARK: - Decoding
 
     /// One page's body → items (pure: what `poll` does with each page).
-    public func decode(_ body: Data) throws -> [Item] {
+    package func decode(_ body: Data) throws -> [Item] {
         let json = try ProviderSupport.json(body, what: "GitHub \(watch.rawValue)")
         guard let list = json.arrayValue else {
             throw PollError(.transient, "GitHub \(watch.rawValue): expected a JSON array (body: \(PollError.excerpt(body)))")

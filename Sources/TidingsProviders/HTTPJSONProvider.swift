@@ -15,18 +15,18 @@ import TidingsPOSIX
 /// Header values may be secrets (``OptionReader/headers(_:)``). A source with a secret header, or
 /// user info in its `url`, sends credentials: it is never redirected to another origin, and a
 /// 401/403 means they were rejected. One without follows redirects anywhere (not https → http).
-public struct HTTPJSONProvider: Provider {
-    public var url: URL
-    public var headers: HeaderTable
-    public var items: String
-    public var key: FieldTemplate?
-    public var title: FieldTemplate?
-    public var body: FieldTemplate?
-    public var link: FieldTemplate?
-    public var severity: FieldTemplate?
-    public var kind: String
+package struct HTTPJSONProvider: Provider {
+    package var url: URL
+    package var headers: HeaderTable
+    package var items: String
+    package var key: FieldTemplate?
+    package var title: FieldTemplate?
+    package var body: FieldTemplate?
+    package var link: FieldTemplate?
+    package var severity: FieldTemplate?
+    package var kind: String
 
-    public init(
+    package init(
         url: URL, headers: HeaderTable = HeaderTable(), items: String = "", key: FieldTemplate? = nil, title: FieldTemplate? = nil,
         body: FieldTemplate? = nil, link: FieldTemplate? = nil, severity: FieldTemplate? = nil, kind: String = "item"
     ) {
@@ -41,9 +41,9 @@ public struct HTTPJSONProvider: Provider {
         self.kind = kind
     }
 
-    public var host: String? { url.host }
+    package var host: String? { url.host }
 
-    public static let factory = ProviderFactory(name: "http-json", summary: "any JSON endpoint, items picked with JSON pointers") { o, _, _ in
+    package static let factory = ProviderFactory(name: "http-json", summary: "any JSON endpoint, items picked with JSON pointers") { o, _, _ in
         let url = try o.requestURL("url")
         func field(_ k: String) throws -> FieldTemplate? {
             guard let s = try o.string(k) else { return nil }
@@ -63,7 +63,7 @@ public struct HTTPJSONProvider: Provider {
     /// Whether requests carry credentials: a secret header, or user info in the URL.
     var credentials: Credentials { headers.carriesCredentials || url.user != nil ? .sent : .notSent }
 
-    public func poll(_ ctx: PollContext) async throws -> PollResult {
+    package func poll(_ ctx: PollContext) async throws -> PollResult {
         var hdrs: [(String, String)] = [("Accept", "application/json")] + headers.pairs
         hdrs += ctx.validators.requestHeaders
         let response = try await ctx.send("GET", url, headers: hdrs, credentials: credentials)
@@ -82,7 +82,7 @@ public struct HTTPJSONProvider: Provider {
     }
 
     /// A successful response body → items (pure: what `poll` does after the request; fuzzed by `make fuzz`).
-    public func decode(_ responseBody: Data) throws -> [Item] {
+    package func decode(_ responseBody: Data) throws -> [Item] {
         try elements(in: responseBody).map(item)
     }
 

@@ -18,24 +18,24 @@ import TidingsPOSIX
 /// command that changes a flag is ever sent. Key `UIDVALIDITY/UID`; a message that stops
 /// matching (read elsewhere) is removed; a new `UIDVALIDITY` (the server renumbered the
 /// mailbox) makes the current messages a new, silent baseline.
-public struct IMAPProvider: Provider {
+package struct IMAPProvider: Provider {
     /// `imaps://host[:port]/` or `imap://host[:port]/`: the server, without the mailbox.
-    public var server: URL
-    public var security: MailSecurity
+    package var server: URL
+    package var security: MailSecurity
     /// The mailbox, decoded (`INBOX`, `Lists/Swift`).
-    public var mailbox: String
-    public var username: String
-    public var password: Secret
+    package var mailbox: String
+    package var username: String
+    package var password: Secret
     /// IMAP SEARCH criteria, as given (`UNSEEN`, `UNSEEN FROM "boss"`).
-    public var search: String
-    public var caFile: String?
+    package var search: String
+    package var caFile: String?
     /// How many of the newest matching messages are read per poll.
-    public var readLimit: Int
+    package var readLimit: Int
     /// How many matching messages are watched at most (the newest); the rest are cut with a warning.
-    public var watchLimit: Int
+    package var watchLimit: Int
 
-    public static let defaultReadLimit = 200
-    public static let defaultWatchLimit = 10_000
+    package static let defaultReadLimit = 200
+    package static let defaultWatchLimit = 10_000
     static let maxTitle = 300
     static let maxBody = 1000
     static let bodyLines = 8
@@ -60,9 +60,9 @@ public struct IMAPProvider: Provider {
         self.watchLimit = watchLimit
     }
 
-    public var host: String? { server.host }
+    package var host: String? { server.host }
 
-    public static let factory = ProviderFactory(name: "imap", summary: "messages in an IMAP mailbox (read only)") { o, _, _ in
+    package static let factory = ProviderFactory(name: "imap", summary: "messages in an IMAP mailbox (read only)") { o, _, _ in
         let (server, security, mailbox) = try location(o)
         let username = try o.requiredString("username")
         guard !username.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
@@ -131,7 +131,7 @@ public struct IMAPProvider: Provider {
 
     // MARK: - Polling
 
-    public func poll(_ ctx: PollContext) async throws -> PollResult {
+    package func poll(_ ctx: PollContext) async throws -> PollResult {
         guard let reader = ctx.mailbox else { throw PollError(.transient, "this build of tidings cannot read IMAP mailboxes") }
         let session = try await reader.open(MailboxServer(
             url: server, security: security, caFile: caFile, username: username, password: password, timeout: ctx.timeout))

@@ -2,9 +2,9 @@ import TidingsPluginAPI
 import TidingsPOSIX
 
 /// RFC 6901 JSON pointers (`/items/0/name`) and `{pointer}` templates (`"{/name} is {/status}"`).
-public enum JSONPointer {
+package enum JSONPointer {
     /// Resolves `pointer` in `value`; `""` is the whole value.
-    public static func resolve(_ pointer: String, in value: JSONValue) -> JSONValue? {
+    package static func resolve(_ pointer: String, in value: JSONValue) -> JSONValue? {
         if pointer.isEmpty { return value }
         guard pointer.hasPrefix("/") else { return nil }
         var current = value
@@ -24,16 +24,16 @@ public enum JSONPointer {
         return current
     }
 
-    public static func isValid(_ pointer: String) -> Bool { pointer.isEmpty || pointer.hasPrefix("/") }
+    package static func isValid(_ pointer: String) -> Bool { pointer.isEmpty || pointer.hasPrefix("/") }
 }
 
 /// A field spec from config: a JSON pointer (`/title`) or a template with `{pointer}` parts.
-public struct FieldTemplate: Sendable {
+package struct FieldTemplate: Sendable {
     enum Part: Sendable { case literal(String), pointer(String) }
     let parts: [Part]
 
     /// Parses `spec`; returns nil if it is neither a pointer nor a template.
-    public init?(_ spec: String) {
+    package init?(_ spec: String) {
         if spec.hasPrefix("/") && !spec.contains("{") {
             parts = [.pointer(spec)]
             return
@@ -59,7 +59,7 @@ public struct FieldTemplate: Sendable {
     }
 
     /// The rendered text; missing pointers render as empty. Nil if every pointer was missing.
-    public func render(_ value: JSONValue) -> String? {
+    package func render(_ value: JSONValue) -> String? {
         var out = ""
         var found = false
         for p in parts {

@@ -12,31 +12,31 @@ import TidingsPOSIX
 ///
 /// The first line is the status text; the lines after it are long text until one holds a
 /// `|`, after which everything is performance data. Pure: the fuzzer feeds it raw bytes.
-public struct NagiosOutput: Equatable, Sendable {
+package struct NagiosOutput: Equatable, Sendable {
     /// The first line, without its performance data.
-    public var text: String
+    package var text: String
     /// Lines 2 and later, without performance data.
-    public var longText: String
-    public var perfdata: [PerfDatum]
+    package var longText: String
+    package var perfdata: [PerfDatum]
 
     /// One `'label'=value[UOM];[warn];[crit];[min];[max]`.
-    public struct PerfDatum: Equatable, Sendable {
-        public var label: String
+    package struct PerfDatum: Equatable, Sendable {
+        package var label: String
         /// nil for `U` (the plugin could not determine it).
-        public var value: Double?
-        public var uom: String
+        package var value: Double?
+        package var uom: String
         /// Ranges as written (`10`, `10:20`, `@~:5`).
-        public var warn: String?
-        public var crit: String?
-        public var min: Double?
-        public var max: Double?
+        package var warn: String?
+        package var crit: String?
+        package var min: Double?
+        package var max: Double?
 
-        public init(label: String, value: Double?, uom: String, warn: String?, crit: String?, min: Double?, max: Double?) {
+        package init(label: String, value: Double?, uom: String, warn: String?, crit: String?, min: Double?, max: Double?) {
             (self.label, self.value, self.uom, self.warn, self.crit, self.min, self.max) = (label, value, uom, warn, crit, min, max)
         }
 
         /// For an item's `data`: absent fields are left out.
-        public var json: JSONValue {
+        package var json: JSONValue {
             var o: [String: JSONValue] = ["label": .string(label), "value": value.map(JSONValue.number) ?? .null]
             if !uom.isEmpty { o["uom"] = .string(uom) }
             if let warn { o["warn"] = .string(warn) }
@@ -47,7 +47,7 @@ public struct NagiosOutput: Equatable, Sendable {
         }
     }
 
-    public init(parsing output: String) {
+    package init(parsing output: String) {
         let lines = output.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)  // "\r\n" is one Character
         let (status, firstPerf) = lines.first.map(Self.cut) ?? ("", nil)
         var perf = firstPerf.map { [$0] } ?? []

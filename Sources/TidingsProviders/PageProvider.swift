@@ -21,8 +21,8 @@ import TidingsPOSIX
 /// UTF-8. Other text types (text/plain, JSON…) are compared as text. Kind `page`: `title` the
 /// first line, `body` the text, `data.text` the compared text; a `changed` event's body is a
 /// unified diff of that text, with `data.added` / `data.removed` its lines.
-public struct PageProvider: Provider, EventDescriber {
-    public var url: URL
+package struct PageProvider: Provider, EventDescriber {
+    package var url: URL
     var headers: HeaderTable
     var selection: Selection
     var each: Bool
@@ -62,9 +62,9 @@ public struct PageProvider: Provider, EventDescriber {
         self.caFile = caFile
     }
 
-    public var host: String? { url.host }
+    package var host: String? { url.host }
 
-    public static let factory = ProviderFactory(name: "page", summary: "a web page or text resource, compared as text") { o, _, _ in
+    package static let factory = ProviderFactory(name: "page", summary: "a web page or text resource, compared as text") { o, _, _ in
         let url = try o.requestURL("url")
         var selection = Selection.document
         if let raw = try o.string("select") {
@@ -114,7 +114,7 @@ public struct PageProvider: Provider, EventDescriber {
 
     static let accept = "text/html, application/xhtml+xml, text/plain;q=0.9, */*;q=0.8"
 
-    public func poll(_ ctx: PollContext) async throws -> PollResult {
+    package func poll(_ ctx: PollContext) async throws -> PollResult {
         var hdrs: [(String, String)] = [("Accept", Self.accept)]
         if let userAgent { hdrs.append(("User-Agent", userAgent)) }
         hdrs += headers.pairs + ctx.validators.requestHeaders
@@ -250,7 +250,7 @@ public struct PageProvider: Provider, EventDescriber {
 
     /// A `changed` page: its body is a unified diff of the compared text, `data.added` and
     /// `data.removed` the lines (the whole old and new text are not repeated in `data.changes`).
-    public func describe(_ event: inout Event, change: ItemChange, firstSeen: Date) {
+    package func describe(_ event: inout Event, change: ItemChange, firstSeen: Date) {
         guard change.type == .changed, let previous = change.previous else { return }
         func lines(_ item: Item) -> [String] {
             (item.data["text"]?.stringValue ?? item.body).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)

@@ -17,9 +17,9 @@ import TidingsPOSIX
 /// plain `http://` is refused unless the host is loopback or `allow_insecure_http = true`, and
 /// no request follows a redirect off `base_url`'s scheme, host and port (a redirect from
 /// loopback cannot carry the password elsewhere).
-public final class SportdateProvider: Provider, Sendable {
+package final class SportdateProvider: Provider, Sendable {
     /// `provider = "sportdate"`.
-    public static let factory = ProviderFactory(
+    package static let factory = ProviderFactory(
         name: "sportdate", summary: "Sportdate member messages and broadcast notices"
     ) { options, _, _ in
         let base = try ProviderSupport.baseURL(options, default: "https://www.sportdate.se")
@@ -50,7 +50,7 @@ public final class SportdateProvider: Provider, Sendable {
         self.messageMethod = messageMethod
     }
 
-    public var host: String? { base.host }
+    package var host: String? { base.host }
 
     /// The JSON body the spec puts on both calls: `{"epost": …, "losen": …}`.
     var credentialsBody: Data {
@@ -61,7 +61,7 @@ public final class SportdateProvider: Provider, Sendable {
     private var jsonHeaders: [(String, String)] { [("Content-Type", "application/json"), ("Accept", "application/json")] }
 
     /// Checks the credentials once after start or reload (`success: false` → auth-failed).
-    public func prepare(_ context: PollContext) async throws {
+    package func prepare(_ context: PollContext) async throws {
         let response = try await context.send("POST", ProviderSupport.join(base, "/api/member/get"), headers: jsonHeaders, body: credentialsBody, credentials: .sent)
         if [404, 405].contains(response.status) {
             // The deployed API differs from the spec in places: without a login check, the
@@ -76,7 +76,7 @@ public final class SportdateProvider: Provider, Sendable {
         }
     }
 
-    public func poll(_ context: PollContext) async throws -> PollResult {
+    package func poll(_ context: PollContext) async throws -> PollResult {
         let response = try await context.send(messageMethod, ProviderSupport.join(base, "/api/message/check"), headers: jsonHeaders, body: credentialsBody, credentials: .sent)
         guard ProviderSupport.isSuccess(response) else { throw PollError.http(response, credentials: .sent) }
         let messages = try Self.decode(response.body, email: email)
@@ -88,7 +88,7 @@ public final class SportdateProvider: Provider, Sendable {
     }
 
     /// A message-check body → items (pure: what `poll` does after the request; fuzzed by `make fuzz`).
-    public static func decode(_ body: Data, base: URL, email: String) throws -> [Item] {
+    package static func decode(_ body: Data, base: URL, email: String) throws -> [Item] {
         try decode(body, email: email).map { $0.item(base: base) }
     }
 

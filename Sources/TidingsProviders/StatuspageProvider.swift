@@ -10,9 +10,9 @@ import TidingsPOSIX
 /// change is a `changed` event whose body is the latest update. Severity from `impact`
 /// (critical/major → critical, minor → warning, none/maintenance → info). A maintenance's
 /// notice expires at `scheduled_until`; an incident's when it is resolved (it leaves the list).
-public struct StatuspageProvider: Provider, EventDescriber, Sendable {
+package struct StatuspageProvider: Provider, EventDescriber, Sendable {
     /// `provider = "messagebox"`.
-    public static let factory = ProviderFactory(
+    package static let factory = ProviderFactory(
         name: "messagebox", summary: "Statuspage v2 status page: incidents and scheduled maintenance as notices"
     ) { options, _, _ in
         StatuspageProvider(base: try ProviderSupport.baseURL(options))
@@ -20,9 +20,9 @@ public struct StatuspageProvider: Provider, EventDescriber, Sendable {
 
     let base: URL
 
-    public var host: String? { base.host }
+    package var host: String? { base.host }
 
-    public func poll(_ context: PollContext) async throws -> PollResult {
+    package func poll(_ context: PollContext) async throws -> PollResult {
         var headers = [("Accept", "application/json")]
         headers += context.validators.requestHeaders
         // A public page: no credentials, so redirects may lead to another host (never https → http).
@@ -36,7 +36,7 @@ public struct StatuspageProvider: Provider, EventDescriber, Sendable {
 
     /// A `summary.json` body → items (pure: what `poll` does after the request; fuzzed by `make fuzz`).
     /// - Parameter host: names the page when the summary does not.
-    public static func decode(_ body: Data, host: String?) throws -> [Item] {
+    package static func decode(_ body: Data, host: String?) throws -> [Item] {
         let json = try ProviderSupport.json(body, what: "status page summary")
         guard case .object = json, json["incidents"] != nil || json["scheduled_maintenances"] != nil else {
             throw PollError(.transient, "status page summary: no 'incidents' or 'scheduled_maintenances' (is base_url a Statuspage v2 page?)")
@@ -77,7 +77,7 @@ public struct StatuspageProvider: Provider, EventDescriber, Sendable {
             data: .object(data), expiresAt: maintenance ? until.flatMap(Timestamp.parse) : nil)
     }
 
-    public func describe(_ event: inout Event, change: ItemChange, firstSeen: Date) {
+    package func describe(_ event: inout Event, change: ItemChange, firstSeen: Date) {
         guard change.type == .removed else { return }
         let maintenance = change.item.data["type"]?.stringValue == "maintenance"
         event.body = maintenance ? "Maintenance finished or cancelled." : "Incident resolved."

@@ -10,7 +10,7 @@ extension StateStore {
     /// Opens (or creates) `DIR/tidings.sqlite`, once ``StateDirectory`` found the directory and
     /// files safe. A file that is not a readable SQLite database is moved aside
     /// (`tidings.sqlite.corrupt-TIMESTAMP`) and a fresh one started, whose first polls are baselines.
-    public static func open(directory: String, logger: Logger) throws -> StateStore {
+    package static func open(directory: String, logger: Logger) throws -> StateStore {
         let path = try StateDirectory.prepare(directory)
         do {
             return try StateStore(path: path)
@@ -29,7 +29,7 @@ extension StateStore {
     static let busyTimeout: Double = 10
 
     /// Opens (or creates) the SQLite state at `path`.
-    public convenience init(path: String) throws {
+    package convenience init(path: String) throws {
         var config = Configuration()
         config.busyMode = .timeout(Self.busyTimeout)
         config.prepareDatabase { db in

@@ -21,7 +21,7 @@ import TidingsPOSIX
 /// retried; 4 (some services reached, some not) is a dead letter, since a retry would notify the
 /// services already reached again and Apprise does not say which; 2 (command line refused),
 /// 3 (no service matched) and a missing or unusable command disable the sink until reload.
-public struct AppriseSink: Sink {
+package struct AppriseSink: Sink {
     /// The command, or why it cannot run.
     enum Program: Sendable {
         case found(String)
@@ -43,7 +43,7 @@ public struct AppriseSink: Sink {
     }
 
     /// The factory the config loader uses.
-    public static let factory = SinkFactory(type: "apprise", summary: "notify 100+ services through the apprise command") { o, _ in
+    package static let factory = SinkFactory(type: "apprise", summary: "notify 100+ services through the apprise command") { o, _ in
         let urls = try o.secretLines("urls", required: true) ?? []
         urls.forEach { AppriseURL.registerParts(of: $0.value) }
         let command = try o.string("command") ?? "apprise"
@@ -102,7 +102,7 @@ public struct AppriseSink: Sink {
     }
 
     /// Runs the command once per event, in order; the first failure throws, classified.
-    public func deliver(_ events: [Event]) async throws {
+    package func deliver(_ events: [Event]) async throws {
         let path: String
         switch program {
         case .found(let p) where FilePermissions.isExecutableFile(p) || !p.contains("/"):

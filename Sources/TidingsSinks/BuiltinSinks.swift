@@ -2,9 +2,9 @@ import TidingsPluginAPI
 import TidingsPOSIX
 
 /// Every sink type this build ships. The executable registers them; the core knows none by name.
-public enum BuiltinSinks {
+package enum BuiltinSinks {
     /// The factories, for ``SinkRegistry``.
-    public static var all: [SinkFactory] {
+    package static var all: [SinkFactory] {
         [
             StdoutSink.factory, DesktopSink.factory, WebhookSink.factory, ExecSink.factory,
             NtfySink.factory, GotifySink.factory, PushoverSink.factory,
@@ -14,5 +14,5 @@ public enum BuiltinSinks {
     }
 
     /// A registry with every built-in sink type.
-    public static var registry: SinkRegistry { SinkRegistry(all) }
+    package static var registry: SinkRegistry { SinkRegistry(all) }
 }

@@ -20,11 +20,11 @@ import TidingsPOSIX
 /// where a systemd *user* unit finds it). Without a bus or a notification server, deliveries
 /// fail as retryable ("desktop notifications unavailable: …", logged once per outage) and stay
 /// in the outbox.
-public final class DesktopSink: Sink, TemplatedSink {
+package final class DesktopSink: Sink, TemplatedSink {
     /// How events map to notifications (urgency, expiry, summaries).
-    public let style: DesktopStyle
+    package let style: DesktopStyle
     /// How long one delivery waits for the notification server.
-    public let timeout: TimeInterval
+    package let timeout: TimeInterval
     private let logger: Logger
     /// libnotify is process-global and not thread-safe: every desktop sink (several may be
     /// configured, and a reload makes new ones) shares one thread and one client, which live
@@ -48,7 +48,7 @@ public final class DesktopSink: Sink, TemplatedSink {
         snooze = silences.map { DesktopSnooze(writer: $0, logger: logger) }
     }
 
-    public convenience init(style: DesktopStyle, timeout: TimeInterval = 10, logger: Logger) {
+    package convenience init(style: DesktopStyle, timeout: TimeInterval = 10, logger: Logger) {
         self.init(style: style, timeout: timeout, logger: logger, silences: nil)
     }
 
@@ -57,10 +57,10 @@ public final class DesktopSink: Sink, TemplatedSink {
     }
 
     /// One poll's events together, so a burst can become one summary.
-    public var acceptsBatches: Bool { true }
+    package var acceptsBatches: Bool { true }
 
     /// The factory the config loader uses.
-    public static let factory = SinkFactory(type: "desktop", summary: "desktop notifications (libnotify, session D-Bus)") { o, setup in
+    package static let factory = SinkFactory(type: "desktop", summary: "desktop notifications (libnotify, session D-Bus)") { o, setup in
         var style = DesktopStyle()
         func expiry(_ r: OptionReader, _ key: String) throws -> DesktopExpiry? {
             guard let text = try r.string(key) else { return nil }
@@ -89,15 +89,15 @@ public final class DesktopSink: Sink, TemplatedSink {
     }
 
     /// Shows the poll's notifications; any failure (no bus, no server, a hung server) is retryable.
-    public func deliver(_ events: [Event]) async throws {
+    package func deliver(_ events: [Event]) async throws {
         guard !events.isEmpty else { return }
         try await show { $0.notifications(for: events) }
     }
 
     /// A digest is one summary notification, as a burst from one poll is (DESIGN §10).
-    public var rendersDigests: Bool { true }
+    package var rendersDigests: Bool { true }
 
-    public func deliverDigest(_ digest: Digest) async throws {
+    package func deliverDigest(_ digest: Digest) async throws {
         try await show { [$0.notification(for: digest)] }
     }
 
@@ -128,5 +128,5 @@ public final class DesktopSink: Sink, TemplatedSink {
     /// Nothing to do: the shared thread keeps running (see above). Calling `notify_uninit`
     /// here would close every notification that still has an "Open" action, so a
     /// `check --deliver` would retract what it just showed.
-    public func shutdown() async {}
+    package func shutdown() async {}
 }

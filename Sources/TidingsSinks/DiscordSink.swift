@@ -19,7 +19,7 @@ import TidingsPOSIX
 /// `Retry-After` and `X-RateLimit-Reset-After`; 5xx retried; 401, 403 and 404 (`Unknown
 /// Webhook`, code 10015) stop the sink until reload with the reason; another 4xx (a refused
 /// message, `Invalid Form Body`) is a dead letter.
-public struct DiscordSink: Sink {
+package struct DiscordSink: Sink {
     /// The webhook payload (the one wire shape this sink sends).
     package struct Payload: Encodable, Sendable {
         package struct Embed: Encodable, Sendable {
@@ -63,7 +63,7 @@ public struct DiscordSink: Sink {
         delivery = HTTPDelivery(endpoint: ChatChannel.endpoint("discord webhook", url), client: client)
     }
 
-    public static let factory = SinkFactory(type: "discord", summary: "Discord webhook messages (one embed per event)") { o, setup in
+    package static let factory = SinkFactory(type: "discord", summary: "Discord webhook messages (one embed per event)") { o, setup in
         DiscordSink(
             url: try ChatChannel.webhookURL(o),
             title: try MessageTemplate.option(o, "title_template", default: "{{title}}", markup: .markdown),
@@ -78,7 +78,7 @@ public struct DiscordSink: Sink {
         return c.url ?? url
     }
 
-    public func deliver(_ events: [Event]) async throws {
+    package func deliver(_ events: [Event]) async throws {
         for e in events { try await delivery.send(request(for: e), judge: judge) }
     }
 
@@ -97,9 +97,9 @@ public struct DiscordSink: Sink {
     }
 
     /// A digest is one message (DESIGN §10).
-    public var rendersDigests: Bool { true }
+    package var rendersDigests: Bool { true }
 
-    public func deliverDigest(_ digest: Digest) async throws {
+    package func deliverDigest(_ digest: Digest) async throws {
         try await delivery.send(ChatChannel.post(url, json: ChatChannel.encode(payload(for: digest))), judge: judge)
     }
 

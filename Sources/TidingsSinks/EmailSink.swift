@@ -25,19 +25,19 @@ import TidingsPOSIX
 /// Outcome, for the outbox: the final 250 delivers; a 4xx reply, no connection, a TLS or
 /// certificate failure and a timeout are retried; a 5xx reply is a dead letter, except the
 /// authentication replies (530, 534, 535, 538), which stop the sink until reload.
-public struct EmailSink: Sink {
+package struct EmailSink: Sink {
     /// Everything of the submission but the message: server, security, credentials, deadline.
-    public var server: MailSubmission
+    package var server: MailSubmission
     package var from: MailAddress
     package var to: [MailAddress]
     package var subject: MessageTemplate
     package var text: MessageTemplate
     package var html: MessageTemplate?
     /// The sink's name, part of the Message-ID.
-    public var name: String
-    public var transport: any MailTransport
+    package var name: String
+    package var transport: any MailTransport
     /// The clock for `Date` (tests pin it).
-    public var now: @Sendable () -> Date
+    package var now: @Sendable () -> Date
 
     /// The longest subject, in characters, before it is cut with "…".
     static let subjectLimit = 200
@@ -64,7 +64,7 @@ public struct EmailSink: Sink {
         """
 
     /// The factory the config loader uses.
-    public static let factory = SinkFactory(type: "email", summary: "send each event as an e-mail over SMTP (STARTTLS or SMTPS)") { o, setup in
+    package static let factory = SinkFactory(type: "email", summary: "send each event as an e-mail over SMTP (STARTTLS or SMTPS)") { o, setup in
         var server = try serverOptions(o)
         let from = try address(o, "from", try o.requiredString("from"))
         guard let list = try o.stringList("to"), !list.isEmpty else { throw o.error("to", "\(o.what): 'to' needs at least one address") }
@@ -157,7 +157,7 @@ public struct EmailSink: Sink {
         }
     }
 
-    public func deliver(_ events: [Event]) async throws {
+    package func deliver(_ events: [Event]) async throws {
         for e in events { try await send(e) }
     }
 
@@ -167,9 +167,9 @@ public struct EmailSink: Sink {
     func send(_ event: Event) async throws { try await submit(message(for: event)) }
 
     /// A digest is one message (DESIGN §10).
-    public var rendersDigests: Bool { true }
+    package var rendersDigests: Bool { true }
 
-    public func deliverDigest(_ digest: Digest) async throws { try await submit(message(for: digest)) }
+    package func deliverDigest(_ digest: Digest) async throws { try await submit(message(for: digest)) }
 
     func submit(_ message: MailMessage) async throws {
         var submission = server

@@ -16,20 +16,20 @@ import TidingsPOSIX
 /// the command's process group is killed) is a retryable failure whose message carries the
 /// last line of stderr. Runs through the core's `ProcessRunner` (its own session and process
 /// group, default signal dispositions, only stdin/stdout/stderr open).
-public struct ExecSink: Sink {
+package struct ExecSink: Sink {
     /// The program and its arguments (the program already resolved to a path or a `$PATH` name).
-    public var command: [String]
+    package var command: [String]
     /// Longer than this and the command's process group is killed.
-    public var timeout: TimeInterval
+    package var timeout: TimeInterval
 
     /// An exec sink; see the type's documentation for what the command receives.
-    public init(command: [String], timeout: TimeInterval = 30) {
+    package init(command: [String], timeout: TimeInterval = 30) {
         self.command = command
         self.timeout = timeout
     }
 
     /// The factory the config loader uses.
-    public static let factory = SinkFactory(type: "exec", summary: "run a command per event, event JSON on stdin") { o, _ in
+    package static let factory = SinkFactory(type: "exec", summary: "run a command per event, event JSON on stdin") { o, _ in
         guard var command = try o.command() else {
             throw o.error(nil, "\(o.what): missing required key 'command' (an array like [\"/usr/local/bin/notify\", \"--quiet\"])")
         }
@@ -43,7 +43,7 @@ public struct ExecSink: Sink {
     }
 
     /// The environment a command sees for one event: the daemon's, plus the `TIDINGS_*` variables.
-    public static func environment(for e: Event, base: [String: String] = ProcessInfo.processInfo.environment) -> [String: String] {
+    package static func environment(for e: Event, base: [String: String] = ProcessInfo.processInfo.environment) -> [String: String] {
         var env = base
         env["TIDINGS_TITLE"] = e.title
         env["TIDINGS_BODY"] = e.body
@@ -63,13 +63,13 @@ public struct ExecSink: Sink {
     }
 
     /// The longest `TIDINGS_*` value passed in the environment, in UTF-8 bytes.
-    public static let maxVariableBytes = 32 << 10
+    package static let maxVariableBytes = 32 << 10
 
     /// `text` cut to at most `bytes` UTF-8 bytes, on a character boundary.
     static func limited(_ text: String, bytes: Int) -> String { text.prefix(utf8Bytes: bytes) }
 
     /// Runs the command once per event, in order; the first failure stops and is retryable.
-    public func deliver(_ events: [Event]) async throws {
+    package func deliver(_ events: [Event]) async throws {
         for e in events { try await run(e) }
     }
 

@@ -18,12 +18,12 @@ import TidingsPOSIX
 /// no length limits and has no idempotency key. Answers: 2xx must be the stored message; 401/403
 /// (`{"error","errorCode","errorDescription"}`) stop the sink until reload; 429 and 5xx are
 /// retried; other 4xx are dead letters. A digest (quiet hours, `group_wait`) is one message.
-public struct GotifySink: Sink {
-    public var server: URL
+package struct GotifySink: Sink {
+    package var server: URL
     /// The application token, sent as `X-Gotify-Key`.
-    public var token: Secret
+    package var token: Secret
     package var text: PushText
-    public var client: any HTTPClient
+    package var client: any HTTPClient
 
     package init(server: URL, token: Secret, text: PushText, client: any HTTPClient) {
         self.server = server
@@ -33,14 +33,14 @@ public struct GotifySink: Sink {
     }
 
     /// The factory the config loader uses.
-    public static let factory = SinkFactory(type: "gotify", summary: "push to phones through a self-hosted Gotify server") { o, setup in
+    package static let factory = SinkFactory(type: "gotify", summary: "push to phones through a self-hosted Gotify server") { o, setup in
         GotifySink(
             server: try o.httpURL("url"), token: try o.secret("token", required: true)!,
             text: try PushText.options(o), client: setup.http)
     }
 
     /// Posts each event (one request each).
-    public func deliver(_ events: [Event]) async throws {
+    package func deliver(_ events: [Event]) async throws {
         for e in events { try await post(e) }
     }
 
@@ -96,9 +96,9 @@ public struct GotifySink: Sink {
     var delivery: HTTPDelivery { HTTPDelivery(endpoint: "gotify POST \(HTTPDelivery.display(messageURL))", client: client) }
 
     /// A digest is one message (DESIGN §10).
-    public var rendersDigests: Bool { true }
+    package var rendersDigests: Bool { true }
 
-    public func deliverDigest(_ digest: Digest) async throws { try await post(body(digest)) }
+    package func deliverDigest(_ digest: Digest) async throws { try await post(body(digest)) }
 
     func post(_ e: Event) async throws { try await post(body(e)) }
 

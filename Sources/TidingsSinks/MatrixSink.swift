@@ -22,9 +22,9 @@ import TidingsPOSIX
 /// `M_LIMIT_EXCEEDED` (429) is retried after `Retry-After` or `retry_after_ms`; a refused token
 /// (401) and `M_FORBIDDEN` (403, e.g. the account is not in the room) disable the sink until
 /// reload with the reason; an alias that does not exist does too.
-public struct MatrixSink: Sink {
+package struct MatrixSink: Sink {
     /// The homeserver's base URL (no trailing slash).
-    public var homeserver: URL
+    package var homeserver: URL
     var accessToken: Secret
     var room: MatrixRoom
     var message: MatrixMessage
@@ -47,7 +47,7 @@ public struct MatrixSink: Sink {
     }
 
     /// The factory the config loader uses.
-    public static let factory = SinkFactory(type: "matrix", summary: "post events into a Matrix room") { o, setup in
+    package static let factory = SinkFactory(type: "matrix", summary: "post events into a Matrix room") { o, setup in
         let raw = try o.requiredString("homeserver")
         guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
               url.host != nil, url.query == nil, url.user == nil
@@ -74,7 +74,7 @@ public struct MatrixSink: Sink {
     }
 
     /// Sends each event in order; the first failure throws, classified for the outbox.
-    public func deliver(_ events: [Event]) async throws {
+    package func deliver(_ events: [Event]) async throws {
         for e in events {
             let roomID = try await resolveRoom()
             try await delivery.send(sendRequest(e, roomID: roomID), judge: judge(while: .sending))
@@ -82,9 +82,9 @@ public struct MatrixSink: Sink {
     }
 
     /// A digest is one message (DESIGN §10).
-    public var rendersDigests: Bool { true }
+    package var rendersDigests: Bool { true }
 
-    public func deliverDigest(_ digest: TidingsPluginAPI.Digest) async throws {
+    package func deliverDigest(_ digest: TidingsPluginAPI.Digest) async throws {
         let roomID = try await resolveRoom()
         try await delivery.send(sendRequest(digest, roomID: roomID), judge: judge(while: .sending))
     }

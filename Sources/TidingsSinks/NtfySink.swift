@@ -21,20 +21,20 @@ import TidingsPOSIX
 ///
 /// A digest (quiet hours, `group_wait`) is one message: the digest's heading as the title, a
 /// line per item, the highest severity's priority, `click` only when it has exactly one link.
-public struct NtfySink: Sink {
+package struct NtfySink: Sink {
     /// How the sink authenticates.
-    public enum Auth: Sendable {
+    package enum Auth: Sendable {
         case anonymous
         /// The whole `Authorization` value (`Bearer tk_…` or `Basic …`), registered as a secret.
         case header(Secret)
     }
 
-    public var server: URL
-    public var topic: String
-    public var auth: Auth
-    public var tags: [String]
+    package var server: URL
+    package var topic: String
+    package var auth: Auth
+    package var tags: [String]
     package var text: PushText
-    public var client: any HTTPClient
+    package var client: any HTTPClient
 
     package init(server: URL, topic: String, auth: Auth = .anonymous, tags: [String] = [], text: PushText, client: any HTTPClient) {
         self.server = server
@@ -46,7 +46,7 @@ public struct NtfySink: Sink {
     }
 
     /// ntfy's default server.
-    public static let defaultServer = URL(string: "https://ntfy.sh")!
+    package static let defaultServer = URL(string: "https://ntfy.sh")!
 
     /// The message: ntfy takes 4,096 bytes; longer ones become attachments. Counted as written in
     /// the JSON, which keeps the whole body within the server's limit for a JSON publish (twice
@@ -64,7 +64,7 @@ public struct NtfySink: Sink {
     }
 
     /// The factory the config loader uses.
-    public static let factory = SinkFactory(type: "ntfy", summary: "push to phones through an ntfy topic (ntfy.sh or self-hosted)") { o, setup in
+    package static let factory = SinkFactory(type: "ntfy", summary: "push to phones through an ntfy topic (ntfy.sh or self-hosted)") { o, setup in
         let server = try o.httpURL("url", default: NtfySink.defaultServer)
         let topic = try o.requiredString("topic")
         guard NtfySink.isValidTopic(topic) else {
@@ -95,7 +95,7 @@ public struct NtfySink: Sink {
     }
 
     /// Publishes each event (one request each).
-    public func deliver(_ events: [Event]) async throws {
+    package func deliver(_ events: [Event]) async throws {
         for e in events { try await publish(e) }
     }
 
@@ -156,9 +156,9 @@ public struct NtfySink: Sink {
     }
 
     /// A digest is one message (DESIGN §10).
-    public var rendersDigests: Bool { true }
+    package var rendersDigests: Bool { true }
 
-    public func deliverDigest(_ digest: Digest) async throws { try await publish(body(digest)) }
+    package func deliverDigest(_ digest: Digest) async throws { try await publish(body(digest)) }
 
     /// A 2xx must be ntfy's answer to a publish (the message envelope, `"event": "message"`):
     /// anything else means `url` is not an ntfy server, and nothing was published.

@@ -22,12 +22,12 @@ import TidingsPOSIX
 /// not retried: with `"token":"invalid"` or `"user":"invalid"` (and on 401/403) the sink stops
 /// until reload, otherwise a dead letter; 429 (the application's monthly limit) waits until
 /// `X-Limit-App-Reset`; 5xx and network errors are retried, at most once every 5 seconds.
-public struct PushoverSink: Sink {
-    public var apiURL: URL
-    public var userKey: Secret
-    public var apiToken: Secret
+package struct PushoverSink: Sink {
+    package var apiURL: URL
+    package var userKey: Secret
+    package var apiToken: Secret
     package var text: PushText
-    public var client: any HTTPClient
+    package var client: any HTTPClient
 
     package init(apiURL: URL = PushoverSink.defaultAPI, userKey: Secret, apiToken: Secret, text: PushText, client: any HTTPClient) {
         self.apiURL = apiURL
@@ -37,7 +37,7 @@ public struct PushoverSink: Sink {
         self.client = client
     }
 
-    public static let defaultAPI = URL(string: "https://api.pushover.net/1/messages.json")!
+    package static let defaultAPI = URL(string: "https://api.pushover.net/1/messages.json")!
 
     /// Pushover's documented limits.
     static let titleLimit = LengthLimit(250, .characters)
@@ -47,7 +47,7 @@ public struct PushoverSink: Sink {
     static let serverErrorWait: TimeInterval = 5
 
     /// The factory the config loader uses.
-    public static let factory = SinkFactory(type: "pushover", summary: "push to phones through Pushover") { o, setup in
+    package static let factory = SinkFactory(type: "pushover", summary: "push to phones through Pushover") { o, setup in
         PushoverSink(
             apiURL: try o.httpURL("api_url", default: PushoverSink.defaultAPI),
             userKey: try o.secret("user_key", required: true)!, apiToken: try o.secret("api_token", required: true)!,
@@ -55,7 +55,7 @@ public struct PushoverSink: Sink {
     }
 
     /// Sends each event (one request each).
-    public func deliver(_ events: [Event]) async throws {
+    package func deliver(_ events: [Event]) async throws {
         for e in events { try await send(e) }
     }
 
@@ -104,9 +104,9 @@ public struct PushoverSink: Sink {
     var delivery: HTTPDelivery { HTTPDelivery(endpoint: "pushover POST \(HTTPDelivery.display(apiURL))", client: client) }
 
     /// A digest is one message (DESIGN §10).
-    public var rendersDigests: Bool { true }
+    package var rendersDigests: Bool { true }
 
-    public func deliverDigest(_ digest: Digest) async throws { try await send(body(digest)) }
+    package func deliverDigest(_ digest: Digest) async throws { try await send(body(digest)) }
 
     func send(_ e: Event) async throws { try await send(body(e)) }
 

@@ -19,7 +19,7 @@ import TidingsPOSIX
 /// retried; 403 (`action_prohibited`, `invalid_token`, …), 404 (`no_service`,
 /// `channel_not_found`, …), 410 (`channel_is_archived`) and the 400s that name a wrong webhook
 /// stop the sink until reload with the reason; another 400 (`invalid_payload`) is a dead letter.
-public struct SlackSink: Sink {
+package struct SlackSink: Sink {
     /// The webhook payload (the one wire shape this sink sends).
     package struct Payload: Encodable, Sendable {
         package struct Block: Encodable, Sendable {
@@ -55,7 +55,7 @@ public struct SlackSink: Sink {
         delivery = HTTPDelivery(endpoint: ChatChannel.endpoint("slack webhook", url), client: client)
     }
 
-    public static let factory = SinkFactory(type: "slack", summary: "Slack (or Mattermost, Rocket.Chat) incoming-webhook messages") { o, setup in
+    package static let factory = SinkFactory(type: "slack", summary: "Slack (or Mattermost, Rocket.Chat) incoming-webhook messages") { o, setup in
         SlackSink(
             url: try ChatChannel.webhookURL(o),
             title: try MessageTemplate.option(o, "title_template", default: "{{title}}", markup: .slack),
@@ -63,7 +63,7 @@ public struct SlackSink: Sink {
             client: setup.http)
     }
 
-    public func deliver(_ events: [Event]) async throws {
+    package func deliver(_ events: [Event]) async throws {
         for e in events { try await delivery.send(request(for: e), judge: judge) }
     }
 
@@ -77,9 +77,9 @@ public struct SlackSink: Sink {
     }
 
     /// A digest is one message (DESIGN §10).
-    public var rendersDigests: Bool { true }
+    package var rendersDigests: Bool { true }
 
-    public func deliverDigest(_ digest: Digest) async throws {
+    package func deliverDigest(_ digest: Digest) async throws {
         try await delivery.send(ChatChannel.post(url, json: ChatChannel.encode(payload(for: digest))), judge: judge)
     }
 

@@ -8,10 +8,10 @@ import TidingsPOSIX
 /// In text format the title and body parts of the line come from `title_template` (default
 /// `{{title}}`) and `body_template` (default `{{body}}`), plain text made safe for the terminal
 /// as every line is (``EventFormatter``). JSON lines are the event itself (DESIGN §4): no templates.
-public struct StdoutSink: Sink, TemplatedSink {
-    public enum Format: String, Sendable { case text, json }
-    public var format: Format
-    public var formatter: EventFormatter
+package struct StdoutSink: Sink, TemplatedSink {
+    package enum Format: String, Sendable { case text, json }
+    package var format: Format
+    package var formatter: EventFormatter
     /// The line's title part.
     package var titleTemplate = MessageTemplate.builtin(Self.defaultTitle, markup: .plain)
     /// The line's body part.
@@ -20,12 +20,12 @@ public struct StdoutSink: Sink, TemplatedSink {
     package static let defaultBody = "{{body}}"
     private static let lock = Mutex(())
 
-    public init(format: Format, color: Bool) {
+    package init(format: Format, color: Bool) {
         self.format = format
         self.formatter = EventFormatter(color: color)
     }
 
-    public static let factory = SinkFactory(type: "stdout", summary: "print events on standard output (text or JSON lines)") { o, _ in
+    package static let factory = SinkFactory(type: "stdout", summary: "print events on standard output (text or JSON lines)") { o, _ in
         let name = try o.string("format") ?? "text"
         guard let format = Format(rawValue: name) else {
             throw o.error("format", "\(o.what): 'format' must be \"text\" or \"json\", not \"\(name)\"")
@@ -43,7 +43,7 @@ public struct StdoutSink: Sink, TemplatedSink {
         ["title_template": titleTemplate, "body_template": bodyTemplate]
     }
 
-    public func deliver(_ events: [Event]) async throws {
+    package func deliver(_ events: [Event]) async throws {
         let text = events.map { format == .json ? $0.jsonLine() : formatter.line(shown($0)) }.joined(separator: "\n") + "\n"
         try Self.lock.withLock { _ in
             do {

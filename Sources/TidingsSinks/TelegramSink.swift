@@ -18,7 +18,7 @@ import TidingsPOSIX
 /// removed), 404 (wrong token or api_url), 400 "chat not found" and the like, and a group that
 /// became a supergroup (`parameters.migrate_to_chat_id`) stop the sink until reload with the
 /// reason; another 400 is a dead letter; 5xx and network errors are retried.
-public struct TelegramSink: Sink {
+package struct TelegramSink: Sink {
     /// Who receives the messages: a numeric chat id or a public `@username`.
     package enum ChatID: Encodable, Equatable, Sendable {
         case number(Int64)
@@ -78,7 +78,7 @@ public struct TelegramSink: Sink {
         delivery = HTTPDelivery(endpoint: ChatChannel.endpoint("telegram sendMessage", endpoint), client: client)
     }
 
-    public static let factory = SinkFactory(type: "telegram", summary: "Telegram messages from a bot (Bot API sendMessage)") { o, setup in
+    package static let factory = SinkFactory(type: "telegram", summary: "Telegram messages from a bot (Bot API sendMessage)") { o, setup in
         let token = try o.secret("bot_token", required: true)!.value
         if !token.isEmpty, !token.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == ":" || $0 == "_" || $0 == "-") }) {
             throw o.error(o.has("bot_token") ? "bot_token" : nil, "\(o.what): 'bot_token' is not a Telegram bot token (digits, ':', then letters, digits, '_' and '-'; value not shown)")
@@ -102,7 +102,7 @@ public struct TelegramSink: Sink {
             client: setup.http)
     }
 
-    public func deliver(_ events: [Event]) async throws {
+    package func deliver(_ events: [Event]) async throws {
         for e in events { try await delivery.send(request(for: e), judge: judge) }
     }
 
@@ -118,9 +118,9 @@ public struct TelegramSink: Sink {
     }
 
     /// A digest is one message (DESIGN §10).
-    public var rendersDigests: Bool { true }
+    package var rendersDigests: Bool { true }
 
-    public func deliverDigest(_ digest: Digest) async throws {
+    package func deliverDigest(_ digest: Digest) async throws {
         try await delivery.send(request(message(for: digest)), judge: judge)
     }
 

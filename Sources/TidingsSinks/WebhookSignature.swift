@@ -3,11 +3,11 @@ import Foundation
 
 /// Standard Webhooks signing (https://www.standardwebhooks.com): the `webhook-signature`
 /// header is `v1,` + base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}")).
-public struct WebhookSignature: Sendable {
+package struct WebhookSignature: Sendable {
     /// The configured secret cannot be used.
-    public enum Error: Swift.Error, CustomStringConvertible {
+    package enum Error: Swift.Error, CustomStringConvertible {
         case invalidSecret
-        public var description: String {
+        package var description: String {
             "the webhook secret must be 'whsec_' followed by base64 (as Standard Webhooks receivers expect)"
         }
     }
@@ -16,7 +16,7 @@ public struct WebhookSignature: Sendable {
 
     /// A secret written `whsec_` + base64 of random bytes; the key is the decoded bytes.
     /// The `whsec_` prefix is optional on input, the base64 is not.
-    public init(secret: String) throws {
+    package init(secret: String) throws {
         var encoded = secret.trimmingCharacters(in: .whitespacesAndNewlines)
         if encoded.hasPrefix("whsec_") { encoded.removeFirst("whsec_".count) }
         guard let bytes = Data(base64Encoded: encoded), !bytes.isEmpty else { throw Error.invalidSecret }
@@ -24,7 +24,7 @@ public struct WebhookSignature: Sendable {
     }
 
     /// The `webhook-signature` header value for one message.
-    public func sign(id: String, timestamp: Int, body: Data) -> String {
+    package func sign(id: String, timestamp: Int, body: Data) -> String {
         var message = Data("\(id).\(timestamp).".utf8)
         message.append(body)
         let mac = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: key))

@@ -20,21 +20,21 @@ import TidingsPOSIX
 /// timeout, 408, 425, 429 and 5xx retried honouring `Retry-After`; 410, 301 and 308 disable the
 /// sink until reload; other 3xx retried; redirects never followed), except that a 401 or 403 is
 /// a dead letter for that one message rather than a dead sink.
-public struct WebhookSink: Sink, TemplatedSink {
+package struct WebhookSink: Sink, TemplatedSink {
     /// Where to POST.
-    public var url: URL
+    package var url: URL
     /// Extra headers (`Content-Type` and the `webhook-*` headers are always the sink's own).
-    public var headers: [(String, String)]
+    package var headers: [(String, String)]
     /// One JSON array per poll instead of one POST per event.
-    public var batch: Bool
+    package var batch: Bool
     /// Signs requests when set (a `secret` is configured).
-    public var signature: WebhookSignature?
+    package var signature: WebhookSignature?
     /// Whole-request deadline, seconds.
-    public var timeout: TimeInterval
+    package var timeout: TimeInterval
     /// The HTTP seam (tests pass a fake).
-    public var client: any HTTPClient
+    package var client: any HTTPClient
     /// The clock for `webhook-timestamp` (tests pin it).
-    public var now: @Sendable () -> Date
+    package var now: @Sendable () -> Date
     /// What a request carries: the event JSON, or a `body_template`'s text.
     package var payload = Payload.event
 
@@ -55,7 +55,7 @@ public struct WebhookSink: Sink, TemplatedSink {
     }
 
     /// A webhook sink; `client` is the process's shared one (``SinkSetup/http``).
-    public init(
+    package init(
         url: URL, headers: [(String, String)] = [], batch: Bool = false, signature: WebhookSignature? = nil,
         timeout: TimeInterval = 15, client: any HTTPClient, now: @escaping @Sendable () -> Date = Date.init
     ) {
@@ -69,10 +69,10 @@ public struct WebhookSink: Sink, TemplatedSink {
     }
 
     /// Batches only with `batch = true`.
-    public var acceptsBatches: Bool { batch }
+    package var acceptsBatches: Bool { batch }
 
     /// The factory the config loader uses.
-    public static let factory = SinkFactory(type: "webhook", summary: "POST events as JSON, signed per Standard Webhooks") { o, setup in
+    package static let factory = SinkFactory(type: "webhook", summary: "POST events as JSON, signed per Standard Webhooks") { o, setup in
         let url = try o.requestURL("url")
         var signature: WebhookSignature?
         if let secret = try o.secret("secret", required: false) {
@@ -115,7 +115,7 @@ public struct WebhookSink: Sink, TemplatedSink {
     }
 
     /// POSTs the events (or the batch); the first failure throws, classified for the outbox.
-    public func deliver(_ events: [Event]) async throws {
+    package func deliver(_ events: [Event]) async throws {
         guard !events.isEmpty else { return }
         if batch {
             try await post(id: Self.messageID(for: events), body: Self.body(events, asArray: true))
@@ -126,7 +126,7 @@ public struct WebhookSink: Sink, TemplatedSink {
 
     /// The `webhook-id`: the event id, or for a batch of several a digest of their ids, so it is
     /// the same on every retry of the same batch.
-    public static func messageID(for events: [Event]) -> String {
+    package static func messageID(for events: [Event]) -> String {
         if events.count == 1 { return events[0].id }
         let digest = SHA256.hash(data: Data(events.map(\.id).joined(separator: ",").utf8))
         return "batch_" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
@@ -141,12 +141,12 @@ public struct WebhookSink: Sink, TemplatedSink {
     }
 
     /// The request body: one event object, or a JSON array of them.
-    public static func body(_ events: [Event], asArray: Bool) -> Data {
+    package static func body(_ events: [Event], asArray: Bool) -> Data {
         asArray ? Data(("[" + events.map { $0.jsonLine() }.joined(separator: ",") + "]").utf8) : Data(events[0].jsonLine().utf8)
     }
 
     /// The request this sink sends for one message (without network I/O; tests inspect it).
-    public func request(id: String, body: Data) -> HTTPRequest {
+    package func request(id: String, body: Data) -> HTTPRequest {
         let timestamp = Int(now().timeIntervalSince1970)
         var h = headers.filter { !["content-type", "webhook-id", "webhook-timestamp", "webhook-signature"].contains($0.0.lowercased()) }
         h.append(("Content-Type", payload.contentType))

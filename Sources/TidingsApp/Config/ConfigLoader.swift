@@ -7,7 +7,7 @@ import TidingsPOSIX
 
 /// What loading does with a secret it cannot read (a missing `X_file`, an unset `X_env`, an
 /// inline secret in a readable file).
-public enum SecretPolicy: Sendable {
+package enum SecretPolicy: Sendable {
     /// A configuration error: for everything that polls or delivers.
     case required
     /// A warning, and a placeholder that authenticates nowhere: for commands that only read the
@@ -17,18 +17,18 @@ public enum SecretPolicy: Sendable {
 }
 
 /// Finds, parses and validates the configuration (DESIGN §2–§3).
-public struct ConfigLoader: Sendable {
-    public var providers: ProviderRegistry
-    public var sinks: SinkRegistry
-    public var secrets: SecretPolicy
+package struct ConfigLoader: Sendable {
+    package var providers: ProviderRegistry
+    package var sinks: SinkRegistry
+    package var secrets: SecretPolicy
     /// The process's one HTTP client, handed to every sink built here (providers get it per poll).
-    public var http: any HTTPClient
+    package var http: any HTTPClient
     /// The process's one SMTP transport, handed to every sink built here (the `email` sink uses it).
-    public var mail: any MailTransport
+    package var mail: any MailTransport
     /// Handed to every sink built here (``SinkSetup/silences``).
     package var silences: (any SilenceWriter)?
 
-    public init(
+    package init(
         providers: ProviderRegistry, sinks: SinkRegistry, http: any HTTPClient, mail: any MailTransport,
         secrets: SecretPolicy = .required
     ) {
@@ -41,7 +41,7 @@ public struct ConfigLoader: Sendable {
 
     /// The main config path: `--config`, else `$TIDINGS_CONFIG`, else
     /// `$XDG_CONFIG_HOME/tidings/tidings.toml`, else `/etc/tidings/tidings.toml`.
-    public static func locate(explicit: String?, environment env: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    package static func locate(explicit: String?, environment env: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let explicit { return absolute(explicit) }
         if let p = env["TIDINGS_CONFIG"], !p.isEmpty { return absolute(p) }
         let user = userFile(environment: env)
@@ -68,7 +68,7 @@ public struct ConfigLoader: Sendable {
     ///
     /// The main file, the directories above it, `plugins_dir` and everything tidings takes from
     /// it must be safe from other users (``FileTrust``): each failure names its file.
-    public func load(file: String) throws -> TidingsConfig {
+    package func load(file: String) throws -> TidingsConfig {
         guard let data = FileManager.default.contents(atPath: file) else {
             throw ConfigErrors([ConfigError(file: file, line: nil, "cannot read config file (does it exist? --config PATH or $TIDINGS_CONFIG)")])
         }
@@ -92,7 +92,7 @@ public struct ConfigLoader: Sendable {
 
     /// Loads the main config from its text; `file` names it in errors and locates the default
     /// `plugins.d` beside it (which is still read from disk). The string entry point `make fuzz` uses.
-    public func load(text: String, file: String) throws -> TidingsConfig {
+    package func load(text: String, file: String) throws -> TidingsConfig {
         let root: ConfigTable
         do {
             root = try ConfigTable.parse(text, file: file)

@@ -8,7 +8,7 @@ import TidingsPOSIX
 /// Reading TOML text into ``ConfigTable``s (TOMLKit), with the line of every key.
 extension ConfigTable {
     /// Parses TOML text. Syntax errors become a ``ConfigError`` with the parser's line.
-    public static func parse(_ text: String, file: String) throws -> ConfigTable {
+    package static func parse(_ text: String, file: String) throws -> ConfigTable {
         try TOMLPrecheck.check(text, file: file)
         let toml: TOMLTable
         do {

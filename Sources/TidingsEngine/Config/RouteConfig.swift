@@ -2,20 +2,20 @@ import Foundation
 import TidingsPluginAPI
 
 /// One `[[routes]]` rule: which events go to which sinks.
-public struct Route: Sendable, Equatable {
+package struct Route: Sendable, Equatable {
     /// Each field: nil = any; else the event's value must be one of the list.
-    public var source: [String]?
-    public var provider: [String]?
-    public var kind: [String]?
-    public var severity: [String]?
-    public var event: [String]?
-    public var sinks: [String]
+    package var source: [String]?
+    package var provider: [String]?
+    package var kind: [String]?
+    package var severity: [String]?
+    package var event: [String]?
+    package var sinks: [String]
     /// Keep evaluating later rules after this one matched.
-    public var continueMatching: Bool
+    package var continueMatching: Bool
     /// When and how this route's deliveries are held or grouped (DESIGN §10).
-    public var attention = RouteAttention()
+    package var attention = RouteAttention()
 
-    public init(
+    package init(
         source: [String]? = nil, provider: [String]? = nil, kind: [String]? = nil, severity: [String]? = nil,
         event: [String]? = nil, sinks: [String], continueMatching: Bool = false
     ) {
@@ -28,7 +28,7 @@ public struct Route: Sendable, Equatable {
         self.continueMatching = continueMatching
     }
 
-    public func matches(_ e: Event) -> Bool {
+    package func matches(_ e: Event) -> Bool {
         func ok(_ list: [String]?, _ value: String) -> Bool { list.map { $0.contains(value) } ?? true }
         return ok(source, e.source) && ok(provider, e.provider) && ok(kind, e.kind)
             && ok(severity, e.severity.rawValue) && matchesEvent(e.event)
@@ -45,18 +45,18 @@ public struct Route: Sendable, Equatable {
 }
 
 /// A route's timing options (DESIGN §10): when its deliveries are held, grouped, repeated.
-public struct RouteAttention: Sendable, Equatable {
+package struct RouteAttention: Sendable, Equatable {
     /// `quiet_hours`: deliveries routed inside the window wait in the outbox until it ends.
-    public var quietHours: QuietHours?
+    package var quietHours: QuietHours?
     /// `quiet_bypass`: events at or above this severity go at once, even in quiet hours.
     /// Nil: none bypass.
-    public var quietBypass: Severity?
+    package var quietBypass: Severity?
     /// `group_wait`: a sink's deliveries from this route are collected this long after the
     /// first, then sent as one digest.
-    public var groupWait: TimeInterval?
+    package var groupWait: TimeInterval?
     /// `repeat_interval`: reminders for items still present with severity warning or critical.
-    public var repeatInterval: TimeInterval?
-    public init(quietHours: QuietHours? = nil, quietBypass: Severity? = nil, groupWait: TimeInterval? = nil, repeatInterval: TimeInterval? = nil) {
+    package var repeatInterval: TimeInterval?
+    package init(quietHours: QuietHours? = nil, quietBypass: Severity? = nil, groupWait: TimeInterval? = nil, repeatInterval: TimeInterval? = nil) {
         self.quietHours = quietHours
         self.quietBypass = quietBypass
         self.groupWait = groupWait
@@ -65,12 +65,12 @@ public struct RouteAttention: Sendable, Equatable {
 }
 
 /// A configured sink instance.
-public struct SinkConfig: Sendable {
-    public var name: String
-    public var type: String
-    public var instance: any Sink
-    public var file: String
-    public var line: Int?
+package struct SinkConfig: Sendable {
+    package var name: String
+    package var type: String
+    package var instance: any Sink
+    package var file: String
+    package var line: Int?
 
     package init(name: String, type: String, instance: any Sink, file: String, line: Int? = nil) {
         self.name = name

@@ -2,22 +2,22 @@ import Foundation
 import TidingsPluginAPI
 
 /// Settings every source has, whatever its provider (DESIGN §3). `[defaults]` supplies them.
-public struct SourceSettings: Sendable, Equatable {
-    public var interval: TimeInterval = 300
-    public var jitter: Double = 0.1
-    public var timeout: TimeInterval = 30
-    public var errorThreshold: Int = 3
-    public var maxBackoff: TimeInterval = 3600
-    public var maxBody: Int = 10 << 20
-    public var notifyExisting = false
-    public var enabled = true
+package struct SourceSettings: Sendable, Equatable {
+    package var interval: TimeInterval = 300
+    package var jitter: Double = 0.1
+    package var timeout: TimeInterval = 30
+    package var errorThreshold: Int = 3
+    package var maxBackoff: TimeInterval = 3600
+    package var maxBody: Int = 10 << 20
+    package var notifyExisting = false
+    package var enabled = true
     /// How long a `notice` stays pending when nothing else ends it.
-    public var noticeTTL: TimeInterval = 7 * 86_400
+    package var noticeTTL: TimeInterval = 7 * 86_400
     /// Most events one poll may send; beyond it, one summary event instead (the state is
     /// still recorded in full).
-    public var maxEvents = 1000
+    package var maxEvents = 1000
 
-    public init() {}
+    package init() {}
 
     static let keys = ["interval", "jitter", "timeout", "error_threshold", "max_backoff", "max_body", "notify_existing", "enabled", "notice_ttl", "max_events"]
 
@@ -39,19 +39,19 @@ public struct SourceSettings: Sendable, Equatable {
 }
 
 /// One configured source: a provider instance plus its schedule settings.
-public struct SourceConfig: Sendable {
-    public var name: String
-    public var provider: String
-    public var settings: SourceSettings
-    public var flapWindow: TimeInterval
-    public var instance: any Provider
+package struct SourceConfig: Sendable {
+    package var name: String
+    package var provider: String
+    package var settings: SourceSettings
+    package var flapWindow: TimeInterval
+    package var instance: any Provider
     /// Where it was declared, for messages.
-    public var file: String
-    public var line: Int?
+    package var file: String
+    package var line: Int?
     /// Hash of the source's declaration: a reload with a different hash clears `auth-failed`.
-    public var configHash: String
+    package var configHash: String
 
-    public init(name: String, provider: String, settings: SourceSettings, flapWindow: TimeInterval, instance: any Provider,
+    package init(name: String, provider: String, settings: SourceSettings, flapWindow: TimeInterval, instance: any Provider,
                 file: String, line: Int? = nil, configHash: String) {
         self.name = name
         self.provider = provider

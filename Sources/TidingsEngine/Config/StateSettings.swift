@@ -14,10 +14,10 @@ import TidingsPluginAPI
 /// pool_size = 4               # connections per process
 /// connect_timeout = "10s"
 /// ```
-public struct StateSettings: Sendable {
+package struct StateSettings: Sendable {
     /// How the connection to PostgreSQL is protected (libpq's `sslmode`, without `prefer` and
     /// `allow`, which fall back to plain text without saying so).
-    public enum TLSMode: String, Sendable, CaseIterable {
+    package enum TLSMode: String, Sendable, CaseIterable {
         /// No TLS. Only sensible on loopback or a trusted private network.
         case disable
         /// TLS, certificate not checked (encryption against a passive listener only).
@@ -30,16 +30,16 @@ public struct StateSettings: Sendable {
     }
 
     /// The PostgreSQL URL, without its password; nil: SQLite.
-    public var url: URL?
-    public var password: Secret?
-    public var tls: TLSMode
-    public var caFile: String?
-    public var poolSize: Int
-    public var connectTimeout: TimeInterval
+    package var url: URL?
+    package var password: Secret?
+    package var tls: TLSMode
+    package var caFile: String?
+    package var poolSize: Int
+    package var connectTimeout: TimeInterval
     /// The config file and line of `url`, for messages.
-    public var origin: String
+    package var origin: String
 
-    public init(url: URL? = nil, password: Secret? = nil, tls: TLSMode = .verifyFull, caFile: String? = nil, poolSize: Int = 4,
+    package init(url: URL? = nil, password: Secret? = nil, tls: TLSMode = .verifyFull, caFile: String? = nil, poolSize: Int = 4,
                 connectTimeout: TimeInterval = 10, origin: String = "") {
         self.url = url
         self.password = password
@@ -51,29 +51,29 @@ public struct StateSettings: Sendable {
     }
 
     /// The SQLite default.
-    public static let sqlite = StateSettings()
+    package static let sqlite = StateSettings()
 
-    public var isPostgres: Bool { url != nil }
+    package var isPostgres: Bool { url != nil }
 
     /// Host (or Unix socket directory), port, user and database from the URL.
-    public var host: String { url?.host.flatMap { $0.isEmpty ? nil : $0 } ?? queryItem("host") ?? "/var/run/postgresql" }
-    public var port: Int { url?.port ?? queryItem("port").flatMap(Int.init) ?? 5432 }
-    public var user: String { url?.user.flatMap { $0.removingPercentEncoding } ?? ProcessInfo.processInfo.environment["USER"] ?? "tidings" }
-    public var database: String {
+    package var host: String { url?.host.flatMap { $0.isEmpty ? nil : $0 } ?? queryItem("host") ?? "/var/run/postgresql" }
+    package var port: Int { url?.port ?? queryItem("port").flatMap(Int.init) ?? 5432 }
+    package var user: String { url?.user.flatMap { $0.removingPercentEncoding } ?? ProcessInfo.processInfo.environment["USER"] ?? "tidings" }
+    package var database: String {
         let path = url?.path ?? ""
         let name = path.hasPrefix("/") ? String(path.dropFirst()) : path
         return name.isEmpty ? user : (name.removingPercentEncoding ?? name)
     }
 
     /// The URL as shown in messages: never with a password.
-    public var location: String {
+    package var location: String {
         guard let url, var c = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "SQLite" }
         c.password = nil
         return c.string ?? url.absoluteString
     }
 
     /// Whether the server is this machine (a Unix socket, 127.0.0.0/8, ::1, localhost).
-    public var isLoopback: Bool {
+    package var isLoopback: Bool {
         let h = host
         return h.hasPrefix("/") || h == "localhost" || h.hasPrefix("127.") || h == "::1" || h == "[::1]"
     }

@@ -2,25 +2,25 @@ import Foundation
 import TidingsPluginAPI
 
 /// One outbox row as `tidings outbox` shows it.
-public struct OutboxEntry: Sendable {
+package struct OutboxEntry: Sendable {
     /// `pending` (not tried yet), `held` (waiting for a route's quiet hours to end or its
     /// `group_wait` to close), `retrying` (failed at least once, will be retried) or `dead`.
-    public enum Status: String, Sendable { case pending, held, retrying, dead }
+    package enum Status: String, Sendable { case pending, held, retrying, dead }
 
     /// Why a delivery was held and until when (DESIGN §10). Kept after the time has come (the
     /// row then goes out as part of its digest), so `--json` still says it was held.
-    public struct Hold: Sendable, Equatable {
-        public var until: Date
-        public var reason: Digest.Reason
+    package struct Hold: Sendable, Equatable {
+        package var until: Date
+        package var reason: Digest.Reason
 
-        public init(until: Date, reason: Digest.Reason) {
+        package init(until: Date, reason: Digest.Reason) {
             self.until = until
             self.reason = reason
         }
 
         /// `held until 07:00 (quiet hours)`, `grouping until 12:00:05`: the time in `timeZone`,
         /// with seconds when they are not zero and the date when it is not `now`'s day there.
-        public func description(now: Date, timeZone: TimeZone = .current) -> String {
+        package func description(now: Date, timeZone: TimeZone = .current) -> String {
             let when = Self.clock(until, now: now, timeZone: timeZone)
             switch reason {
             case .quietHours: return "held until \(when) (quiet hours)"
@@ -41,26 +41,26 @@ public struct OutboxEntry: Sendable {
         }
     }
     /// The delivery number (`#N`, what `outbox retry` takes).
-    public var id: Int64
-    public var sink: String
-    public var status: Status
-    public var attempts: Int
+    package var id: Int64
+    package var sink: String
+    package var status: Status
+    package var attempts: Int
     /// When the worker tries again (nil for dead ones).
-    public var nextAttempt: Date?
+    package var nextAttempt: Date?
     /// When it was queued, or requeued by `outbox retry`.
-    public var createdAt: Date
+    package var createdAt: Date
     /// Why it failed; for a row whose event cannot be read, why not.
-    public var lastError: String?
+    package var lastError: String?
     /// The event's id (also when the event itself cannot be read).
-    public var eventID: String?
+    package var eventID: String?
     /// The event; nil when the stored event cannot be read (such a row is dead).
-    public var event: Event?
+    package var event: Event?
     /// Set when a route held it (quiet hours, group_wait); ``status`` is `held` while its time
     /// is still to come.
-    public var hold: Hold?
+    package var hold: Hold?
 
     /// One JSON object (`tidings outbox --json`), the event in its DESIGN §4 shape.
-    public var json: JSONValue { jsonValue }
+    package var json: JSONValue { jsonValue }
 }
 
 extension OutboxEntry: JSONObjectShape {
@@ -176,7 +176,7 @@ extension OutboxStore {
 
     /// Every queued, held and dead delivery (also those whose event cannot be read), by sink,
     /// oldest first, with their status at `now`.
-    public func entries(now: Date = Date()) throws -> [OutboxEntry] {
+    package func entries(now: Date = Date()) throws -> [OutboxEntry] {
         try store.database.read { db in
             try db.fetchAll(DeliveryRow.select + " ORDER BY d.sink, d.id").map { OutboxEntry(try DeliveryRow($0), now: now) }
         }
@@ -185,7 +185,7 @@ extension OutboxStore {
     /// Deletes the dead delivery with this id (the status page's "drop"); a delivery that is not
     /// dead is left alone. Returns whether one was deleted.
     @discardableResult
-    public func dropDead(id: Int64) throws -> Bool {
+    package func dropDead(id: Int64) throws -> Bool {
         try store.database.write { db in
             try db.execute("DELETE FROM delivery WHERE status = \(DeliveryStatus.dead.sql) AND id = ?", id) > 0
         }
@@ -194,7 +194,7 @@ extension OutboxStore {
     /// Requeues dead deliveries: all of them, or the one with this delivery id, or every dead
     /// delivery of the event with this id. They start over (attempts and age reset). Returns how many.
     @discardableResult
-    public func requeueDead(_ selector: String?, now: Date = Date()) throws -> Int {
+    package func requeueDead(_ selector: String?, now: Date = Date()) throws -> Int {
         try store.database.write { db in
             let set = "UPDATE delivery SET status = \(DeliveryStatus.pending.sql), attempts = 0, next_attempt = ?, created_at = ?, last_error = NULL WHERE status = \(DeliveryStatus.dead.sql)"
             guard let selector else {

@@ -2,32 +2,32 @@ import Foundation
 import TidingsPluginAPI
 
 /// One queued delivery of one event to one sink.
-public struct Delivery: Sendable {
-    public var id: Int64
-    public var sink: String
-    public var batch: String
-    public var attempts: Int
-    public var nextAttempt: Date
-    public var createdAt: Date
-    public var event: Event
+package struct Delivery: Sendable {
+    package var id: Int64
+    package var sink: String
+    package var batch: String
+    package var attempts: Int
+    package var nextAttempt: Date
+    package var createdAt: Date
+    package var event: Event
     /// Why it was held (quiet hours, group_wait), if it was: held rows of one batch go out
     /// together, as a ``Digest`` to a sink that renders one.
-    public var hold: Digest.Reason?
+    package var hold: Digest.Reason?
 }
 
 /// A queued row whose event cannot be read: a payload an older version wrote as `{}`, a
 /// damaged one, or an event row that is gone. It can never be delivered.
-public struct UnreadableDelivery: Sendable, Equatable {
-    public var id: Int64
-    public var sink: String
+package struct UnreadableDelivery: Sendable, Equatable {
+    package var id: Int64
+    package var sink: String
     /// The event's id, when its row is there.
-    public var eventID: String?
+    package var eventID: String?
     /// Why it cannot be read.
-    public var reason: String
+    package var reason: String
 }
 
 /// The front of one sink's queue.
-public enum OutboxHead: Sendable {
+package enum OutboxHead: Sendable {
     case empty
     /// The next deliveries in order: one, or for a batching sink the rest of its poll's batch.
     case due([Delivery])
@@ -82,11 +82,11 @@ struct DeliveryRow {
 }
 
 /// Outbox rows: reading the head of a sink's queue and recording what happened to it.
-public struct OutboxStore: Sendable {
-    public let store: StateStore
+package struct OutboxStore: Sendable {
+    package let store: StateStore
     /// The most rows of one held batch that go out as one digest (``defaultDigestLimit``).
     package var digestLimit = OutboxStore.defaultDigestLimit
-    public init(store: StateStore) { self.store = store }
+    package init(store: StateStore) { self.store = store }
 
     /// The front of `sink`'s queue at `now`: its oldest pending delivery that is not held
     /// (per-sink order is by id; a held row waits without holding up the rows behind it) and,
@@ -94,7 +94,7 @@ public struct OutboxStore: Sendable {
     /// its poll, or of its digest when it was held. With `digests` (a sink that renders them)
     /// a held row brings the rest of its batch too, but a poll's rows still come one by one:
     /// one refused event must not take the rest of its poll with it.
-    public func head(sink: String, batch wantBatch: Bool, digests: Bool = false, now: Date) async throws -> OutboxHead {
+    package func head(sink: String, batch wantBatch: Bool, digests: Bool = false, now: Date) async throws -> OutboxHead {
         let digestLimit = self.digestLimit
         return try await store.database.read { try Self.head($0, sink: sink, batch: wantBatch, digests: digests, digestLimit: digestLimit, now: now) }
     }
@@ -121,13 +121,13 @@ public struct OutboxStore: Sendable {
     }
 
     /// Delivered: the rows go away (the event stays in history).
-    public func markDelivered(_ ids: [Int64]) async throws {
+    package func markDelivered(_ ids: [Int64]) async throws {
         try await store.database.write { db in
             try db.execute("DELETE FROM delivery WHERE id IN (\(Self.list(ids)))", ids.map(\.sqlValue))
         }
     }
 
-    public func markRetry(_ ids: [Int64], attempts: Int, next: Date, error: String) async throws {
+    package func markRetry(_ ids: [Int64], attempts: Int, next: Date, error: String) async throws {
         try await store.database.write { db in
             try db.execute("UPDATE delivery SET attempts = ?, next_attempt = ?, last_error = ? WHERE id IN (\(Self.list(ids)))",
                            [attempts.sqlValue, next.sqlValue, error.sqlValue] + ids.map(\.sqlValue))
@@ -139,7 +139,7 @@ public struct OutboxStore: Sendable {
 
     /// Dead letters: never tried again unless `tidings outbox retry` requeues them.
     /// `attempts` nil keeps the count (a row that was never tried).
-    public func markDead(_ ids: [Int64], attempts: Int?, error: String) async throws {
+    package func markDead(_ ids: [Int64], attempts: Int?, error: String) async throws {
         try await store.database.write { db in
             try db.execute("UPDATE delivery SET status = \(DeliveryStatus.dead.sql), attempts = COALESCE(?, attempts), last_error = ? WHERE id IN (\(Self.list(ids)))",
                            [attempts.sqlValue, error.sqlValue] + ids.map(\.sqlValue))
@@ -148,7 +148,7 @@ public struct OutboxStore: Sendable {
 
     /// At daemon start: pending deliveries are retried right away. `sinks`: only those (the
     /// sinks this instance delivers to, where daemons share the state); nil: all.
-    public func retryPendingNow(_ now: Date, sinks: [String]? = nil) async throws {
+    package func retryPendingNow(_ now: Date, sinks: [String]? = nil) async throws {
         try await store.database.write { db in
             var sql = "UPDATE delivery SET next_attempt = ? WHERE status = \(DeliveryStatus.pending.sql) AND next_attempt > ?"
             var args = [now.sqlValue, now.sqlValue]
@@ -162,14 +162,14 @@ public struct OutboxStore: Sendable {
     }
 
     /// When the next held delivery of `sink` is released (quiet hours end, a group closes).
-    public func nextRelease(sink: String) async throws -> Date? {
+    package func nextRelease(sink: String) async throws -> Date? {
         try await store.database.read { db in
             try db.scalar("SELECT min(hold_until) FROM delivery WHERE sink = ? AND status = \(DeliveryStatus.pending.sql) AND hold_until IS NOT NULL", [sink.sqlValue])
         }
     }
 
     /// Sinks that have pending rows (including sinks no longer configured).
-    public func sinksWithPending() async throws -> [String] {
+    package func sinksWithPending() async throws -> [String] {
         try await store.database.read { db in try db.fetchAll("SELECT DISTINCT sink FROM delivery WHERE status = \(DeliveryStatus.pending.sql)").map { try $0[0] } }
     }
 }
@@ -177,7 +177,7 @@ public struct OutboxStore: Sendable {
 extension OutboxStore {
     /// Held rows follow the routes loaded now (``HeldPlacement/follow(_:routes:now:)``): a rule
     /// that no longer holds them releases them. Returns how many rows were released earlier.
-    public func followRoutes(_ routes: [Route], now: Date) async throws -> Int {
+    package func followRoutes(_ routes: [Route], now: Date) async throws -> Int {
         try await store.database.write { db in try HeldPlacement.follow(db, routes: routes, now: now) }
     }
 

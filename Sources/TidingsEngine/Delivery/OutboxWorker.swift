@@ -9,7 +9,7 @@ import TidingsPluginAPI
 ///
 /// A row is removed only after its sink succeeded, so a crash at any point loses nothing;
 /// at worst an event is delivered twice, with the same event id.
-public final class OutboxWorker: Sendable {
+package final class OutboxWorker: Sendable {
     /// Where one sink's loop stands between attempts.
     enum SinkState: Equatable, Sendable {
         /// Delivering: the last attempt, if any, succeeded or ended in a dead letter.
@@ -28,8 +28,8 @@ public final class OutboxWorker: Sendable {
     }
 
     /// What became of a delivery that did not succeed (what `tidings check --deliver` reports).
-    public struct Failure: Sendable, Equatable, CustomStringConvertible {
-        public enum Outcome: Sendable, Equatable {
+    package struct Failure: Sendable, Equatable, CustomStringConvertible {
+        package enum Outcome: Sendable, Equatable {
             /// It stays queued; a later attempt retries it.
             case queued
             /// It will never be delivered (refused, too old, or its event cannot be read):
@@ -42,9 +42,9 @@ public final class OutboxWorker: Sendable {
             /// send it again, a later one may (with the same event id).
             case deliveredUnrecorded
         }
-        public var outcome: Outcome
-        public var message: String
-        public var description: String { message }
+        package var outcome: Outcome
+        package var message: String
+        package var description: String { message }
     }
 
     private let outbox: OutboxStore
@@ -59,14 +59,14 @@ public final class OutboxWorker: Sendable {
     /// Failed writes to the state database (disk full, read-only): one error line per outage.
     private let stateLog = OnceLog()
     /// How long a sink loop waits before trying again to write the state database.
-    public static let stateRetry: TimeInterval = 5
+    package static let stateRetry: TimeInterval = 5
     /// Upper bound for one sink call, beyond the sink's own timeouts.
-    public let callTimeout: TimeInterval
+    package let callTimeout: TimeInterval
     /// Where daemons share the state: whether this instance delivers to a sink now (it holds
     /// the sink's lease, so per-sink order holds across instances). Nil: every sink.
     private let gate: (@Sendable (String) -> Bool)?
 
-    public convenience init(store: StateStore, sinks: [String: any Sink], policy: RetryPolicy, env: any Environment = SystemEnvironment(), logger: Logger, callTimeout: TimeInterval = 120) {
+    package convenience init(store: StateStore, sinks: [String: any Sink], policy: RetryPolicy, env: any Environment = SystemEnvironment(), logger: Logger, callTimeout: TimeInterval = 120) {
         self.init(store: store, sinks: sinks, policy: policy, env: env, logger: logger, callTimeout: callTimeout, leases: nil)
     }
 
@@ -92,16 +92,16 @@ public final class OutboxWorker: Sendable {
     }
 
     /// New rows were committed: wake the sink loops.
-    public func nudge() { wakeups.values.forEach { $0.signal() } }
+    package func nudge() { wakeups.values.forEach { $0.signal() } }
 
     /// Deliveries waiting for a retry are due now (the network came back, the host woke up).
-    public func retryNow() async {
+    package func retryNow() async {
         do { try await outbox.retryPendingNow(env.now(), sinks: Array(sinks.keys)) } catch { logger.error("outbox: \(error)") }
         nudge()
     }
 
     /// Stop after the deliveries in flight.
-    public func stop() {
+    package func stop() {
         stopping.store(true, ordering: .relaxed)
         nudge()
     }
@@ -115,7 +115,7 @@ public final class OutboxWorker: Sendable {
     }
 
     /// One loop per sink until ``stop()`` or cancellation.
-    public func run() async {
+    package func run() async {
         do { try await outbox.retryPendingNow(env.now(), sinks: Array(sinks.keys)) } catch { logger.error("outbox: \(error)") }
         if let orphans = try? await outbox.sinksWithPending().filter({ sinks[$0] == nil }), !orphans.isEmpty {
             logger.warning("outbox has pending deliveries for sinks that are no longer configured: \(orphans.sorted().joined(separator: ", ")) (see `tidings outbox`)")
@@ -180,7 +180,7 @@ public final class OutboxWorker: Sendable {
 
     /// Delivers everything currently due, once per row, without waiting for retries
     /// (`tidings check --deliver`). Returns, per sink, the last delivery that did not succeed.
-    public func drainOnce() async -> [String: Failure] {
+    package func drainOnce() async -> [String: Failure] {
         var failures: [String: Failure] = [:]
         for (name, sink) in sinks.sorted(by: { $0.key < $1.key }) {
             drain: while true {

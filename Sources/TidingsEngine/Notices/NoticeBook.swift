@@ -2,20 +2,20 @@ import Foundation
 import TidingsPluginAPI
 
 /// A broadcast notice that is still pending: not dismissed, not expired, not ended upstream.
-public struct PendingNotice: Sendable, Equatable {
+package struct PendingNotice: Sendable, Equatable {
     /// The id of the latest event about it (what `tidings notices dismiss ID` takes).
-    public var id: String
-    public var source: String
-    public var key: String
-    public var title: String
-    public var body: String
-    public var url: String?
-    public var severity: Severity
-    public var createdAt: Date
-    public var updatedAt: Date
-    public var expiresAt: Date
+    package var id: String
+    package var source: String
+    package var key: String
+    package var title: String
+    package var body: String
+    package var url: String?
+    package var severity: Severity
+    package var createdAt: Date
+    package var updatedAt: Date
+    package var expiresAt: Date
     /// When the user last listed it (`tidings notices`); nil if never.
-    public var seenAt: Date?
+    package var seenAt: Date?
 }
 
 /// The lifecycle of broadcast notices, for every event of kind `notice` from any provider.
@@ -24,8 +24,8 @@ public struct PendingNotice: Sendable, Equatable {
 /// (a maintenance window's end) or after `notice_ttl`; a `removed` event (an incident
 /// resolved, a maintenance finished) ends it. A `changed` event (a new incident update)
 /// refreshes it and makes it pending again.
-public enum NoticeBook {
-    public static let kind = "notice"
+package enum NoticeBook {
+    package static let kind = "notice"
 
     /// Applies one poll's changes; `events[i]` is the event made from `changes[i]`.
     /// Runs inside the poll's transaction (see ``PollRecorder``).
@@ -56,7 +56,7 @@ public enum NoticeBook {
     private static let pendingSQL = "dismissed_at IS NULL AND ended_at IS NULL AND expires_at > ?"
 
     /// Pending notices, newest first.
-    public static func pending(_ store: StateStore, now: Date = Date(), source: String? = nil) throws -> [PendingNotice] {
+    package static func pending(_ store: StateStore, now: Date = Date(), source: String? = nil) throws -> [PendingNotice] {
         try store.database.read { db in
             var sql = "SELECT event_id, source, key, title, body, url, severity, created_at, updated_at, expires_at, seen_at FROM notice WHERE \(pendingSQL)"
             var args = [now.sqlValue]
@@ -72,7 +72,7 @@ public enum NoticeBook {
     }
 
     /// Marks notices as seen by the user (listing them interactively).
-    public static func markSeen(_ store: StateStore, ids: [String], now: Date = Date()) throws {
+    package static func markSeen(_ store: StateStore, ids: [String], now: Date = Date()) throws {
         guard !ids.isEmpty else { return }
         try store.database.write { db in
             for id in ids {
@@ -81,14 +81,14 @@ public enum NoticeBook {
         }
     }
 
-    public enum DismissError: Error, CustomStringConvertible, Equatable {
+    package enum DismissError: Error, CustomStringConvertible, Equatable {
         case notFound(String)
         /// Several pending notices have this prefix (the candidates).
         case ambiguous(String, [PendingNotice])
         /// Shorter than ``IDPrefix/minimumLength`` (the pending notices it would match).
         case tooShort(String, [PendingNotice])
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .notFound(let id): return "no pending notice with id \(id) (see `tidings notices`)"
             case .ambiguous(let id, let c): return "\(c.count) pending notices match \(id); give more of the id:"
@@ -98,7 +98,7 @@ public enum NoticeBook {
             }
         }
 
-        public var candidates: [PendingNotice] {
+        package var candidates: [PendingNotice] {
             switch self {
             case .notFound: return []
             case .ambiguous(_, let c), .tooShort(_, let c): return c
@@ -109,7 +109,7 @@ public enum NoticeBook {
     /// Dismisses one pending notice by id, or by a prefix (at least ``IDPrefix/minimumLength``
     /// characters, any case) that only it has.
     @discardableResult
-    public static func dismiss(_ store: StateStore, id: String, now: Date = Date()) throws -> PendingNotice {
+    package static func dismiss(_ store: StateStore, id: String, now: Date = Date()) throws -> PendingNotice {
         let all = try pending(store, now: now)
         func notices(_ ids: [String]) -> [PendingNotice] { all.filter { ids.contains($0.id) } }
         let chosen: PendingNotice
@@ -127,7 +127,7 @@ public enum NoticeBook {
 
     /// Dismisses every pending notice; returns how many.
     @discardableResult
-    public static func dismissAll(_ store: StateStore, now: Date = Date()) throws -> Int {
+    package static func dismissAll(_ store: StateStore, now: Date = Date()) throws -> Int {
         try store.database.write { db in
             try db.execute("UPDATE notice SET dismissed_at = ? WHERE \(pendingSQL)", now, now)
         }
@@ -139,7 +139,7 @@ public enum NoticeBook {
     /// refused) that one, and a restart must not deliver the notice twice.
     /// Returns the events queued.
     @discardableResult
-    public static func redeliverUnseen(_ store: StateStore, router: Router, now: Date = Date()) throws -> [Event] {
+    package static func redeliverUnseen(_ store: StateStore, router: Router, now: Date = Date()) throws -> [Event] {
         try store.database.write { db in
             let rows = try db.fetchAll("""
                 SELECT n.source, n.key, e.seq, e.payload FROM notice n JOIN event e ON e.id = n.event_id

@@ -9,28 +9,28 @@ import TidingsPluginAPI
 ///
 /// A baseline (the first successful poll) stores everything and emits nothing
 /// unless `notifyExisting`. Pure: no I/O, no clock.
-public struct Deduplicator: Sendable {
-    public var flapWindow: TimeInterval
+package struct Deduplicator: Sendable {
+    package var flapWindow: TimeInterval
     /// False for a provider whose snapshot is a window onto a longer list
     /// (``Provider/snapshotIsComplete``): an item that leaves it is stored as gone without a
     /// `removed` event, and one that returns is not `new` again (`changed` if its fingerprint
     /// moved meanwhile). Gone items are pruned after `history_days`, like any.
-    public var reportsRemovals: Bool
+    package var reportsRemovals: Bool
 
-    public init(flapWindow: TimeInterval = 0, reportsRemovals: Bool = true) {
+    package init(flapWindow: TimeInterval = 0, reportsRemovals: Bool = true) {
         self.flapWindow = flapWindow
         self.reportsRemovals = reportsRemovals
     }
 
     /// What changed about one item (``ItemChange``, in the plugin API: providers describe it).
-    public typealias Change = ItemChange
+    package typealias Change = ItemChange
 
-    public struct Outcome: Sendable {
-        public var changes: [Change] = []
+    package struct Outcome: Sendable {
+        package var changes: [Change] = []
         /// Rows to write (new, changed, state-transitioned or text-refreshed items). Unchanged items are not rewritten.
-        public var upserts: [StoredItem] = []
+        package var upserts: [StoredItem] = []
         /// Items stored silently because this was a baseline.
-        public var baselineCount = 0
+        package var baselineCount = 0
     }
 
     /// Gives repeated keys in one snapshot an occurrence suffix (`key`, `key#2`, …): two
@@ -38,7 +38,7 @@ public struct Deduplicator: Sendable {
     /// order they arrive in (servers list such entries in any order): an entry whose
     /// fingerprint a name had in `previous` keeps that name; the others take the free names
     /// in fingerprint order.
-    public static func disambiguate(_ items: [Item], previous: [String: StoredItem] = [:]) -> [Item] {
+    package static func disambiguate(_ items: [Item], previous: [String: StoredItem] = [:]) -> [Item] {
         var positions: [String: [Int]] = [:]
         for (i, item) in items.enumerated() { positions[item.key, default: []].append(i) }
         var out = items
@@ -67,7 +67,7 @@ public struct Deduplicator: Sendable {
         return out
     }
 
-    public func run(previous: [String: StoredItem], current rawItems: [Item], baseline: Bool, notifyExisting: Bool, now: Date) -> Outcome {
+    package func run(previous: [String: StoredItem], current rawItems: [Item], baseline: Bool, notifyExisting: Bool, now: Date) -> Outcome {
         var seenKeys = Set<String>(minimumCapacity: rawItems.count)
         for item in rawItems { seenKeys.insert(item.key) }
         // Repeated keys are rare: only then copy the snapshot to rename them.

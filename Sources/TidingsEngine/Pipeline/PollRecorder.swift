@@ -3,15 +3,15 @@ import Logging
 import TidingsPluginAPI
 
 /// What one recorded poll produced.
-public struct PollRecord: Sendable {
-    public var events: [Event] = []
+package struct PollRecord: Sendable {
+    package var events: [Event] = []
     /// Non-nil when this poll was the silent baseline: how many items it stored.
-    public var baselineCount: Int?
+    package var baselineCount: Int?
     /// Consecutive failures after this poll (0 on success).
-    public var failures = 0
+    package var failures = 0
     /// What the poll had to cut or hold back (items cut to size, events over `max_events`):
     /// one line each, for the log.
-    public var warnings: [String] = []
+    package var warnings: [String] = []
     /// The events a silence kept from their sinks: event id → silence id.
     package var silenced: [String: String] = [:]
     /// The source's health as this poll left it in the state (``SourceHealth``).
@@ -19,11 +19,11 @@ public struct PollRecord: Sendable {
 }
 
 /// How the recorder treats the events it creates.
-public struct RecordOptions: Sendable {
+package struct RecordOptions: Sendable {
     /// Route events to sinks (outbox rows). `check` without `--deliver` records events but routes none.
-    public var router: Router?
+    package var router: Router?
     /// Roll the transaction back: compute everything, change nothing (`check --dry-run`).
-    public var dryRun = false
+    package var dryRun = false
     /// Whether the poll counts for the source's schedule and health (not for a poll on request
     /// while the daemon owns the state).
     package var accounting = PollAccounting.counted
@@ -42,7 +42,7 @@ public struct RecordOptions: Sendable {
     /// holds the source's lease (a poll that outlived its lease changes nothing).
     package var fence: String?
     var transaction: TransactionKind { dryRun ? .dryRun : .write }
-    public init(router: Router?, dryRun: Bool = false) {
+    package init(router: Router?, dryRun: Bool = false) {
         self.router = router
         self.dryRun = dryRun
     }
@@ -50,10 +50,10 @@ public struct RecordOptions: Sendable {
 
 /// Records one poll — items, source status, events and outbox rows — in ONE transaction,
 /// through the stages of ``PollPipeline``. A crash at any point leaves either all of it or none of it.
-public struct PollRecorder: Sendable {
-    public let store: StateStore
+package struct PollRecorder: Sendable {
+    package let store: StateStore
 
-    public init(store: StateStore) { self.store = store }
+    package init(store: StateStore) { self.store = store }
 
     /// What the poll knows of its source's `source_state` row when it is recorded.
     package enum Prior: Sendable {
@@ -65,13 +65,13 @@ public struct PollRecorder: Sendable {
 
     /// Records a successful poll and returns the events it produced. `nextDue`, when given, is
     /// stored in the same transaction (one commit per poll).
-    public func recordSuccess(_ source: SourceConfig, result: PollResult, now: Date, options: RecordOptions, nextDue: Date? = nil) throws -> PollRecord {
+    package func recordSuccess(_ source: SourceConfig, result: PollResult, now: Date, options: RecordOptions, nextDue: Date? = nil) throws -> PollRecord {
         try record(source, .success(result, nextDue: nextDue), now: now, options: options)
     }
 
     /// ``recordSuccess(_:result:now:options:nextDue:)`` from async code: the transaction runs on
     /// the state backend's threads, not the cooperative pool.
-    public func recordSuccess(_ source: SourceConfig, result: PollResult, now: Date, options: RecordOptions, nextDue: Date? = nil) async throws -> PollRecord {
+    package func recordSuccess(_ source: SourceConfig, result: PollResult, now: Date, options: RecordOptions, nextDue: Date? = nil) async throws -> PollRecord {
         try await record(source, .success(result, nextDue: nextDue), now: now, options: options, prior: .unread)
     }
 
@@ -79,7 +79,7 @@ public struct PollRecorder: Sendable {
     /// reached (or at once for rejected credentials). Never one event per failed poll.
     /// `nextDue`, given the consecutive failures, is stored in the same transaction, and with
     /// it `notBefore`, the earliest time the server allowed (its `Retry-After`).
-    public func recordFailure(
+    package func recordFailure(
         _ source: SourceConfig, error: PollError, now: Date, options: RecordOptions, notBefore: Date? = nil,
         nextDue: @escaping @Sendable (Int) -> Date? = { _ in nil }
     ) throws -> PollRecord {
@@ -87,7 +87,7 @@ public struct PollRecorder: Sendable {
     }
 
     /// ``recordFailure(_:error:now:options:notBefore:nextDue:)`` from async code, off the cooperative pool.
-    public func recordFailure(
+    package func recordFailure(
         _ source: SourceConfig, error: PollError, now: Date, options: RecordOptions, notBefore: Date? = nil,
         nextDue: @escaping @Sendable (Int) -> Date? = { _ in nil }
     ) async throws -> PollRecord {
@@ -129,7 +129,7 @@ public struct PollRecorder: Sendable {
     }
 
     /// Stores when the scheduler will poll the source next (survives restarts).
-    public func setNextDue(_ source: String, provider: String, at date: Date) async throws {
+    package func setNextDue(_ source: String, provider: String, at date: Date) async throws {
         try await store.database.write { db in
             try db.execute("""
                 INSERT INTO source_state(source, provider, next_due) VALUES (?, ?, ?)

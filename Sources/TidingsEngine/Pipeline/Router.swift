@@ -3,16 +3,16 @@ import TidingsPluginAPI
 
 /// Chooses the sinks for an event: ordered rules, first match wins unless `continue`.
 /// With no rules, every event goes to every sink.
-public struct Router: Sendable {
-    public var routes: [Route]
-    public var allSinks: [String]
+package struct Router: Sendable {
+    package var routes: [Route]
+    package var allSinks: [String]
 
-    public init(routes: [Route], allSinks: [String]) {
+    package init(routes: [Route], allSinks: [String]) {
         self.routes = routes
         self.allSinks = allSinks
     }
 
-    public func sinks(for event: Event) -> [String] {
+    package func sinks(for event: Event) -> [String] {
         decisions(for: event, at: nil).map(\.sink)
     }
 
@@ -22,7 +22,7 @@ public struct Router: Sendable {
     /// routing only, no timing (nothing is held). `through`, when given, keeps only those of the
     /// matching routes (by ``Route/identity``): a reminder goes through the routes whose
     /// `repeat_interval` passed.
-    public func decisions(for event: Event, at now: Date?, through: Set<String>? = nil) -> [RouteDecision] {
+    package func decisions(for event: Event, at now: Date?, through: Set<String>? = nil) -> [RouteDecision] {
         guard !routes.isEmpty else { return allSinks.map { RouteDecision(sink: $0, hold: nil) } }
         var out: [RouteDecision] = []
         for index in matching(event) where through?.contains(routes[index].identity) ?? true {
@@ -53,13 +53,13 @@ public struct Router: Sendable {
 }
 
 /// One sink an event goes to, and whether its delivery waits.
-public struct RouteDecision: Sendable, Equatable {
-    public var sink: String
-    public var hold: Hold?
+package struct RouteDecision: Sendable, Equatable {
+    package var sink: String
+    package var hold: Hold?
 }
 
 /// Why and until when a delivery waits in the outbox before it may be sent.
-public enum Hold: Sendable, Equatable {
+package enum Hold: Sendable, Equatable {
     /// Inside the route's quiet hours: until the window ends. Every delivery held to one sink
     /// by route `route` until that end goes out together, as one digest.
     case quietHours(until: Date, route: Int)
@@ -68,7 +68,7 @@ public enum Hold: Sendable, Equatable {
     case group(wait: TimeInterval, route: Int)
 
     /// The `delivery.hold` column.
-    public var reason: Digest.Reason {
+    package var reason: Digest.Reason {
         switch self {
         case .quietHours: return .quietHours
         case .group: return .grouped

@@ -5,8 +5,8 @@ import TidingsPluginAPI
 ///
 /// Its content is kept as the stored JSON until someone needs it: de-duplicating an
 /// unchanged snapshot compares fingerprints only and decodes nothing.
-public struct StoredItem: Sendable, Equatable {
-    public enum State: String, Sendable {
+package struct StoredItem: Sendable, Equatable {
+    package enum State: String, Sendable {
         /// Seen in the latest snapshot.
         case present
         /// Gone from the snapshot, but within `flap_window`: no `removed` event yet.
@@ -20,18 +20,18 @@ public struct StoredItem: Sendable, Equatable {
         case json(kind: String, snapshot: String)
     }
 
-    public var key: String
-    public var fingerprint: String
+    package var key: String
+    package var fingerprint: String
     /// The stored content's hash (``Item/contentHash``): with a custom fingerprint, a poll
     /// whose item has another one brings new text without a change (the row is refreshed).
-    public var contentHash: String
-    public var state: State
-    public var firstSeen: Date
-    public var changedAt: Date
-    public var missingSince: Date?
+    package var contentHash: String
+    package var state: State
+    package var firstSeen: Date
+    package var changedAt: Date
+    package var missingSince: Date?
     var content: Content
 
-    public init(item: Item, state: State, firstSeen: Date, changedAt: Date, missingSince: Date? = nil) {
+    package init(item: Item, state: State, firstSeen: Date, changedAt: Date, missingSince: Date? = nil) {
         self.key = item.key
         self.fingerprint = item.fingerprint
         self.contentHash = item.contentHash
@@ -57,7 +57,7 @@ public struct StoredItem: Sendable, Equatable {
     }
 
     /// The item's content (decoded from state on first use).
-    public var item: Item {
+    package var item: Item {
         switch content {
         case .item(let i): return i
         case .json(let kind, let json):

@@ -2,20 +2,20 @@ import Foundation
 import TidingsPluginAPI
 
 /// Wait-time arithmetic (DESIGN §6). Pure: randomness is passed in, so tests pin it.
-public enum Backoff {
+package enum Backoff {
     /// `base × U(1 - jitter, 1 + jitter)`, with `unit` ∈ [0, 1) as the uniform draw.
-    public static func jittered(_ base: TimeInterval, jitter: Double, unit: Double) -> TimeInterval {
+    package static func jittered(_ base: TimeInterval, jitter: Double, unit: Double) -> TimeInterval {
         base * (1 - jitter + 2 * jitter * unit)
     }
 
     /// Wait after a successful poll: the interval, jittered.
-    public static func afterSuccess(interval: TimeInterval, jitter: Double, unit: Double) -> TimeInterval {
+    package static func afterSuccess(interval: TimeInterval, jitter: Double, unit: Double) -> TimeInterval {
         jittered(interval, jitter: jitter, unit: unit)
     }
 
     /// Wait after failure number `failures` (1 = first) in a row: `min(interval × 2^k, maxBackoff)`,
     /// jittered; never sooner than the server's `Retry-After`.
-    public static func afterFailure(
+    package static func afterFailure(
         interval: TimeInterval, failures: Int, maxBackoff: TimeInterval, jitter: Double, unit: Double,
         retryAfter: TimeInterval? = nil
     ) -> TimeInterval {
@@ -27,20 +27,20 @@ public enum Backoff {
 
     /// Where to put sources that are due at start (or overdue after a suspend or clock jump):
     /// spread over a window that grows with their number, never beyond one interval.
-    public static func spreadWindow(count: Int, interval: TimeInterval) -> TimeInterval {
+    package static func spreadWindow(count: Int, interval: TimeInterval) -> TimeInterval {
         min(interval, max(2, Double(count) * 0.01))
     }
 }
 
 /// Retry timing for outbox deliveries: first retry within seconds, doubling, capped.
-public struct RetryPolicy: Sendable, Equatable {
-    public var first: TimeInterval = 2
-    public var cap: TimeInterval = 600
-    public var jitter: Double = 0.2
+package struct RetryPolicy: Sendable, Equatable {
+    package var first: TimeInterval = 2
+    package var cap: TimeInterval = 600
+    package var jitter: Double = 0.2
     /// Give up (dead letter) after this long since the delivery was queued.
-    public var maxAge: TimeInterval = 86_400
+    package var maxAge: TimeInterval = 86_400
 
-    public init(first: TimeInterval = 2, cap: TimeInterval = 600, jitter: Double = 0.2, maxAge: TimeInterval = 86_400) {
+    package init(first: TimeInterval = 2, cap: TimeInterval = 600, jitter: Double = 0.2, maxAge: TimeInterval = 86_400) {
         self.first = first
         self.cap = cap
         self.jitter = jitter
@@ -48,7 +48,7 @@ public struct RetryPolicy: Sendable, Equatable {
     }
 
     /// Wait before attempt `attempts + 1`, given `attempts` failures so far (≥ 1).
-    public func delay(afterAttempts attempts: Int, unit: Double, retryAfter: TimeInterval? = nil) -> TimeInterval {
+    package func delay(afterAttempts attempts: Int, unit: Double, retryAfter: TimeInterval? = nil) -> TimeInterval {
         let base = min(first * pow(2, Double(min(max(attempts - 1, 0), 40))), cap)
         return max(Backoff.jittered(base, jitter: jitter, unit: unit), retryAfter ?? 0)
     }

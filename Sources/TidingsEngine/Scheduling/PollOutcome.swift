@@ -2,7 +2,7 @@ import Foundation
 import TidingsPluginAPI
 
 /// How polling one source once went (``PollRunner``).
-public enum PollOutcome: Sendable {
+package enum PollOutcome: Sendable {
     /// The provider answered; the poll is recorded. `next`: when the schedule polls it again,
     /// stored with the poll; nil for a poll that does not count (on request: the schedule stays).
     case succeeded(PollRecord, next: Date?)
@@ -27,7 +27,7 @@ public enum PollOutcome: Sendable {
     case notOwned(PollError, retry: Date)
 
     /// Why it failed; nil for a success or a deferral.
-    public var error: PollError? {
+    package var error: PollError? {
         switch self {
         case .succeeded, .deferred: return nil
         case .failed(let e, _, _), .authFailed(let e, _), .skipped(let e), .unrecorded(let e, _), .notOwned(let e, _): return e
@@ -35,7 +35,7 @@ public enum PollOutcome: Sendable {
     }
 
     /// What the poll recorded: its events, warnings, silenced events (empty when it recorded nothing).
-    public var record: PollRecord {
+    package var record: PollRecord {
         switch self {
         case .succeeded(let r, _), .failed(_, let r, _), .authFailed(_, let r): return r
         case .skipped, .deferred, .unrecorded, .notOwned: return PollRecord()
@@ -46,7 +46,7 @@ public enum PollOutcome: Sendable {
     /// (the poll's own transaction stored it otherwise, or it must not be: a lease lost). Nil:
     /// not on schedule (a poll on request leaves the schedule alone; rejected credentials wait
     /// for a configuration change).
-    public var next: (due: Date, store: Bool)? {
+    package var next: (due: Date, store: Bool)? {
         switch self {
         case .succeeded(_, let next): return next.map { ($0, false) }
         case .failed(_, _, let next): return (next, false)

@@ -5,11 +5,11 @@ import TidingsPluginAPI
 
 /// Polls one source: prepare (once), poll with a deadline, record the result, and compute
 /// when to poll next. Shared by `tidings check` and the daemon's scheduler.
-public final class PollRunner: Sendable {
-    public let store: StateStore
-    public let recorder: PollRecorder
-    public let http: any HTTPClient
-    public let env: any Environment
+package final class PollRunner: Sendable {
+    package let store: StateStore
+    package let recorder: PollRecorder
+    package let http: any HTTPClient
+    package let env: any Environment
     private let prepared = Mutex<Set<String>>([])
     /// Sources whose last poll in this process failed, with the failure count: the first
     /// failure of an outage is logged as a warning, the rest at debug, the recovery once.
@@ -17,7 +17,7 @@ public final class PollRunner: Sendable {
     /// Failed writes to the state database (disk full, read-only): one error line per outage.
     private let stateLog = OnceLog()
 
-    public init(store: StateStore, http: any HTTPClient, env: any Environment = SystemEnvironment()) {
+    package init(store: StateStore, http: any HTTPClient, env: any Environment = SystemEnvironment()) {
         self.store = store
         self.recorder = PollRecorder(store: store)
         self.http = http
@@ -25,9 +25,9 @@ public final class PollRunner: Sendable {
     }
 
     /// Forget which sources were prepared (after a reload, credentials are checked again).
-    public func resetPrepared() { prepared.withLock { $0.removeAll() } }
+    package func resetPrepared() { prepared.withLock { $0.removeAll() } }
 
-    public func poll(_ source: SourceConfig, options: RecordOptions, logger: Logger) async -> PollOutcome {
+    package func poll(_ source: SourceConfig, options: RecordOptions, logger: Logger) async -> PollOutcome {
         var log = logger
         log[metadataKey: "source"] = "\(source.name)"
         let settings = source.settings
@@ -184,7 +184,7 @@ public final class PollRunner: Sendable {
 
     /// A read or write of the state database failed: an error the first time, then debug
     /// until a write succeeds again.
-    public func stateFailed(_ message: String, logger: Logger) {
+    package func stateFailed(_ message: String, logger: Logger) {
         stateLog.failed("state", message, logger: logger)
     }
 

@@ -5,7 +5,7 @@ import TidingsPluginAPI
 /// The daemon's polling loop (DESIGN §6): jittered waits, start-up spread, catch-up after
 /// suspend or clock jumps, `max_concurrent` and `max_per_host`, backoff via ``PollRunner``,
 /// and pauses while the host is offline or going to sleep (``update(_:)``).
-public actor Scheduler {
+package actor Scheduler {
     private let config: TidingsConfig
     /// Sources by name: the loop looks one up per poll (a linear search copied 10,000 configs per poll).
     private let byName: [String: SourceConfig]
@@ -42,16 +42,16 @@ public actor Scheduler {
     private var lastWake: Date
     private var expectedSleep: Double = 0
     /// Lateness of each poll start against its due time, seconds (for metrics and benchmarks).
-    public private(set) var lateness = LatenessStats()
+    package private(set) var lateness = LatenessStats()
     /// The same since the last periodic report.
     private var recentLateness = LatenessStats()
     /// Where daemons share the state: the sources whose leases this instance holds (the only
     /// ones it polls on schedule). Nil: it polls every source.
     private var leased: Set<String>?
     /// How often the scheduler logs one `scheduler: polls=…` line at info level.
-    public static let reportInterval: TimeInterval = 60
+    package static let reportInterval: TimeInterval = 60
 
-    public init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
+    package init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
                 logger: Logger, onEvents: @escaping @Sendable () -> Void, heartbeat: @escaping @Sendable () -> Void = {}) {
         self.init(config: config, runner: runner, router: router, env: env, host: HostConditions(), logger: logger,
                   onEvents: onEvents, heartbeat: heartbeat)
@@ -86,7 +86,7 @@ public actor Scheduler {
     }
 
     /// Polls until cancelled or ``stop()``; then waits for in-flight polls to finish.
-    public func run() async {
+    package func run() async {
         await seed()
         logger.info("scheduler: \(queue.count) source\(queue.count == 1 ? "" : "s") scheduled\(host.pause.map { "; polls paused (\($0.rawValue))" } ?? "")")
         // A discarding group frees each poll's task when it finishes; a plain task group keeps
@@ -186,7 +186,7 @@ public actor Scheduler {
     }
 
     /// Stop starting polls; ``run()`` returns once in-flight polls are done.
-    public func stop() {
+    package func stop() {
         stopping = true
         wakeup.signal()
     }
@@ -361,9 +361,9 @@ public actor Scheduler {
 }
 
 /// Running lateness figures: count, max, and a bounded reservoir for percentiles.
-public struct LatenessStats: Sendable {
-    public private(set) var count = 0
-    public private(set) var maximum: Double = 0
+package struct LatenessStats: Sendable {
+    package private(set) var count = 0
+    package private(set) var maximum: Double = 0
     private var samples: [Double] = []
 
     mutating func record(_ seconds: Double) {
@@ -372,7 +372,7 @@ public struct LatenessStats: Sendable {
         if samples.count < 100_000 { samples.append(seconds) } else { samples[count % samples.count] = seconds }
     }
 
-    public func percentile(_ p: Double) -> Double {
+    package func percentile(_ p: Double) -> Double {
         guard !samples.isEmpty else { return 0 }
         let sorted = samples.sorted()
         return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p))]

@@ -2,13 +2,13 @@ import Foundation
 import TidingsPluginAPI
 
 /// An item the latest successful poll of a source saw (what is "wrong right now").
-public struct CurrentItem: Sendable {
-    public var source: String
-    public var item: Item
-    public var firstSeen: Date
-    public var changedAt: Date
+package struct CurrentItem: Sendable {
+    package var source: String
+    package var item: Item
+    package var firstSeen: Date
+    package var changedAt: Date
     /// Gone from the latest snapshot but still within `flap_window` (no `removed` event yet).
-    public var missing: Bool
+    package var missing: Bool
 
     /// One line of JSON (`tidings items --json`).
     package func jsonLine() -> String { jsonText() }
@@ -42,7 +42,7 @@ extension CurrentItem: JSONObjectShape {
 
 extension StateStore {
     /// The items a source currently has (present, or missing within the flap window), in key order.
-    public func currentItems(source: String) throws -> [CurrentItem] {
+    package func currentItems(source: String) throws -> [CurrentItem] {
         try database.read { db in
             try PollRecorder.items(db, source: source).values
                 .filter { $0.state != .gone }

@@ -2,20 +2,20 @@ import Foundation
 import TidingsPluginAPI
 
 /// A source's health and schedule as stored (for `tidings sources`).
-public struct SourceStatus: Sendable {
-    public var source: String
-    public var lastSuccess: Date?
-    public var lastError: String?
-    public var lastErrorAt: Date?
-    public var failures: Int
-    public var nextDue: Date?
-    public var authFailedHash: String?
-    public var baselineDone: Bool
-    public var items: Int
+package struct SourceStatus: Sendable {
+    package var source: String
+    package var lastSuccess: Date?
+    package var lastError: String?
+    package var lastErrorAt: Date?
+    package var failures: Int
+    package var nextDue: Date?
+    package var authFailedHash: String?
+    package var baselineDone: Bool
+    package var items: Int
     /// Where daemons share the state: the instance polling it now ("HOST:PID"), if any.
-    public var owner: String?
+    package var owner: String?
     /// The remote's own minimum interval between polls (``PollResult/minimumInterval``), if one applies.
-    public var minInterval: TimeInterval?
+    package var minInterval: TimeInterval?
 }
 
 /// What the daemon's status line and health gauges read of each source: see ``StateStore/storedHealth()``.
@@ -26,7 +26,7 @@ package struct StoredHealth: Sendable, Equatable, StoredHealthFields {
 }
 
 extension StateStore {
-    public func statuses() throws -> [String: SourceStatus] {
+    package func statuses() throws -> [String: SourceStatus] {
         try database.read { db in
             let counts = Dictionary(uniqueKeysWithValues: try db.fetchAll("SELECT source, count(*) FROM item WHERE state != \(StoredItem.State.gone.sql) GROUP BY source").map { (try $0[0] as String, try $0[1] as Int) })
             let owners = database.isShared ? try LeaseBook.sourceOwners(db, now: Date()) : [:]
@@ -58,14 +58,14 @@ extension StateStore {
 
     /// One row of `tidings history`: an event, or a stored row that cannot be read back (written
     /// by an older version), shown with the reason instead of being hidden.
-    public enum HistoryEntry: Sendable {
+    package enum HistoryEntry: Sendable {
         /// An event; `silencedBy` is the id of the silence that kept it from its sinks.
         case event(Event, silencedBy: String?)
         case unreadable(id: String, source: String, reason: String)
     }
 
     /// Recent events, newest last.
-    public func history(source: String?, limit: Int) throws -> [HistoryEntry] {
+    package func history(source: String?, limit: Int) throws -> [HistoryEntry] {
         try database.read { db in
             let sql = "SELECT id, source, payload, silenced_by FROM event \(source == nil ? "" : "WHERE source = ? ")ORDER BY seq DESC LIMIT ?"
             let arguments: [SQLValue] = (source.map { [$0.sqlValue] } ?? []) + [limit.sqlValue]
@@ -78,13 +78,13 @@ extension StateStore {
     }
 
     /// The readable events of ``history(source:limit:)``.
-    public func historyEvents(source: String?, limit: Int) throws -> [Event] {
+    package func historyEvents(source: String?, limit: Int) throws -> [Event] {
         try history(source: source, limit: limit).compactMap { if case .event(let e, _) = $0 { return e } else { return nil } }
     }
 
     /// Drops a source's items, status and notices: its next poll is a silent baseline. History stays.
     @discardableResult
-    public func forget(source: String) throws -> Int {
+    package func forget(source: String) throws -> Int {
         try database.write { db in
             let items = try db.execute("DELETE FROM item WHERE source = ?", source)
             try db.execute("DELETE FROM source_state WHERE source = ?", source)
@@ -95,20 +95,20 @@ extension StateStore {
     }
 
     /// What one prune removed.
-    public struct Pruned: Sendable, Equatable {
+    package struct Pruned: Sendable, Equatable {
         /// Events older than `history_days` that no delivery needed any more.
-        public var events = 0
+        package var events = 0
         /// Items gone longer than `history_days`.
-        public var items = 0
+        package var items = 0
         /// Dead letters older than `dead_letter_days`, by sink.
-        public var deadLetters: [String: Int] = [:]
+        package var deadLetters: [String: Int] = [:]
     }
 
     /// Deletes dead letters older than `deadLetterDays` (nil: none), then events older than
     /// `days` that no delivery still needs (the dead letters' events among them), and long-gone
     /// items.
     @discardableResult
-    public func prune(olderThanDays days: Int, deadLetterDays: Int? = nil, now: Date = Date()) throws -> Pruned {
+    package func prune(olderThanDays days: Int, deadLetterDays: Int? = nil, now: Date = Date()) throws -> Pruned {
         try database.write { try Self.prune($0, olderThanDays: days, deadLetterDays: deadLetterDays, now: now) }
     }
 

@@ -6,29 +6,29 @@ import TidingsPluginAPI
 /// ``StateDatabase`` (the SQLite file in the state directory, or PostgreSQL: DESIGN §11).
 ///
 /// All writes that belong to one poll happen in one transaction (see ``PollRecorder``).
-public final class StateStore: Sendable {
+package final class StateStore: Sendable {
     /// Where every statement goes (the storage seam).
     package let database: any StateDatabase
     /// For messages: the SQLite file, or the PostgreSQL URL without its password.
-    public var path: String { database.location }
+    package var path: String { database.location }
 
     package init(database: any StateDatabase) {
         self.database = database
     }
 
     /// The state was migrated by a newer tidings than this one (either backend).
-    public struct NewerSchemaError: Error, CustomStringConvertible {
+    package struct NewerSchemaError: Error, CustomStringConvertible {
         /// The state file, or the PostgreSQL state's location.
-        public var path: String
+        package var path: String
         /// The migrations this version does not know.
-        public var unknown: [String]
+        package var unknown: [String]
         /// What the user can do instead.
         package var remedy = "Run that version, or move the file away to start afresh (each source's next poll is then a silent baseline)."
         package init(path: String, unknown: [String]) {
             self.path = path
             self.unknown = unknown
         }
-        public var description: String {
+        package var description: String {
             "\(path) was written by a newer version of tidings (schema migrations unknown here: \(unknown.joined(separator: ", "))); "
                 + "refusing to open it. \(remedy)"
         }

@@ -3,7 +3,7 @@ import TidingsPluginAPI
 
 /// Wall-clock time, sleeping and randomness, injectable so scheduling can be tested exactly
 /// (a test's clock moves only when the test advances it).
-public protocol Environment: Sendable {
+package protocol Environment: Sendable {
     func now() -> Date
     /// A uniform draw in [0, 1).
     func unit() -> Double
@@ -14,17 +14,17 @@ public protocol Environment: Sendable {
 
 extension Environment {
     /// Sleeps `seconds` on this environment's clock (none if not positive).
-    public func sleep(for seconds: TimeInterval) async throws {
+    package func sleep(for seconds: TimeInterval) async throws {
         try await sleep(until: now().addingTimeInterval(seconds))
     }
 }
 
-public struct SystemEnvironment: Environment {
-    public init() {}
-    public func now() -> Date { Date() }
-    public func unit() -> Double { Double.random(in: 0..<1) }
+package struct SystemEnvironment: Environment {
+    package init() {}
+    package func now() -> Date { Date() }
+    package func unit() -> Double { Double.random(in: 0..<1) }
     /// `Task.sleep` for the time left: the wall clock is read once, the wait itself is monotonic.
-    public func sleep(until deadline: Date) async throws {
+    package func sleep(until deadline: Date) async throws {
         let seconds = deadline.timeIntervalSince(now())
         guard seconds > 0 else { return try Task.checkCancellation() }
         try await Task.sleep(for: .seconds(seconds))

@@ -4,7 +4,7 @@ import TidingsPluginAPI
 
 /// Wakes a sleeping loop early (new work arrived) or lets it sleep to a deadline on its
 /// environment's clock (a test's virtual clock wakes it when the test advances time).
-public final class Wakeup: Sendable {
+package final class Wakeup: Sendable {
     private struct State {
         var pending = false
         var waiter: CheckedContinuation<Void, Never>?
@@ -15,9 +15,9 @@ public final class Wakeup: Sendable {
     private let state = Mutex(State())
     private let env: any Environment
 
-    public init(env: any Environment = SystemEnvironment()) { self.env = env }
+    package init(env: any Environment = SystemEnvironment()) { self.env = env }
 
-    public func signal() {
+    package func signal() {
         let (c, timer) = state.withLock { s -> (CheckedContinuation<Void, Never>?, Task<Void, Never>?) in
             if let w = s.waiter {
                 let timer = s.timer
@@ -34,13 +34,13 @@ public final class Wakeup: Sendable {
 
     /// Returns after `seconds` on the environment's clock, on ``signal()``, or on
     /// cancellation, whichever is first.
-    public func wait(seconds: Double) async {
+    package func wait(seconds: Double) async {
         await wait(until: env.now().addingTimeInterval(max(0, seconds)))
     }
 
     /// Returns once the environment's clock reads `deadline`, on ``signal()``, or on
     /// cancellation, whichever is first.
-    public func wait(until deadline: Date) async {
+    package func wait(until deadline: Date) async {
         if state.withLock({ s -> Bool in defer { s.pending = false }; return s.pending }) { return }
         let env = self.env
         let timer = Task { [weak self] in

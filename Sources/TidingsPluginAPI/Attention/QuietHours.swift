@@ -2,15 +2,15 @@ import Foundation
 
 /// A route's `quiet_hours`: a daily window (which may wrap past midnight) on some weekdays, in
 /// a time zone. Events routed inside it are held in the outbox until it ends (DESIGN §10).
-public struct QuietHours: Sendable, Equatable {
+package struct QuietHours: Sendable, Equatable {
     /// A time of day, seconds after midnight (`"22:00"`, `"07:30:15"`).
-    public struct TimeOfDay: Sendable, Equatable, CustomStringConvertible {
-        public var seconds: Int
-        public init(seconds: Int) { self.seconds = seconds }
+    package struct TimeOfDay: Sendable, Equatable, CustomStringConvertible {
+        package var seconds: Int
+        package init(seconds: Int) { self.seconds = seconds }
 
         /// `HH:MM` or `HH:MM:SS` (24-hour clock). Seconds are for tests that need a window a few
         /// seconds long.
-        public init?(_ text: String) {
+        package init?(_ text: String) {
             let parts = text.split(separator: ":", omittingEmptySubsequences: false)
             guard (2...3).contains(parts.count), parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isASCII) }),
                   let h = Int(parts[0]), let m = Int(parts[1]), (0..<24).contains(h), (0..<60).contains(m) else { return nil }
@@ -19,24 +19,24 @@ public struct QuietHours: Sendable, Equatable {
             seconds = h * 3600 + m * 60 + s
         }
 
-        public var description: String {
+        package var description: String {
             let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60)
             return s == 0 ? String(format: "%02d:%02d", h, m) : String(format: "%02d:%02d:%02d", h, m, s)
         }
     }
 
     /// Days as `Calendar` weekdays: 1 = Sunday … 7 = Saturday.
-    public static let dayNames = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
+    package static let dayNames = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
     static let fullDayNames = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
 
-    public var start: TimeOfDay
-    public var end: TimeOfDay
+    package var start: TimeOfDay
+    package var end: TimeOfDay
     /// The weekdays (1 = Sunday … 7) on which a window *starts*; a window from 22:00 to 07:00
     /// that starts on Friday ends on Saturday morning. All days when the list is not given.
-    public var days: Set<Int>
-    public var timeZone: TimeZone
+    package var days: Set<Int>
+    package var timeZone: TimeZone
 
-    public init(start: TimeOfDay, end: TimeOfDay, days: Set<Int> = Set(1...7), timeZone: TimeZone = .current) {
+    package init(start: TimeOfDay, end: TimeOfDay, days: Set<Int> = Set(1...7), timeZone: TimeZone = .current) {
         self.start = start
         self.end = end
         self.days = days
@@ -52,7 +52,7 @@ public struct QuietHours: Sendable, Equatable {
     /// When the window that contains `date` ends, or nil when `date` is outside every window.
     /// Wall-clock times are taken in ``timeZone``; on a day whose clocks change, a time that
     /// does not exist is taken as the next one that does.
-    public func end(ofWindowContaining date: Date) -> Date? {
+    package func end(ofWindowContaining date: Date) -> Date? {
         guard start != end else { return nil }
         let cal = calendar
         let today = cal.startOfDay(for: date)
@@ -74,13 +74,13 @@ public struct QuietHours: Sendable, Equatable {
     }
 
     /// How the window reads in messages: `22:00–07:00 Europe/Stockholm (mon, tue)`.
-    public var description: String {
+    package var description: String {
         let d = days.count == 7 ? "" : " (" + days.sorted().map { Self.dayNames[$0 - 1] }.joined(separator: ", ") + ")"
         return "\(start)–\(end) \(timeZone.identifier)\(d)"
     }
 
     /// Reads `quiet_hours = { start = "22:00", end = "07:00", days = ["mon", …], timezone = "…" }`.
-    public static func option(_ r: OptionReader, _ key: String = "quiet_hours") throws -> QuietHours? {
+    package static func option(_ r: OptionReader, _ key: String = "quiet_hours") throws -> QuietHours? {
         guard let t = try r.subtable(key) else { return nil }
         let what = t.what
         func time(_ k: String) throws -> TimeOfDay {

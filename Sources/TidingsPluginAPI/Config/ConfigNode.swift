@@ -4,8 +4,8 @@ import Foundation
 ///
 /// TOMLKit reports positions only for syntax errors, so ``TOMLLineIndex`` recovers
 /// the line of each key from the text; every semantic error can then say `FILE:LINE`.
-public struct ConfigNode: Sendable {
-    public indirect enum Value: Sendable {
+package struct ConfigNode: Sendable {
+    package indirect enum Value: Sendable {
         case string(String)
         case int(Int)
         case double(Double)
@@ -15,11 +15,11 @@ public struct ConfigNode: Sendable {
         case other(String)
     }
 
-    public var value: Value
+    package var value: Value
     /// Line of the key that holds this value (1-based), if known.
-    public var line: Int?
+    package var line: Int?
 
-    public var typeName: String {
+    package var typeName: String {
         switch value {
         case .string: return "a string"
         case .int: return "an integer"
@@ -38,15 +38,15 @@ public struct ConfigNode: Sendable {
 }
 
 /// A TOML table with ordered keys and per-key lines.
-public struct ConfigTable: Sendable {
-    public var file: String
+package struct ConfigTable: Sendable {
+    package var file: String
     /// Dotted path of this table (`sources.foo`, `routes[1].match`); empty for the root.
-    public var path: String
-    public var line: Int?
-    public var keys: [String]
-    public var entries: [String: ConfigNode]
+    package var path: String
+    package var line: Int?
+    package var keys: [String]
+    package var entries: [String: ConfigNode]
 
-    public subscript(key: String) -> ConfigNode? { entries[key] }
+    package subscript(key: String) -> ConfigNode? { entries[key] }
 
     package init(file: String, path: String, line: Int? = nil, keys: [String], entries: [String: ConfigNode]) {
         self.file = file

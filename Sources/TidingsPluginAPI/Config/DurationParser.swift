@@ -1,16 +1,16 @@
 import Foundation
 
 /// Parses human durations: `250ms`, `30s`, `5m`, `1h30m`, `7d`, `2w`.
-public enum DurationParser {
-    public struct Error: Swift.Error, CustomStringConvertible, Sendable {
-        public var input: String
-        public var description: String {
+package enum DurationParser {
+    package struct Error: Swift.Error, CustomStringConvertible, Sendable {
+        package var input: String
+        package var description: String {
             "invalid duration \"\(input)\": expected a number and a unit (ms, s, m, h, d, w) like \"30s\", \"5m\", \"1h30m\""
         }
     }
 
     /// Seconds for a duration string. Throws ``Error`` for anything else.
-    public static func seconds(_ text: String) throws -> TimeInterval {
+    package static func seconds(_ text: String) throws -> TimeInterval {
         let s = text.trimmingCharacters(in: .whitespaces).lowercased()
         guard !s.isEmpty else { throw Error(input: text) }
         var total: Double = 0
@@ -53,7 +53,7 @@ public enum DurationParser {
     /// Formats seconds back into the shortest readable form (`90` → `1m30s`).
     /// Total: any value formats (found by `make fuzz`: a huge `Retry-After` trapped in `Int(_:)`);
     /// beyond ±10^15 s (±31 million years, and ±∞) it is clamped, NaN is "?".
-    public static func format(_ seconds: TimeInterval) -> String {
+    package static func format(_ seconds: TimeInterval) -> String {
         if seconds.isNaN { return "?" }
         let seconds = min(max(seconds, -1e15), 1e15)
         if seconds < 1 { return "\(Int((seconds * 1000).rounded()))ms" }

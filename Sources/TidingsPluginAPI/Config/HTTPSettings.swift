@@ -3,14 +3,14 @@ import Foundation
 /// `[http]` in the main file (DESIGN §8, §13): where the daemon serves `/metrics`, `/-/healthy`,
 /// `/-/ready` and the status page on `/` (unless `status_page = false`). Absent: no HTTP
 /// endpoint (the default).
-public struct HTTPSettings: Sendable, Equatable {
-    public var listen: ListenAddress
+package struct HTTPSettings: Sendable, Equatable {
+    package var listen: ListenAddress
     /// The status page (overview, sources, history, outbox, silences, notices) on `/`: on with
     /// `[http]` (DESIGN §13); `status_page = false` leaves `/` a 404.
-    public var statusPage: Bool
+    package var statusPage: Bool
     /// `[http.auth]`: required on a non-loopback `listen`; when set it guards the status page and
     /// `/metrics` (never `/-/healthy` and `/-/ready`, for probes).
-    public var auth: HTTPAuth?
+    package var auth: HTTPAuth?
 
     /// Reads `[http]`. A `listen` address that is not loopback needs `[http.auth]` (DESIGN §13:
     /// without it the daemon refuses to start): the page can change the state, and `/metrics`
@@ -40,7 +40,7 @@ public struct HTTPSettings: Sendable, Equatable {
 /// `[http.auth]`: HTTP Basic (`user` and a `password` secret) or a Bearer `token` secret, one of
 /// the two. The secrets are read as any secret option (`password_file`, `_env`, `_credential`,
 /// or inline in a file only its owner can read).
-public enum HTTPAuth: Sendable, Equatable {
+package enum HTTPAuth: Sendable, Equatable {
     case basic(user: String, password: Secret)
     case bearer(token: Secret)
 
@@ -61,7 +61,7 @@ public enum HTTPAuth: Sendable, Equatable {
         }
     }
 
-    public static func == (a: HTTPAuth, b: HTTPAuth) -> Bool {
+    package static func == (a: HTTPAuth, b: HTTPAuth) -> Bool {
         switch (a, b) {
         case (.basic(let u1, let p1), .basic(let u2, let p2)): return u1 == u2 && p1.value == p2.value
         case (.bearer(let t1), .bearer(let t2)): return t1.value == t2.value
@@ -72,14 +72,14 @@ public enum HTTPAuth: Sendable, Equatable {
 
 /// An IP literal and a TCP port: `127.0.0.1:9464`, `[::1]:9464`. No host names: what the
 /// daemon binds is what the file says.
-public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
-    public enum Family: Sendable, Hashable { case ipv4, ipv6 }
-    public var family: Family
+package struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
+    package enum Family: Sendable, Hashable { case ipv4, ipv6 }
+    package var family: Family
     /// The address as written (without brackets), e.g. `127.0.0.1` or `::1`.
-    public var host: String
-    public var port: UInt16
+    package var host: String
+    package var port: UInt16
 
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let hostPart: Substring, portPart: Substring
         if text.hasPrefix("[") {
             guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
@@ -106,7 +106,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// 127.0.0.0/8 or ::1 (also ::ffff:127.x.y.z).
-    public var isLoopback: Bool {
+    package var isLoopback: Bool {
         guard let b = Self.parse(host, family) else { return false }
         switch family {
         case .ipv4: return b[0] == 127
@@ -114,5 +114,5 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    public var description: String { family == .ipv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    package var description: String { family == .ipv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }

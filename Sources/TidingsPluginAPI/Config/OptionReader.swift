@@ -4,30 +4,30 @@ import Foundation
 ///
 /// Every key read is marked consumed; ``finish()`` turns the rest into
 /// "unknown key" errors, so a typo never silently disables a setting.
-public final class OptionReader {
-    public let table: ConfigTable
+package final class OptionReader {
+    package let table: ConfigTable
     /// Where the table was written: the file, and the directory relative paths resolve against.
-    public let file: String
-    public let baseDirectory: String
+    package let file: String
+    package let baseDirectory: String
     /// What the table is, for messages: `source "foo"`, `sink "ops"`.
-    public let what: String
+    package let what: String
     private var consumed: Set<String> = []
     /// For an executable in `plugins.d` (bare, or beside its `NAME.toml`): `./NAME`,
     /// the exec provider's default `command`.
-    public var implicitCommand: String?
+    package var implicitCommand: String?
     /// Hashes of the secret values read (however given, header secrets included): part of the source's
     /// config hash, so a changed password file counts as a changed config (clears auth-failed).
-    public private(set) var secretHashes: [String] = []
+    package private(set) var secretHashes: [String] = []
     /// Set by a ``SecretPolicy/lenient`` load: receives each secret that cannot be read, which
     /// then reads as a placeholder (see ``secret(_:required:)``). Nil: such a secret is an error.
-    public var lenientSecrets: ((ConfigError) -> Void)?
+    package var lenientSecrets: ((ConfigError) -> Void)?
     /// Receives ``warning(_:_:)``s (the loader's: `config check` and the daemon show them).
-    public var warnings: ((ConfigError) -> Void)?
+    package var warnings: ((ConfigError) -> Void)?
     /// A disabled source's table: a secret file still holding the example's `CHANGE-ME…` is
     /// what one expects there, not worth a warning at every start.
-    public var placeholdersExpected = false
+    package var placeholdersExpected = false
 
-    public init(_ table: ConfigTable, what: String, baseDirectory: String? = nil) {
+    package init(_ table: ConfigTable, what: String, baseDirectory: String? = nil) {
         self.table = table
         self.file = table.file
         self.baseDirectory = baseDirectory ?? (table.file as NSString).deletingLastPathComponent
@@ -36,13 +36,13 @@ public final class OptionReader {
 
     // MARK: errors
 
-    public func error(_ key: String?, _ message: String) -> ConfigError {
+    package func error(_ key: String?, _ message: String) -> ConfigError {
         let line = key.flatMap { table[$0]?.line } ?? table.line
         return ConfigError(file: file, line: line, message)
     }
 
     /// Something that works but is probably not what was meant, at `key`'s line.
-    public func warning(_ key: String?, _ message: String) { warnings?(error(key, message)) }
+    package func warning(_ key: String?, _ message: String) { warnings?(error(key, message)) }
 
     private func typeError(_ key: String, expected: String, got node: ConfigNode) -> ConfigError {
         error(key, "\(what): '\(key)' must be \(expected), not \(node.typeName)")
@@ -50,10 +50,10 @@ public final class OptionReader {
 
     // MARK: presence
 
-    public func has(_ key: String) -> Bool { table[key] != nil }
+    package func has(_ key: String) -> Bool { table[key] != nil }
 
     /// Marks keys as known without reading them (e.g. keys another layer handles).
-    public func markConsumed(_ keys: String...) { keys.forEach { consumed.insert($0) } }
+    package func markConsumed(_ keys: String...) { keys.forEach { consumed.insert($0) } }
 
     private func node(_ key: String) -> ConfigNode? {
         consumed.insert(key)
@@ -62,25 +62,25 @@ public final class OptionReader {
 
     // MARK: scalars
 
-    public func string(_ key: String) throws -> String? {
+    package func string(_ key: String) throws -> String? {
         guard let n = node(key) else { return nil }
         guard case .string(let s) = n.value else { throw typeError(key, expected: "a string", got: n) }
         return s
     }
 
-    public func requiredString(_ key: String) throws -> String {
+    package func requiredString(_ key: String) throws -> String {
         guard let s = try string(key) else { throw error(nil, "\(what): missing required key '\(key)'") }
         guard !s.isEmpty else { throw error(key, "\(what): '\(key)' must not be empty") }
         return s
     }
 
-    public func bool(_ key: String) throws -> Bool? {
+    package func bool(_ key: String) throws -> Bool? {
         guard let n = node(key) else { return nil }
         guard case .bool(let b) = n.value else { throw typeError(key, expected: "true or false", got: n) }
         return b
     }
 
-    public func int(_ key: String, range: ClosedRange<Int>? = nil) throws -> Int? {
+    package func int(_ key: String, range: ClosedRange<Int>? = nil) throws -> Int? {
         guard let n = node(key) else { return nil }
         guard case .int(let i) = n.value else { throw typeError(key, expected: "an integer", got: n) }
         if let range, !range.contains(i) {
@@ -89,7 +89,7 @@ public final class OptionReader {
         return i
     }
 
-    public func double(_ key: String, range: ClosedRange<Double>? = nil) throws -> Double? {
+    package func double(_ key: String, range: ClosedRange<Double>? = nil) throws -> Double? {
         guard let n = node(key) else { return nil }
         let d: Double
         switch n.value {
@@ -104,7 +104,7 @@ public final class OptionReader {
     }
 
     /// A duration string (`"30s"`, `"1h30m"`), in seconds.
-    public func duration(_ key: String, minimum: TimeInterval = 0) throws -> TimeInterval? {
+    package func duration(_ key: String, minimum: TimeInterval = 0) throws -> TimeInterval? {
         guard let n = node(key) else { return nil }
         guard case .string(let s) = n.value else { throw typeError(key, expected: "a duration string like \"5m\"", got: n) }
         do {
@@ -119,7 +119,7 @@ public final class OptionReader {
     }
 
     /// A size: an integer of bytes or a string like `"10MiB"`, `"512KiB"`.
-    public func byteSize(_ key: String) throws -> Int? {
+    package func byteSize(_ key: String) throws -> Int? {
         guard let n = node(key) else { return nil }
         switch n.value {
         case .int(let i) where i > 0: return i
@@ -138,7 +138,7 @@ public final class OptionReader {
     }
 
     /// A string or a list of strings (match fields, commands).
-    public func stringList(_ key: String) throws -> [String]? {
+    package func stringList(_ key: String) throws -> [String]? {
         guard let n = node(key) else { return nil }
         switch n.value {
         case .string(let s): return [s]
@@ -152,7 +152,7 @@ public final class OptionReader {
     }
 
     /// A nested table, as its own reader (its keys are checked by the caller's ``finish()``).
-    public func subtable(_ key: String) throws -> OptionReader? {
+    package func subtable(_ key: String) throws -> OptionReader? {
         guard let n = node(key) else { return nil }
         guard case .table(let t) = n.value else { throw typeError(key, expected: "a table", got: n) }
         let sub = OptionReader(t, what: "\(what) '\(key)'", baseDirectory: baseDirectory)
@@ -169,7 +169,7 @@ public final class OptionReader {
     /// as any secret option. Values from a file, the environment or a credential are secrets, and
     /// so is an inline value of a credential-like header (``HeaderTable/isCredentialLike(_:)``):
     /// refused in a file that group or others can read, as any inline secret.
-    public func headers(_ key: String = "headers") throws -> HeaderTable {
+    package func headers(_ key: String = "headers") throws -> HeaderTable {
         guard let sub = try subtable(key) else { return HeaderTable() }
         var fields: [HeaderTable.Field] = []
         var names: Set<String> = []
@@ -197,12 +197,12 @@ public final class OptionReader {
     }
 
     /// An absolute path: `~` expands to `$HOME`, relative paths resolve against the config file's directory.
-    public func path(_ key: String) throws -> String? {
+    package func path(_ key: String) throws -> String? {
         guard let s = try string(key) else { return nil }
         return resolvePath(s)
     }
 
-    public func resolvePath(_ s: String) -> String {
+    package func resolvePath(_ s: String) -> String {
         let expanded = PathResolver.expandTilde(s)
         if expanded.hasPrefix("/") { return (expanded as NSString).standardizingPath }
         return ((baseDirectory as NSString).appendingPathComponent(expanded) as NSString).standardizingPath
@@ -219,14 +219,14 @@ public final class OptionReader {
     ///
     /// Under ``lenientSecrets`` a secret that cannot be read is reported there and reads as
     /// nil, or if required as an empty placeholder that authenticates nowhere.
-    public func secret(_ key: String, required: Bool, shape: SecretShape = .opaque) throws -> Secret? {
+    package func secret(_ key: String, required: Bool, shape: SecretShape = .opaque) throws -> Secret? {
         try secret(key, required: required, shape: shape, inline: .string)
     }
 
     /// A secret option that holds several values (e.g. a list of URLs with tokens): inline as a
     /// string or a list of strings, or from `X_file` / `X_env` / `X_credential` one per line.
     /// Blank lines and lines starting with `#` are skipped; each value is a ``Secret`` of its own.
-    public func secretLines(_ key: String, required: Bool) throws -> [Secret]? {
+    package func secretLines(_ key: String, required: Bool) throws -> [Secret]? {
         guard let whole = try secret(key, required: required, shape: .opaque, inline: .stringOrList) else { return nil }
         let lines = whole.value.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
         let values = lines.filter { !$0.isEmpty && !$0.hasPrefix("#") }.map { Secret($0) }
@@ -243,7 +243,7 @@ public final class OptionReader {
     /// webhook's). A password in it (`https://user:pass@host/`) is an inline secret: refused in a
     /// file that group or others can read, registered with the ``Redactor`` (the password, and
     /// the `Basic` header libcurl makes of it), and part of the config hash.
-    public func requestURL(_ key: String) throws -> URL {
+    package func requestURL(_ key: String) throws -> URL {
         let raw = try requiredString(key)
         guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
               let host = url.host, !host.isEmpty else {
@@ -388,7 +388,7 @@ public final class OptionReader {
 
     /// Throws ``ConfigErrors`` naming every key nobody read, each with the keys the table takes
     /// (as serde's "expected one of"): the fix is on the same line as the typo.
-    public func finish() throws {
+    package func finish() throws {
         let stray = table.keys.filter { !consumed.contains($0) }
         guard !stray.isEmpty else { return }
         let known = consumed.subtracting(stray).sorted().joined(separator: ", ")
@@ -419,23 +419,23 @@ enum SecretSource: CaseIterable {
     }
 }
 
-public enum FilePermissions {
+package enum FilePermissions {
     /// POSIX mode bits of a path, or nil if it cannot be read.
-    public static func mode(of path: String) -> Int? {
+    package static func mode(of path: String) -> Int? {
         var st = stat()
         guard stat(path, &st) == 0 else { return nil }
         return Int(st.st_mode)
     }
 
-    public static func isExecutableFile(_ path: String) -> Bool {
+    package static func isExecutableFile(_ path: String) -> Bool {
         var st = stat()
         guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return false }
         return access(path, X_OK) == 0
     }
 }
 
-public enum PathResolver {
-    public static func expandTilde(_ s: String) -> String {
+package enum PathResolver {
+    package static func expandTilde(_ s: String) -> String {
         guard s == "~" || s.hasPrefix("~/") else { return s }
         let home = ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()
         return home + s.dropFirst()

@@ -4,18 +4,18 @@ import Synchronization
 /// A credential read from config. Prints as `‹redacted›` so it cannot leak by interpolation;
 /// the value (with its parts and encodings, see ``SecretShape``) is also registered with
 /// ``Redactor`` so logs, errors and remote text are scrubbed of it.
-public struct Secret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
-    public let value: String
-    public init(_ value: String, shape: SecretShape = .opaque) {
+package struct Secret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    package let value: String
+    package init(_ value: String, shape: SecretShape = .opaque) {
         self.value = value
         Redactor.shared.register(value, shape: shape)
     }
-    public var description: String { Redactor.mask }
-    public var debugDescription: String { Redactor.mask }
+    package var description: String { Redactor.mask }
+    package var debugDescription: String { Redactor.mask }
 }
 
 /// What a secret looks like, which decides what else of it the ``Redactor`` recognises.
-public enum SecretShape: Sendable {
+package enum SecretShape: Sendable {
     /// A password or token: the value itself, and its encodings.
     case opaque
     /// A whole HTTP header value (`Bearer X`, `Basic dXNlcjpwYXNz`, `a=1; session=X`): also each
@@ -30,10 +30,10 @@ public enum SecretShape: Sendable {
 /// each token part. Scrubbing is one pass over the bytes: a table of the byte pairs a form can
 /// start with passes over everything else, so text without secrets costs little more than
 /// reading it (it runs on every log line, every event title and body, every response body).
-public final class Redactor: Sendable {
-    public static let shared = Redactor()
+package final class Redactor: Sendable {
+    package static let shared = Redactor()
     /// What a secret is replaced with.
-    public static let mask = "‹redacted›"
+    package static let mask = "‹redacted›"
 
     private struct State {
         var forms: Set<[UInt8]> = []
@@ -42,11 +42,11 @@ public final class Redactor: Sendable {
     }
     private let state = Mutex(State())
 
-    public init() {}
+    package init() {}
 
     /// Remembers `value` (values shorter than 4 characters are ignored: they would redact
     /// ordinary words, and are weak secrets anyway).
-    public func register(_ value: String, shape: SecretShape = .opaque) {
+    package func register(_ value: String, shape: SecretShape = .opaque) {
         let forms = SecretForms.of(value, shape: shape)
         guard !forms.isEmpty else { return }
         state.withLock { s in
@@ -66,7 +66,7 @@ public final class Redactor: Sendable {
         }
     }
 
-    public func scrub(_ text: String) -> String {
+    package func scrub(_ text: String) -> String {
         guard let table else { return text }
         var text = text
         guard let out = text.withUTF8({ table.scrub($0) }) else { return text }
@@ -74,7 +74,7 @@ public final class Redactor: Sendable {
     }
 
     /// Scrubs bytes (a response body, before anything parses it).
-    public func scrub(_ data: Data) -> Data {
+    package func scrub(_ data: Data) -> Data {
         guard let table, !data.isEmpty else { return data }
         guard let out = data.withUnsafeBytes({ table.scrub($0.bindMemory(to: UInt8.self)) }) else { return data }
         return Data(out)
@@ -82,7 +82,7 @@ public final class Redactor: Sendable {
 
     /// A short, one-line excerpt of a body for messages. Scrubbed before it is cut, over more
     /// than is shown, so no part of a secret survives the cut.
-    public func excerpt(_ body: Data, limit: Int = 200) -> String {
+    package func excerpt(_ body: Data, limit: Int = 200) -> String {
         let window = String(decoding: body.prefix(limit * 4 + 8192), as: UTF8.self)
         let text = scrub(window).components(separatedBy: .newlines).joined(separator: " ").trimmingCharacters(in: .whitespaces)
         return text.count > limit ? String(text.prefix(limit)) + "…" : text

@@ -1,23 +1,23 @@
 import Foundation
 
 /// An HTTP request as providers and sinks describe it.
-public struct HTTPRequest: Sendable {
-    public var method: String
-    public var url: URL
-    public var headers: [(String, String)]
-    public var body: Data?
+package struct HTTPRequest: Sendable {
+    package var method: String
+    package var url: URL
+    package var headers: [(String, String)]
+    package var body: Data?
     /// Whole-request deadline, seconds.
-    public var timeout: TimeInterval
+    package var timeout: TimeInterval
     /// Responses larger than this fail with ``HTTPClientError/bodyTooLarge(limit:)``.
-    public var maxBody: Int
+    package var maxBody: Int
     /// Where redirects may lead. The default keeps a request on its origin, the safe choice for
     /// one that carries credentials; public requests say ``RedirectPolicy/anyOrigin``, sinks
     /// ``RedirectPolicy/never``.
-    public var redirects: RedirectPolicy
+    package var redirects: RedirectPolicy
     /// PEM file of the CAs to trust for https, instead of the system's (a source's `ca_file`).
-    public var caFile: String?
+    package var caFile: String?
 
-    public init(
+    package init(
         method: String = "GET", url: URL, headers: [(String, String)] = [], body: Data? = nil,
         timeout: TimeInterval = 30, maxBody: Int = 10 << 20, redirects: RedirectPolicy = .sameOrigin,
         caFile: String? = nil
@@ -33,26 +33,26 @@ public struct HTTPRequest: Sendable {
     }
 }
 
-public struct HTTPResponse: Sendable {
-    public var status: Int
+package struct HTTPResponse: Sendable {
+    package var status: Int
     /// Header names lower-cased.
-    public var headers: [String: String]
-    public var body: Data
+    package var headers: [String: String]
+    package var body: Data
 
-    public init(status: Int, headers: [String: String], body: Data) {
+    package init(status: Int, headers: [String: String], body: Data) {
         self.status = status
         self.headers = headers
         self.body = body
     }
 
-    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+    package func header(_ name: String) -> String? { headers[name.lowercased()] }
 
     /// The longest `Retry-After` honoured: a server asking for more is retried after a week.
-    public static let maxRetryAfter: TimeInterval = 7 * 86_400
+    package static let maxRetryAfter: TimeInterval = 7 * 86_400
 
     /// `Retry-After` as seconds (delta-seconds or an HTTP date), within 0...``maxRetryAfter``;
     /// nil if absent or not a finite number or date (`inf`, `nan`).
-    public var retryAfter: TimeInterval? {
+    package var retryAfter: TimeInterval? {
         guard let raw = header("retry-after")?.trimmingCharacters(in: .whitespaces) else { return nil }
         if let s = Double(raw) { return s.isFinite ? min(max(0, s), Self.maxRetryAfter) : nil }
         // An HTTP date is printable ASCII. Foundation's DateFormatter traps ("Incorrect range") on
@@ -68,7 +68,7 @@ public struct HTTPResponse: Sendable {
 
     /// A 403 that says "slow down" rather than "who are you": a `Retry-After`, a rate-limit
     /// counter at zero (`X-RateLimit-Remaining: 0`, as GitHub sends), or a body that says so.
-    public var signalsRateLimit: Bool {
+    package var signalsRateLimit: Bool {
         if header("retry-after") != nil { return true }
         for name in ["x-ratelimit-remaining", "ratelimit-remaining", "x-rate-limit-remaining"] {
             if header(name)?.trimmingCharacters(in: .whitespaces) == "0" { return true }
@@ -78,14 +78,14 @@ public struct HTTPResponse: Sendable {
     }
 }
 
-public enum HTTPClientError: Error, CustomStringConvertible, Sendable {
+package enum HTTPClientError: Error, CustomStringConvertible, Sendable {
     case timeout(TimeInterval)
     case bodyTooLarge(limit: Int)
     case transport(String)
     /// A redirect the request's ``RedirectPolicy`` does not allow (it names the target).
     case redirectRefused(RedirectRefusal)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .timeout(let t): return "timed out after \(DurationParser.format(t))"
         case .bodyTooLarge(let limit): return "response body larger than max_body (\(limit) bytes)"
@@ -96,7 +96,7 @@ public enum HTTPClientError: Error, CustomStringConvertible, Sendable {
 }
 
 /// The one HTTP seam. Production uses ``CurlHTTPClient``; nothing else needs to know.
-public protocol HTTPClient: Sendable {
+package protocol HTTPClient: Sendable {
     /// Sends `request`, following redirects as its ``HTTPRequest/redirects`` allows
     /// (``Redirect/next(after:to:first:hops:)``); the response is the last hop's.
     func send(_ request: HTTPRequest) async throws -> HTTPResponse

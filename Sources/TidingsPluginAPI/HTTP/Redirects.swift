@@ -5,7 +5,7 @@ import Foundation
 /// libcurl never follows redirects: ``CurlHTTPClient`` follows them itself, one hop at a time,
 /// under this policy (``Redirect/next(after:to:first:hops:)``), so a credential can never reach a
 /// server its caller did not name.
-public enum RedirectPolicy: Sendable, Equatable {
+package enum RedirectPolicy: Sendable, Equatable {
     /// Never follow: the caller gets the 3xx response itself (a webhook sink: a redirect is a
     /// delivery failure, never a silent re-send as GET without the body).
     case never
@@ -18,13 +18,13 @@ public enum RedirectPolicy: Sendable, Equatable {
 }
 
 /// Scheme, host and port of a URL (the scheme's default port filled in): "the same server".
-public struct Origin: Sendable, Equatable, CustomStringConvertible {
-    public let scheme: String
-    public let host: String
-    public let port: Int
+package struct Origin: Sendable, Equatable, CustomStringConvertible {
+    package let scheme: String
+    package let host: String
+    package let port: Int
 
     /// Nil for a URL without a host, or with a scheme other than http and https.
-    public init?(_ url: URL) {
+    package init?(_ url: URL) {
         guard let scheme = url.scheme?.lowercased(), let defaultPort = ["http": 80, "https": 443][scheme],
               let host = url.host?.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]")), !host.isEmpty
         else { return nil }
@@ -33,12 +33,12 @@ public struct Origin: Sendable, Equatable, CustomStringConvertible {
         port = url.port ?? defaultPort
     }
 
-    public var description: String { "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+    package var description: String { "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
 }
 
 /// A redirect the HTTP layer refused to follow; the error names where it pointed.
-public struct RedirectRefusal: Error, Sendable, Equatable, CustomStringConvertible {
-    public enum Reason: Sendable, Equatable {
+package struct RedirectRefusal: Error, Sendable, Equatable, CustomStringConvertible {
+    package enum Reason: Sendable, Equatable {
         /// The request carries credentials (``RedirectPolicy/sameOrigin``) and the target is another origin.
         case otherOrigin(allowed: Origin)
         /// From https to plain http.
@@ -52,12 +52,12 @@ public struct RedirectRefusal: Error, Sendable, Equatable, CustomStringConvertib
     }
 
     /// The redirect's status (301, 302, 303, 307, 308).
-    public var status: Int
+    package var status: Int
     /// Where it pointed, for messages (user info removed, length bounded).
-    public var target: String
-    public var reason: Reason
+    package var target: String
+    package var reason: Reason
 
-    public var description: String {
+    package var description: String {
         let redirect = "HTTP \(status) redirect to \(target)"
         switch reason {
         case .otherOrigin(let allowed):
@@ -79,9 +79,9 @@ public struct RedirectRefusal: Error, Sendable, Equatable, CustomStringConvertib
 /// - A hop to another origin (allowed under ``RedirectPolicy/anyOrigin`` only) drops
 ///   `Authorization`, `Proxy-Authorization` and `Cookie`, whatever the caller put there.
 /// - At most ``maxHops`` redirects per request.
-public enum Redirect {
-    public static let statuses: Set<Int> = [301, 302, 303, 307, 308]
-    public static let maxHops = 10
+package enum Redirect {
+    package static let statuses: Set<Int> = [301, 302, 303, 307, 308]
+    package static let maxHops = 10
 
     /// Headers that describe a body, dropped with it.
     static let bodyHeaders: Set<String> = ["content-type", "content-length", "content-encoding", "content-language", "content-location", "expect"]
@@ -93,7 +93,7 @@ public enum Redirect {
     ///   - first: the request as the caller made it (its origin and policy rule every hop).
     ///   - hops: redirects followed so far.
     /// - Throws: ``RedirectRefusal`` for a redirect the policy does not allow.
-    public static func next(after response: HTTPResponse, to request: HTTPRequest, first: HTTPRequest, hops: Int) throws -> HTTPRequest? {
+    package static func next(after response: HTTPResponse, to request: HTTPRequest, first: HTTPRequest, hops: Int) throws -> HTTPRequest? {
         guard first.redirects != .never, statuses.contains(response.status), let location = response.header("location") else { return nil }
         guard let target = URL(string: location, relativeTo: request.url)?.absoluteURL else {
             throw RedirectRefusal(status: response.status, target: display(location), reason: .invalidLocation)

@@ -3,22 +3,22 @@ import Foundation
 /// The one event shape used everywhere: stdout `--json`, webhook bodies, the exec sink's stdin.
 ///
 /// Field names are the external contract (DESIGN §4).
-public struct Event: Sendable, Equatable {
+package struct Event: Sendable, Equatable {
     /// Unique per event, stable across redeliveries.
-    public var id: String
-    public var source: String
-    public var provider: String
-    public var kind: String
-    public var event: EventType
-    public var key: String
-    public var title: String
-    public var body: String
-    public var url: String?
-    public var severity: Severity
-    public var observedAt: Date
-    public var data: JSONValue
+    package var id: String
+    package var source: String
+    package var provider: String
+    package var kind: String
+    package var event: EventType
+    package var key: String
+    package var title: String
+    package var body: String
+    package var url: String?
+    package var severity: Severity
+    package var observedAt: Date
+    package var data: JSONValue
 
-    public init(
+    package init(
         id: String = EventID.make(), source: String, provider: String, kind: String, event: EventType,
         key: String, title: String, body: String = "", url: String? = nil, severity: Severity = .info,
         observedAt: Date, data: JSONValue = .object([:])
@@ -46,14 +46,14 @@ public struct Event: Sendable, Equatable {
 
     /// One line of compact JSON (no trailing newline), keys sorted. Never fails: every
     /// `data` can be written (see ``CompactJSONWriter``).
-    public func jsonLine() -> String { jsonText(capacity: 512) }
+    package func jsonLine() -> String { jsonText(capacity: 512) }
 
     /// The same members as a ``JSONValue`` (`data` shared, not copied): message templates' context.
     package var jsonObject: JSONValue { jsonValue }
 
     /// Reads an event back from ``jsonLine()`` text (the stored form): required fields,
     /// known event type and severity, a valid timestamp.
-    public static func decode(jsonLine: String) throws(JSONParseError) -> Event {
+    package static func decode(jsonLine: String) throws(JSONParseError) -> Event {
         let o = try JSONMembers<Member>(parsing: jsonLine, what: "event")
         let typeName = try o.string(.event)
         guard let type = EventType(rawValue: typeName) else { throw JSONParseError(message: "event: unknown 'event' type '\(typeName)'") }

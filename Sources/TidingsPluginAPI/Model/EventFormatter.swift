@@ -1,13 +1,13 @@
 import Foundation
 
 /// Renders events for people: one readable line each (`check`, the stdout sink).
-public struct EventFormatter: Sendable {
-    public var color: Bool
+package struct EventFormatter: Sendable {
+    package var color: Bool
 
-    public init(color: Bool) { self.color = color }
+    package init(color: Bool) { self.color = color }
 
     /// Colour only on a terminal, and never when `NO_COLOR` is set (no-color.org).
-    public static func wantsColor(fileDescriptor: Int32, environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+    package static func wantsColor(fileDescriptor: Int32, environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
         isatty(fileDescriptor) == 1 && environment["NO_COLOR"].map(\.isEmpty) ?? true && environment["TERM"] != "dumb"
     }
 
@@ -16,7 +16,7 @@ public struct EventFormatter: Sendable {
     /// The time is local (what a person at the terminal expects). Remote text goes through
     /// ``TerminalText/line(_:)``: control and bidi characters become visible `\u{…}` escapes,
     /// line breaks and tabs become spaces.
-    public func line(_ e: Event) -> String {
+    package func line(_ e: Event) -> String {
         var parts = [dim(Self.localTime(e.observedAt)), paint(e.severity.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0), e.severity),
                      bold(TerminalText.line(e.source)), e.event.rawValue, TerminalText.line(e.title)]
         let body = TerminalText.line(e.body)
@@ -26,7 +26,7 @@ public struct EventFormatter: Sendable {
     }
 
     /// `yyyy-MM-dd HH:mm:ss` in the local time zone (`TZ`).
-    public static func localTime(_ date: Date, timeZone: TimeZone = .current) -> String {
+    package static func localTime(_ date: Date, timeZone: TimeZone = .current) -> String {
         var cal = Calendar(identifier: .gregorian)
         cal.timeZone = timeZone
         let c = cal.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)

@@ -2,15 +2,15 @@ import Foundation
 
 /// ULID-style event ids: 48-bit millisecond time + 80 random bits, Crockford base32.
 /// Sortable by creation time, unique without coordination.
-public enum EventID {
+package enum EventID {
     private static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".utf8)
 
-    public static func make(at date: Date = Date()) -> String {
+    package static func make(at date: Date = Date()) -> String {
         var rng = SystemRandomNumberGenerator()
         return make(at: date, using: &rng)
     }
 
-    public static func make<R: RandomNumberGenerator>(at date: Date, using rng: inout R) -> String {
+    package static func make<R: RandomNumberGenerator>(at date: Date, using rng: inout R) -> String {
         let millis = UInt64(max(0, date.timeIntervalSince1970 * 1000))
         var chars = [UInt8](repeating: 0, count: 26)
         var t = millis

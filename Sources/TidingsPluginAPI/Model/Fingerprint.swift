@@ -2,9 +2,9 @@ import Crypto
 import Foundation
 
 /// Short stable content hashes for change detection.
-public enum Fingerprint {
+package enum Fingerprint {
     /// SHA-256 over the parts (length-prefixed so `["ab","c"]` ≠ `["a","bc"]`), first 16 hex digits.
-    public static func of(_ parts: [String]) -> String {
+    package static func of(_ parts: [String]) -> String {
         var hasher = SHA256()
         for p in parts {
             let bytes = Array(p.utf8)

@@ -3,26 +3,26 @@ import Foundation
 /// One thing a provider currently sees: a message, an alert, a draft invoice.
 ///
 /// Providers return the *current* items; the ``Deduplicator`` decides what is new.
-public struct Item: Sendable, Equatable {
+package struct Item: Sendable, Equatable {
     /// Identity within the source. Stable across polls.
-    public var key: String
+    package var key: String
     /// What sort of thing this is (`message`, `notice`, `alert`, `draft-invoice` …).
-    public var kind: String
-    public var title: String
-    public var body: String
-    public var url: String?
-    public var severity: Severity
+    package var kind: String
+    package var title: String
+    package var body: String
+    package var url: String?
+    package var severity: Severity
     /// Provider-specific details, passed through to the event's `data`.
-    public var data: JSONValue
+    package var data: JSONValue
     /// When this item stops mattering (notices: a maintenance window's end).
-    public var expiresAt: Date?
+    package var expiresAt: Date?
     /// What "changed" means. Defaults to ``contentHash``; a provider may give its own (a
     /// Nagios plugin's state), and then text can change while the fingerprint does not.
-    public var fingerprint: String
+    package var fingerprint: String
     /// A hash over what the item shows: kind, title, body, url, severity and data.
-    public var contentHash: String
+    package var contentHash: String
 
-    public init(
+    package init(
         key: String, kind: String, title: String, body: String = "", url: String? = nil,
         severity: Severity = .info, data: JSONValue = .object([:]), expiresAt: Date? = nil,
         fingerprint: String? = nil
@@ -41,5 +41,5 @@ public struct Item: Sendable, Equatable {
     }
 
     /// Whether the provider chose the fingerprint (rather than the content deciding it).
-    public var hasCustomFingerprint: Bool { fingerprint != contentHash }
+    package var hasCustomFingerprint: Bool { fingerprint != contentHash }
 }

@@ -2,7 +2,7 @@ import Foundation
 
 /// A JSON value: the `data` of events, provider-specific details, decoded
 /// responses that providers walk with JSON pointers.
-public enum JSONValue: Sendable, Hashable, Codable {
+package enum JSONValue: Sendable, Hashable, Codable {
     case null
     case bool(Bool)
     case number(Double)
@@ -10,7 +10,7 @@ public enum JSONValue: Sendable, Hashable, Codable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    public init(from decoder: Decoder) throws {
+    package init(from decoder: Decoder) throws {
         let c = try decoder.singleValueContainer()
         if c.decodeNil() { self = .null }
         else if let b = try? c.decode(Bool.self) { self = .bool(b) }
@@ -20,7 +20,7 @@ public enum JSONValue: Sendable, Hashable, Codable {
         else { self = .object(try c.decode([String: JSONValue].self)) }
     }
 
-    public func encode(to encoder: Encoder) throws {
+    package func encode(to encoder: Encoder) throws {
         var c = encoder.singleValueContainer()
         switch self {
         case .null: try c.encodeNil()
@@ -34,16 +34,16 @@ public enum JSONValue: Sendable, Hashable, Codable {
     }
 
     /// Parses JSON bytes. Throws a readable error (what, and at which byte) for malformed input.
-    public static func parse(_ data: Data) throws -> JSONValue {
+    package static func parse(_ data: Data) throws -> JSONValue {
         try JSONParser.parse(data)
     }
 
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         if case .object(let o) = self { return o[key] }
         return nil
     }
 
-    public var stringValue: String? {
+    package var stringValue: String? {
         switch self {
         case .string(let s): return s
         case .number(let n): return n.rounded() == n && abs(n) < 1e15 ? String(Int64(n)) : String(n)
@@ -52,7 +52,7 @@ public enum JSONValue: Sendable, Hashable, Codable {
         }
     }
 
-    public var doubleValue: Double? {
+    package var doubleValue: Double? {
         switch self {
         case .number(let n): return n
         case .string(let s): return Double(s)
@@ -60,36 +60,36 @@ public enum JSONValue: Sendable, Hashable, Codable {
         }
     }
 
-    public var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
-    public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a }; return nil }
-    public var objectValue: [String: JSONValue]? { if case .object(let o) = self { return o }; return nil }
-    public var isNull: Bool { if case .null = self { return true }; return false }
+    package var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
+    package var arrayValue: [JSONValue]? { if case .array(let a) = self { return a }; return nil }
+    package var objectValue: [String: JSONValue]? { if case .object(let o) = self { return o }; return nil }
+    package var isNull: Bool { if case .null = self { return true }; return false }
 
     /// Compact JSON text with sorted keys (stable for fingerprints). Byte-identical to
     /// `JSONEncoder` with `[.sortedKeys, .withoutEscapingSlashes]` wherever that succeeds;
     /// never fails (see ``CompactJSONWriter``).
-    public func jsonString() -> String {
+    package func jsonString() -> String {
         var writer = CompactJSONWriter()
         writer.write(self)
         return writer.string
     }
 }
 
-public struct JSONParseError: Error, CustomStringConvertible, Sendable {
-    public var message: String
-    public var description: String { message }
+package struct JSONParseError: Error, CustomStringConvertible, Sendable {
+    package var message: String
+    package var description: String { message }
     package init(message: String) { self.message = message }
 }
 
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral,
     ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral, ExpressibleByBooleanLiteral
 {
-    public init(stringLiteral value: String) { self = .string(value) }
-    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+    package init(stringLiteral value: String) { self = .string(value) }
+    package init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { $1 }))
     }
-    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
-    public init(integerLiteral value: Int) { self = .number(Double(value)) }
-    public init(floatLiteral value: Double) { self = .number(value) }
-    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    package init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    package init(integerLiteral value: Int) { self = .number(Double(value)) }
+    package init(floatLiteral value: Double) { self = .number(value) }
+    package init(booleanLiteral value: Bool) { self = .bool(value) }
 }

@@ -1,9 +1,9 @@
 /// How urgent an event is. Sinks map it to their own notion (urgency, colour).
-public enum Severity: String, Sendable, Codable, CaseIterable, Comparable {
+package enum Severity: String, Sendable, Codable, CaseIterable, Comparable {
     case info, warning, critical
 
     /// Lenient mapping of the words remote systems use ("error", "page", "crit" …).
-    public init(lenient word: String?) {
+    package init(lenient word: String?) {
         switch word?.lowercased() {
         case "critical", "crit", "error", "fatal", "page", "high", "major", "emergency", "alert":
             self = .critical
@@ -15,11 +15,11 @@ public enum Severity: String, Sendable, Codable, CaseIterable, Comparable {
     }
 
     private var rank: Int { self == .info ? 0 : self == .warning ? 1 : 2 }
-    public static func < (a: Severity, b: Severity) -> Bool { a.rank < b.rank }
+    package static func < (a: Severity, b: Severity) -> Bool { a.rank < b.rank }
 }
 
 /// What happened to an item, or to a source's health.
-public enum EventType: String, Sendable, Codable, CaseIterable {
+package enum EventType: String, Sendable, Codable, CaseIterable {
     case new, changed, removed
     /// Source health (kind `source`): the source failed `error_threshold` times in a row.
     case error

@@ -5,7 +5,7 @@ import Foundation
 /// core has no sockets: the process's one HTTP client (libcurl, ``PollContext/http``) also
 /// implements this port, and ``PollContext/certificates`` finds it there, as the mail sink finds
 /// its ``MailTransport``.
-public protocol CertificateProbe: Sendable {
+package protocol CertificateProbe: Sendable {
     /// Connects to `request.endpoint`, completes the TLS handshake (after STARTTLS for
     /// `smtp://` and `imap://`), sends no request and hangs up. Throws a
     /// ``CertificateProbeError``.
@@ -13,18 +13,18 @@ public protocol CertificateProbe: Sendable {
 }
 
 /// One handshake for ``CertificateProbe/certificates(_:)``.
-public struct CertificateRequest: Sendable, Equatable {
+package struct CertificateRequest: Sendable, Equatable {
     /// `https://host:port/` (TLS from the first byte, any TLS service), `smtp://host:port/` or
     /// `imap://host:port/` (STARTTLS required).
-    public var endpoint: URL
+    package var endpoint: URL
     /// Verify the chain and the host name (false: only read the certificates).
-    public var verify: Bool
+    package var verify: Bool
     /// A PEM file of certificate authorities to trust instead of the system's.
-    public var caFile: String?
+    package var caFile: String?
     /// Whole-handshake deadline, seconds.
-    public var timeout: TimeInterval
+    package var timeout: TimeInterval
 
-    public init(endpoint: URL, verify: Bool, caFile: String? = nil, timeout: TimeInterval) {
+    package init(endpoint: URL, verify: Bool, caFile: String? = nil, timeout: TimeInterval) {
         self.endpoint = endpoint
         self.verify = verify
         self.caFile = caFile
@@ -35,34 +35,34 @@ public struct CertificateRequest: Sendable, Equatable {
 /// The chain a server presented, leaf first: each certificate as the `Name: value` fields
 /// libcurl's `CURLINFO_CERTINFO` reports (`Subject`, `Issuer`, `Serial Number`, `Start date`,
 /// `Expire date`, `Cert` (PEM), …), in order.
-public struct PeerCertificates: Sendable, Equatable {
-    public var chain: [[Field]]
+package struct PeerCertificates: Sendable, Equatable {
+    package var chain: [[Field]]
     /// How many certificates the server sent (``chain`` may keep fewer: see the probe's limits).
-    public var count: Int
+    package var count: Int
 
-    public struct Field: Sendable, Equatable {
-        public var name: String
-        public var value: String
-        public init(_ name: String, _ value: String) {
+    package struct Field: Sendable, Equatable {
+        package var name: String
+        package var value: String
+        package init(_ name: String, _ value: String) {
             self.name = name
             self.value = value
         }
     }
 
-    public init(chain: [[Field]], count: Int? = nil) {
+    package init(chain: [[Field]], count: Int? = nil) {
         self.chain = chain
         self.count = count ?? chain.count
     }
 
     /// The first value of field `name` (case-insensitive) of certificate `index`.
-    public func field(_ name: String, of index: Int = 0) -> String? {
+    package func field(_ name: String, of index: Int = 0) -> String? {
         guard chain.indices.contains(index) else { return nil }
         return chain[index].first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
     }
 }
 
 /// Why a handshake gave no certificates. Messages are the TLS library's, redacted.
-public enum CertificateProbeError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum CertificateProbeError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The handshake worked but the certificate does not verify (expired, wrong name, unknown
     /// issuer, self-signed); only with ``CertificateRequest/verify``.
     case verification(String)
@@ -73,7 +73,7 @@ public enum CertificateProbeError: Error, Sendable, Equatable, CustomStringConve
     /// A local problem (an unreadable `ca_file`).
     case local(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .verification(let m): return "certificate does not verify: \(m)"
         case .unreachable(let m): return m
@@ -85,10 +85,10 @@ public enum CertificateProbeError: Error, Sendable, Equatable, CustomStringConve
 
 extension PollContext {
     /// The process's ``CertificateProbe`` (its HTTP client), or nil in a build without one.
-    public var certificates: (any CertificateProbe)? { http as? any CertificateProbe }
+    package var certificates: (any CertificateProbe)? { http as? any CertificateProbe }
 }
 
 extension Fingerprint {
     /// The full SHA-256 of `data`, lower-case hex (a certificate's fingerprint is of its DER bytes).
-    public static func sha256(_ data: Data) -> String { hex(SHA256.hash(data: data)) }
+    package static func sha256(_ data: Data) -> String { hex(SHA256.hash(data: data)) }
 }

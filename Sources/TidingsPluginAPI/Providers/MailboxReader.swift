@@ -7,13 +7,13 @@ import Foundation
 /// order, so a mailbox opened by `EXAMINE` stays the selected one for the commands after it. The
 /// port passes commands through as given; it is the caller's promise that none changes a flag
 /// (only `EXAMINE`, `UID SEARCH` and `UID FETCH … BODY.PEEK[…]`, never `SELECT` or `BODY[…]`).
-public protocol MailboxReader: Sendable {
+package protocol MailboxReader: Sendable {
     /// Prepares a session with `server`; the connection and login happen with the first command.
     func open(_ server: MailboxServer) async throws -> any MailboxSession
 }
 
 /// One IMAP connection, opened by ``MailboxReader/open(_:)``.
-public protocol MailboxSession: Sendable {
+package protocol MailboxSession: Sendable {
     /// Sends `command` (without tag or line end; it must not contain CR or LF) and returns the
     /// server's answer as received: untagged lines with their literals (`{n}` and the n bytes
     /// after it), CRLF line ends; lines of the greeting and login may precede them on the first
@@ -26,21 +26,21 @@ public protocol MailboxSession: Sendable {
 }
 
 /// Where a ``MailboxSession`` connects, and as whom.
-public struct MailboxServer: Sendable {
+package struct MailboxServer: Sendable {
     /// `imaps://host[:port]/` or `imap://host[:port]/`, without user info or mailbox.
-    public var url: URL
+    package var url: URL
     /// `implicitTLS` for `imaps://`; `startTLSRequired` for `imap://` (``MailSecurity`` is shared
     /// with SMTP: the same four ways to secure a mail connection).
-    public var security: MailSecurity
+    package var security: MailSecurity
     /// A PEM file of certificate authorities to verify the server with, instead of the system's.
-    public var caFile: String?
-    public var username: String
+    package var caFile: String?
+    package var username: String
     /// Registered with the ``Redactor`` when it was read from the config.
-    public var password: Secret
+    package var password: Secret
     /// Deadline of the whole session, seconds: every command gets what is left of it.
-    public var timeout: TimeInterval
+    package var timeout: TimeInterval
 
-    public init(url: URL, security: MailSecurity, caFile: String? = nil, username: String, password: Secret, timeout: TimeInterval) {
+    package init(url: URL, security: MailSecurity, caFile: String? = nil, username: String, password: Secret, timeout: TimeInterval) {
         self.url = url
         self.security = security
         self.caFile = caFile
@@ -51,7 +51,7 @@ public struct MailboxServer: Sendable {
 }
 
 /// Why an IMAP command failed. Messages never carry the password.
-public enum MailboxError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum MailboxError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server refused the login (LOGIN or AUTHENTICATE answered `NO`).
     case loginRefused(String)
     /// The server answered a command with `NO` or `BAD` (its own words, redacted).
@@ -67,7 +67,7 @@ public enum MailboxError: Error, Sendable, Equatable, CustomStringConvertible {
     /// An answer was longer than the limit, in bytes: cut off.
     case tooLarge(Int)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .loginRefused(let text): return "login refused: \(Redactor.shared.scrub(text))"
         case .refused(let command, let text): return "\(command) refused: \(Redactor.shared.scrub(text))"

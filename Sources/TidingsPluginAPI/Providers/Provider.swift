@@ -2,21 +2,21 @@ import Foundation
 import Logging
 
 /// HTTP validators remembered between polls for conditional requests.
-public struct Validators: Sendable, Equatable, Codable {
-    public var etag: String?
-    public var lastModified: String?
-    public init(etag: String? = nil, lastModified: String? = nil) {
+package struct Validators: Sendable, Equatable, Codable {
+    package var etag: String?
+    package var lastModified: String?
+    package init(etag: String? = nil, lastModified: String? = nil) {
         self.etag = etag
         self.lastModified = lastModified
     }
 
     /// Reads `ETag` / `Last-Modified` from a response.
-    public init(from response: HTTPResponse) {
+    package init(from response: HTTPResponse) {
         self.init(etag: response.header("etag"), lastModified: response.header("last-modified"))
     }
 
     /// `If-None-Match` / `If-Modified-Since` headers for the next request.
-    public var requestHeaders: [(String, String)] {
+    package var requestHeaders: [(String, String)] {
         var h: [(String, String)] = []
         if let etag { h.append(("If-None-Match", etag)) }
         if let lastModified { h.append(("If-Modified-Since", lastModified)) }
@@ -25,8 +25,8 @@ public struct Validators: Sendable, Equatable, Codable {
 }
 
 /// What one poll saw, and how soon the remote allows the next one.
-public struct PollResult: Sendable {
-    public enum Content: Sendable {
+package struct PollResult: Sendable {
+    package enum Content: Sendable {
         /// The complete current set of items (the core de-duplicates it against state).
         case snapshot([Item], validators: Validators)
         /// The server said nothing changed (HTTP 304): a successful poll with no change.
@@ -37,33 +37,33 @@ public struct PollResult: Sendable {
         case rebaseline([Item], validators: Validators)
     }
 
-    public var content: Content
+    package var content: Content
     /// The remote's own minimum time between polls (e.g. GitHub's `X-Poll-Interval`): the
     /// source is never polled sooner, whatever its configured interval. The core stores it
     /// with the source's state (a restart or `tidings check` obeys it too); nil: none, and a
     /// value stored by an earlier poll no longer applies.
-    public var minimumInterval: TimeInterval?
+    package var minimumInterval: TimeInterval?
 
-    public init(_ content: Content, minimumInterval: TimeInterval? = nil) {
+    package init(_ content: Content, minimumInterval: TimeInterval? = nil) {
         self.content = content
         self.minimumInterval = minimumInterval
     }
 
     /// The complete current set of items.
-    public static func snapshot(_ items: [Item], validators: Validators = Validators()) -> PollResult {
+    package static func snapshot(_ items: [Item], validators: Validators = Validators()) -> PollResult {
         PollResult(.snapshot(items, validators: validators))
     }
 
     /// The complete current set under renumbered identities: a new silent baseline.
-    public static func rebaseline(_ items: [Item], validators: Validators = Validators()) -> PollResult {
+    package static func rebaseline(_ items: [Item], validators: Validators = Validators()) -> PollResult {
         PollResult(.rebaseline(items, validators: validators))
     }
 
     /// Nothing changed (HTTP 304).
-    public static var notModified: PollResult { PollResult(.notModified) }
+    package static var notModified: PollResult { PollResult(.notModified) }
 
     /// The items and validators of a snapshot or rebaseline (`renumbered` for the latter); nil for `notModified`.
-    public var items: (items: [Item], validators: Validators, renumbered: Bool)? {
+    package var items: (items: [Item], validators: Validators, renumbered: Bool)? {
         switch content {
         case .snapshot(let items, let validators): return (items, validators, false)
         case .rebaseline(let items, let validators): return (items, validators, true)
@@ -72,10 +72,10 @@ public struct PollResult: Sendable {
     }
 
     /// The longest minimum interval honoured: a remote asking for more gets a poll a day.
-    public static let maxMinimumInterval: TimeInterval = 86_400
+    package static let maxMinimumInterval: TimeInterval = 86_400
 
     /// This result with the remote's minimum interval (non-finite or non-positive: none).
-    public func paced(every seconds: TimeInterval?) -> PollResult {
+    package func paced(every seconds: TimeInterval?) -> PollResult {
         var r = self
         r.minimumInterval = seconds.flatMap { $0.isFinite && $0 > 0 ? min($0, Self.maxMinimumInterval) : nil }
         return r
@@ -83,21 +83,21 @@ public struct PollResult: Sendable {
 }
 
 /// Everything a provider may use during a poll. Providers never touch state.
-public struct PollContext: Sendable {
-    public var source: String
-    public var http: any HTTPClient
+package struct PollContext: Sendable {
+    package var source: String
+    package var http: any HTTPClient
     /// Validators from the previous successful poll.
-    public var validators: Validators
+    package var validators: Validators
     /// Deadline for the whole poll, seconds.
-    public var timeout: TimeInterval
+    package var timeout: TimeInterval
     /// Largest response body accepted.
-    public var maxBody: Int
-    public var logger: Logger
-    public var now: Date
+    package var maxBody: Int
+    package var logger: Logger
+    package var now: Date
     /// IMAP, for mail providers: by default the shared client's, when it reads mailboxes.
-    public var mailbox: (any MailboxReader)?
+    package var mailbox: (any MailboxReader)?
 
-    public init(
+    package init(
         source: String, http: any HTTPClient, validators: Validators = Validators(), timeout: TimeInterval = 30,
         maxBody: Int = 10 << 20, logger: Logger, now: Date = Date(), mailbox: (any MailboxReader)? = nil
     ) {
@@ -119,7 +119,7 @@ public struct PollContext: Sendable {
     /// - The response body passes through ``Redactor``: a server that echoes a credential
     ///   cannot plant it in items, events or the state.
     /// - `caFile`: the source's `ca_file`, trusted for https instead of the system's CAs.
-    public func send(_ method: String = "GET", _ url: URL, headers: [(String, String)] = [], body: Data? = nil,
+    package func send(_ method: String = "GET", _ url: URL, headers: [(String, String)] = [], body: Data? = nil,
                      credentials: Credentials, caFile: String? = nil) async throws -> HTTPResponse {
         do {
             var response = try await http.send(HTTPRequest(
@@ -135,18 +135,18 @@ public struct PollContext: Sendable {
 
 /// Whether a provider's request carries credentials. The provider knows; it says so when it
 /// sends (where redirects may lead) and when it maps an error status (what a 401/403 means).
-public enum Credentials: Sendable, Equatable {
+package enum Credentials: Sendable, Equatable {
     /// A public request: a 401/403 is an ordinary failure, retried with backoff.
     case notSent
     /// Secrets in headers or body: a 401/403 means they were rejected (`auth-failed`).
     case sent
 
     /// Where a request may be redirected: credentials stay on the configured origin.
-    public var redirects: RedirectPolicy { self == .sent ? .sameOrigin : .anyOrigin }
+    package var redirects: RedirectPolicy { self == .sent ? .sameOrigin : .anyOrigin }
 }
 
 /// A provider knows one remote system: it fetches the current items. It never decides what is new.
-public protocol Provider: Sendable {
+package protocol Provider: Sendable {
     /// Host this provider talks to, for `max_per_host` (nil for local work such as exec).
     var host: String? { get }
     /// Runs before the first poll after start or reload (e.g. a credential check).
@@ -161,14 +161,14 @@ public protocol Provider: Sendable {
 }
 
 extension Provider {
-    public var host: String? { nil }
-    public var snapshotIsComplete: Bool { true }
-    public func prepare(_ context: PollContext) async throws {}
+    package var host: String? { nil }
+    package var snapshotIsComplete: Bool { true }
+    package func prepare(_ context: PollContext) async throws {}
 }
 
 /// Why a poll failed, in the terms the scheduler acts on.
-public struct PollError: Error, CustomStringConvertible, Sendable {
-    public enum Category: String, Sendable {
+package struct PollError: Error, CustomStringConvertible, Sendable {
+    package enum Category: String, Sendable {
         /// Credentials rejected: do not retry until the config changes.
         case auth
         /// 429 / 503: wait at least `retryAfter`.
@@ -177,17 +177,17 @@ public struct PollError: Error, CustomStringConvertible, Sendable {
         case transient
     }
 
-    public var category: Category
-    public var message: String
-    public var retryAfter: TimeInterval?
+    package var category: Category
+    package var message: String
+    package var retryAfter: TimeInterval?
 
-    public init(_ category: Category, _ message: String, retryAfter: TimeInterval? = nil) {
+    package init(_ category: Category, _ message: String, retryAfter: TimeInterval? = nil) {
         self.category = category
         self.message = Redactor.shared.scrub(message)
         self.retryAfter = retryAfter
     }
 
-    public var description: String { message }
+    package var description: String { message }
 
     /// The usual mapping of an unsuccessful HTTP response.
     ///
@@ -198,7 +198,7 @@ public struct PollError: Error, CustomStringConvertible, Sendable {
     /// - Parameters:
     ///   - credentials: whether the request that got `response` carried credentials.
     ///   - detail: what the body says (providers extract their API's error fields).
-    public static func http(_ response: HTTPResponse, credentials: Credentials, detail: String? = nil) -> PollError {
+    package static func http(_ response: HTTPResponse, credentials: Credentials, detail: String? = nil) -> PollError {
         let status = "HTTP \(response.status)"
         let tail = detail.map { ": \($0)" } ?? ""
         switch response.status {
@@ -219,13 +219,13 @@ public struct PollError: Error, CustomStringConvertible, Sendable {
 
     /// A short, printable excerpt of a response body for error messages (secrets scrubbed
     /// before it is cut, so no part of one survives the cut).
-    public static func excerpt(_ body: Data, limit: Int = 200) -> String {
+    package static func excerpt(_ body: Data, limit: Int = 200) -> String {
         Redactor.shared.excerpt(body, limit: limit)
     }
 }
 
 /// Lets a provider word the events the core derived from its items
 /// (e.g. "gross 500.00 → 625.00 DKK", "resolved after 12m"). It cannot change what is new.
-public protocol EventDescriber: Sendable {
+package protocol EventDescriber: Sendable {
     func describe(_ event: inout Event, change: ItemChange, firstSeen: Date)
 }

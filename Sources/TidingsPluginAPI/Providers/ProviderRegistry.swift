@@ -1,15 +1,15 @@
 import Foundation
 
 /// What a provider factory gets while a source is being configured.
-public struct ProviderSetup: Sendable {
+package struct ProviderSetup: Sendable {
     /// The source's name (`plugins.d/NAME.toml` or `[sources.NAME]`).
-    public var sourceName: String
+    package var sourceName: String
     /// The plugins directory (exec commands resolve against it).
-    public var pluginsDir: String
+    package var pluginsDir: String
     /// The source's poll interval, for providers that warn about API budgets.
-    public var interval: TimeInterval
+    package var interval: TimeInterval
 
-    public init(sourceName: String, pluginsDir: String, interval: TimeInterval) {
+    package init(sourceName: String, pluginsDir: String, interval: TimeInterval) {
         self.sourceName = sourceName
         self.pluginsDir = pluginsDir
         self.interval = interval
@@ -17,18 +17,18 @@ public struct ProviderSetup: Sendable {
 }
 
 /// A registered provider type: its name, defaults, and how to build one from options.
-public struct ProviderFactory: Sendable {
-    public typealias Make = @Sendable (_ options: OptionReader, _ setup: ProviderSetup, _ warn: (String) -> Void) throws -> any Provider
+package struct ProviderFactory: Sendable {
+    package typealias Make = @Sendable (_ options: OptionReader, _ setup: ProviderSetup, _ warn: (String) -> Void) throws -> any Provider
 
     /// The `provider = "…"` value.
-    public var name: String
+    package var name: String
     /// One line for `--help` and docs.
-    public var summary: String
+    package var summary: String
     /// Default `flap_window` (an item that vanishes and returns within it is `changed`, not removed+new).
-    public var defaultFlapWindow: TimeInterval
-    public var make: Make
+    package var defaultFlapWindow: TimeInterval
+    package var make: Make
 
-    public init(name: String, summary: String, defaultFlapWindow: TimeInterval = 0, make: @escaping Make) {
+    package init(name: String, summary: String, defaultFlapWindow: TimeInterval = 0, make: @escaping Make) {
         self.name = name
         self.summary = summary
         self.defaultFlapWindow = defaultFlapWindow
@@ -37,11 +37,11 @@ public struct ProviderFactory: Sendable {
 }
 
 /// Provider types by name. The core looks them up here and knows none of them itself.
-public struct ProviderRegistry: Sendable {
+package struct ProviderRegistry: Sendable {
     private var factories: [String: ProviderFactory] = [:]
-    public init(_ factories: [ProviderFactory] = []) { factories.forEach { register($0) } }
+    package init(_ factories: [ProviderFactory] = []) { factories.forEach { register($0) } }
 
-    public mutating func register(_ f: ProviderFactory) { factories[f.name] = f }
-    public func factory(named name: String) -> ProviderFactory? { factories[name] }
-    public var names: [String] { factories.keys.sorted() }
+    package mutating func register(_ f: ProviderFactory) { factories[f.name] = f }
+    package func factory(named name: String) -> ProviderFactory? { factories[name] }
+    package var names: [String] { factories.keys.sorted() }
 }

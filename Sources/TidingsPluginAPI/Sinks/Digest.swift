@@ -4,9 +4,9 @@ import Foundation
 /// route's `group_wait` collection (DESIGN §10). Sinks that can show it as one message (email,
 /// desktop summary, ntfy, Matrix, Telegram…) set ``Sink/rendersDigests``; the others get the
 /// events one by one.
-public struct Digest: Sendable {
+package struct Digest: Sendable {
     /// Why these were collected.
-    public enum Reason: String, Sendable, Equatable {
+    package enum Reason: String, Sendable, Equatable {
         /// Held during a route's quiet hours, sent when the window ended.
         case quietHours = "quiet"
         /// Collected for a route's `group_wait`.
@@ -15,9 +15,9 @@ public struct Digest: Sendable {
 
     /// One line of a digest: everything that happened to one item (or one source's health)
     /// while the digest was collected.
-    public struct Entry: Sendable, Equatable {
+    package struct Entry: Sendable, Equatable {
         /// How an item's events read together.
-        public enum Summary: Sendable, Equatable {
+        package enum Summary: Sendable, Equatable {
             /// One event: it is shown as itself (`new`, `changed`, `removed`, `error`…).
             case single(EventType)
             /// Appeared and went again before the digest went out.
@@ -26,15 +26,15 @@ public struct Digest: Sendable {
             case sequence(first: EventType, last: EventType, count: Int)
         }
         /// The newest event of the item (its title, link and severity are shown).
-        public var latest: Event
+        package var latest: Event
         /// Every event of the item in the digest, oldest first.
-        public var events: [Event]
-        public var summary: Summary
+        package var events: [Event]
+        package var summary: Summary
         /// The highest severity among the item's events.
-        public var severity: Severity { events.map(\.severity).max() ?? latest.severity }
+        package var severity: Severity { events.map(\.severity).max() ?? latest.severity }
 
         /// `new`, `came and went`, `new, then changed (3 events)`.
-        public var summaryText: String {
+        package var summaryText: String {
             switch summary {
             case .single(let t): return t.rawValue
             case .cameAndWent: return "came and went"
@@ -44,14 +44,14 @@ public struct Digest: Sendable {
     }
 
     /// Stable for the same rows: a retried digest has the same id (idempotency key, Message-ID).
-    public var id: String
-    public var reason: Reason
+    package var id: String
+    package var reason: Reason
     /// Every event, in the order they were queued.
-    public var events: [Event]
+    package var events: [Event]
     /// One per item (source and key), in the order each item first appeared.
-    public var entries: [Entry]
+    package var entries: [Entry]
 
-    public init(id: String, reason: Reason, events: [Event]) {
+    package init(id: String, reason: Reason, events: [Event]) {
         self.id = id
         self.reason = reason
         self.events = events
@@ -84,7 +84,7 @@ public struct Digest: Sendable {
     }
 
     /// A one-line heading: `12 events from helpdesk, sportdate (held for quiet hours)`.
-    public var title: String {
+    package var title: String {
         let sources = Array(Set(events.map(\.source))).sorted()
         let named = sources.count <= 3 ? sources.joined(separator: ", ") : sources.prefix(3).joined(separator: ", ") + " and \(sources.count - 3) more"
         let why = reason == .quietHours ? "held for quiet hours" : "grouped"
@@ -92,5 +92,5 @@ public struct Digest: Sendable {
     }
 
     /// The highest severity of any event.
-    public var severity: Severity { events.map(\.severity).max() ?? .info }
+    package var severity: Severity { events.map(\.severity).max() ?? .info }
 }

@@ -3,14 +3,14 @@ import Foundation
 /// Sends one e-mail message over SMTP. The core has no sockets: the executable makes the one
 /// implementation (libcurl, on the same thread as the HTTP client) and the config loader hands it
 /// to sinks as ``SinkSetup/mail``.
-public protocol MailTransport: Sendable {
+package protocol MailTransport: Sendable {
     /// Submits `message` and returns the server's final reply (a 2xx), or throws a
     /// ``MailTransportError``.
     func send(_ message: MailSubmission) async throws -> MailReceipt
 }
 
 /// How the connection to the SMTP server is secured.
-public enum MailSecurity: String, Sendable, Equatable {
+package enum MailSecurity: String, Sendable, Equatable {
     /// `smtps://`: TLS from the first byte.
     case implicitTLS
     /// `smtp://` with STARTTLS required: a server that does not offer it is refused.
@@ -23,25 +23,25 @@ public enum MailSecurity: String, Sendable, Equatable {
 }
 
 /// One message for ``MailTransport/send(_:)``: where to, as whom, the envelope and the bytes.
-public struct MailSubmission: Sendable {
+package struct MailSubmission: Sendable {
     /// `smtp://host[:port][/helo-name]` or `smtps://…`, without user info.
-    public var url: URL
-    public var security: MailSecurity
+    package var url: URL
+    package var security: MailSecurity
     /// A PEM file of certificate authorities to verify the server with, instead of the system's.
-    public var caFile: String?
+    package var caFile: String?
     /// SMTP AUTH, when both are set (the password is registered with the ``Redactor``).
-    public var username: String?
-    public var password: Secret?
+    package var username: String?
+    package var password: Secret?
     /// The envelope sender (`MAIL FROM`), an addr-spec without angle brackets.
-    public var envelopeFrom: String
+    package var envelopeFrom: String
     /// The envelope recipients (`RCPT TO`), addr-specs.
-    public var recipients: [String]
+    package var recipients: [String]
     /// The RFC 5322 message: headers and body, CRLF line endings. The transport dot-stuffs it.
-    public var message: Data
+    package var message: Data
     /// Whole-submission deadline, seconds.
-    public var timeout: TimeInterval
+    package var timeout: TimeInterval
 
-    public init(
+    package init(
         url: URL, security: MailSecurity, caFile: String? = nil, username: String? = nil, password: Secret? = nil,
         envelopeFrom: String, recipients: [String], message: Data, timeout: TimeInterval
     ) {
@@ -58,24 +58,24 @@ public struct MailSubmission: Sendable {
 }
 
 /// An SMTP reply: the code and its text (continuation lines joined by spaces), redacted.
-public struct MailReply: Sendable, Equatable, CustomStringConvertible {
-    public var code: Int
-    public var text: String
-    public init(code: Int, text: String) {
+package struct MailReply: Sendable, Equatable, CustomStringConvertible {
+    package var code: Int
+    package var text: String
+    package init(code: Int, text: String) {
         self.code = code
         self.text = Redactor.shared.scrub(text)
     }
-    public var description: String { text.isEmpty ? "\(code)" : "\(code) \(text)" }
+    package var description: String { text.isEmpty ? "\(code)" : "\(code) \(text)" }
 }
 
 /// The server accepted the message: its final reply (often naming the queue id).
-public struct MailReceipt: Sendable, Equatable {
-    public var reply: MailReply
-    public init(reply: MailReply) { self.reply = reply }
+package struct MailReceipt: Sendable, Equatable {
+    package var reply: MailReply
+    package init(reply: MailReply) { self.reply = reply }
 }
 
 /// Why a submission failed. Messages never carry the password.
-public enum MailTransportError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum MailTransportError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server answered a command with a 4xx or 5xx reply; `step` is what was refused, as
     /// the transport names it (`"MAIL FROM"`, `"RCPT TO"`, `"DATA"`, `"AUTH"`, …).
     case refused(MailReply, step: String)
@@ -88,7 +88,7 @@ public enum MailTransportError: Error, Sendable, Equatable, CustomStringConverti
     /// The deadline passed.
     case timeout(TimeInterval)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .refused(let reply, let step): return "\(step) refused: \(reply)"
         case .certificate(let detail): return "certificate not trusted: \(detail)"

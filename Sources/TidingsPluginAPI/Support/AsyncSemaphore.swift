@@ -2,16 +2,16 @@ import Foundation
 import Synchronization
 
 /// A counting semaphore for async code (bounded polls overall and per host).
-public final class AsyncSemaphore: Sendable {
+package final class AsyncSemaphore: Sendable {
     private struct State {
         var available: Int
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
     private let state: Mutex<State>
 
-    public init(_ count: Int) { state = Mutex(State(available: count)) }
+    package init(_ count: Int) { state = Mutex(State(available: count)) }
 
-    public func wait() async {
+    package func wait() async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let ready = state.withLock { s -> Bool in
                 if s.available > 0 { s.available -= 1; return true }
@@ -22,7 +22,7 @@ public final class AsyncSemaphore: Sendable {
         }
     }
 
-    public func signal() {
+    package func signal() {
         let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
             if s.waiters.isEmpty { s.available += 1; return nil }
             return s.waiters.removeFirst()
@@ -30,7 +30,7 @@ public final class AsyncSemaphore: Sendable {
         next?.resume()
     }
 
-    public func withPermit<T: Sendable>(_ body: () async throws -> T) async rethrows -> T {
+    package func withPermit<T: Sendable>(_ body: () async throws -> T) async rethrows -> T {
         await wait()
         defer { signal() }
         return try await body()

@@ -3,8 +3,8 @@ import Logging
 import Synchronization
 
 /// Logging setup: one line per message on stderr, secrets scrubbed, remote text escaped.
-public enum Log {
-    public static func logger(_ label: String) -> Logger { Logger(label: label) }
+package enum Log {
+    package static func logger(_ label: String) -> Logger { Logger(label: label) }
 
     private static let warned = Mutex<Set<String>>([])
 
@@ -17,7 +17,7 @@ public enum Log {
     private static let bootstrapped = Mutex(false)
 
     /// Installs ``StderrLogHandler`` once per process.
-    public static func bootstrap(level: Logger.Level) {
+    package static func bootstrap(level: Logger.Level) {
         let first = bootstrapped.withLock { done -> Bool in
             defer { done = true }
             return !done
@@ -71,25 +71,25 @@ package enum LogDestination: Sendable, Equatable {
 
 /// `2026-11-22T10:00:00Z warning [source=foo] poll failed: …` on stderr; under journald
 /// `<4>warning [source=foo] poll failed: …`.
-public struct StderrLogHandler: LogHandler {
-    public var metadata: Logger.Metadata = [:]
-    public var logLevel: Logger.Level = .info
+package struct StderrLogHandler: LogHandler {
+    package var metadata: Logger.Metadata = [:]
+    package var logLevel: Logger.Level = .info
     let label: String
     let destination: LogDestination
 
-    public init(label: String) { self.init(label: label, destination: .plain) }
+    package init(label: String) { self.init(label: label, destination: .plain) }
 
     package init(label: String, destination: LogDestination) {
         self.label = label
         self.destination = destination
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var all = metadata
         event.metadata?.forEach { all[$0] = $1 }
         FileHandle.standardError.write(Data(Self.line(at: Date(), level: event.level, metadata: all, message: "\(event.message)", destination: destination).utf8))

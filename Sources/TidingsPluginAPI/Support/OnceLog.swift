@@ -4,12 +4,12 @@ import Synchronization
 /// Logs a recurring failure once per outage: the first failure as an error, repeats at
 /// debug, and the first success after it as a notice. (A full disk is one clear line, not
 /// one per poll or delivery.)
-public final class OnceLog: Sendable {
+package final class OnceLog: Sendable {
     private let failing = Mutex<Set<String>>([])
 
-    public init() {}
+    package init() {}
 
-    public func failed(_ key: String, _ message: String, logger: Logger) {
+    package func failed(_ key: String, _ message: String, logger: Logger) {
         if failing.withLock({ $0.insert(key).inserted }) {
             logger.error("\(message)")
         } else {
@@ -17,7 +17,7 @@ public final class OnceLog: Sendable {
         }
     }
 
-    public func succeeded(_ key: String, _ message: @autoclosure () -> String, logger: Logger) {
+    package func succeeded(_ key: String, _ message: @autoclosure () -> String, logger: Logger) {
         if failing.withLock({ $0.remove(key) != nil }) { logger.notice("\(message())") }
     }
 }

@@ -1,3 +1,3 @@
-public enum TidingsVersion {
-    public static let string = "0.1.0"
+package enum TidingsVersion {
+    package static let string = "0.1.0"
 }

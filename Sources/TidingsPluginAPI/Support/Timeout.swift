@@ -2,7 +2,7 @@ import Synchronization
 
 /// Runs `body`, failing with `onTimeout()` once `seconds` pass, even if `body` ignores
 /// cancellation (it is cancelled and left to finish in the background).
-public func withTimeout<T: Sendable>(
+package func withTimeout<T: Sendable>(
     _ seconds: Double, onTimeout: @escaping @Sendable () -> Error, _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let once = ResumeOnce<T>()

@@ -3,12 +3,12 @@ import TidingsPluginAPI
 import TidingsPOSIX
 
 /// Notification urgency (freedesktop `urgency` hint).
-public enum DesktopUrgency: String, Sendable, Equatable {
+package enum DesktopUrgency: String, Sendable, Equatable {
     case low, normal, critical
 }
 
 /// When a notification closes by itself.
-public enum DesktopExpiry: Sendable, Equatable {
+package enum DesktopExpiry: Sendable, Equatable {
     /// The notification server decides (`expire_timeout = -1`).
     case serverDefault
     /// Stays until the user dismisses it (`expire_timeout = 0`).
@@ -16,7 +16,7 @@ public enum DesktopExpiry: Sendable, Equatable {
     case after(TimeInterval)
 
     /// `"default"`, `"never"` or a duration (`"10s"`).
-    public init(parsing text: String) throws {
+    package init(parsing text: String) throws {
         switch text.lowercased() {
         case "default": self = .serverDefault
         case "never", "0", "0s": self = .never
@@ -25,7 +25,7 @@ public enum DesktopExpiry: Sendable, Equatable {
     }
 
     /// The D-Bus `expire_timeout` in milliseconds.
-    public var milliseconds: Int32 {
+    package var milliseconds: Int32 {
         switch self {
         case .serverDefault: return -1
         case .never: return 0
@@ -35,21 +35,21 @@ public enum DesktopExpiry: Sendable, Equatable {
 }
 
 /// One notification exactly as the desktop sink will send it.
-public struct DesktopNotification: Sendable, Equatable {
+package struct DesktopNotification: Sendable, Equatable {
     /// The notification's title (the event title, or "12 new messages from …").
-    public var summary: String
+    package var summary: String
     /// Markup-escaped (see ``DesktopStyle/escape(_:)``) unless the server lacks `body-markup`.
-    public var body: String
+    package var body: String
     /// Icon name from the theme (`dialog-information` …).
-    public var icon: String
-    public var urgency: DesktopUrgency
-    public var expiry: DesktopExpiry
+    package var icon: String
+    package var urgency: DesktopUrgency
+    package var expiry: DesktopExpiry
     /// The `category` hint: `x-tidings.KIND`.
-    public var category: String
+    package var category: String
     /// The `desktop-entry` hint.
-    public var desktopEntry: String
+    package var desktopEntry: String
     /// Opened with `xdg-open` by the "Open" action (http and https only).
-    public var openURL: String?
+    package var openURL: String?
     /// The matchers of the silence the "Snooze 1h" action makes (`source=S key=K`): only for
     /// one item's notification, nil for health events and summaries.
     package var snooze: [SilenceMatcher]? = nil
@@ -57,21 +57,21 @@ public struct DesktopNotification: Sendable, Equatable {
 
 /// How events become notifications: urgency, expiry, icons, markup escaping and burst
 /// summarising. Pure; the desktop sink feeds its output to libnotify.
-public struct DesktopStyle: Sendable, Equatable {
+package struct DesktopStyle: Sendable, Equatable {
     /// Urgency for `info` events: `normal` (default) or `low`.
-    public var infoUrgency: DesktopUrgency = .normal
+    package var infoUrgency: DesktopUrgency = .normal
     /// Expiry for kinds without their own; `critical` events never expire regardless.
-    public var expiry: DesktopExpiry = .serverDefault
+    package var expiry: DesktopExpiry = .serverDefault
     /// Per-kind expiry; notices stay until dismissed unless configured otherwise.
-    public var expiryByKind: [String: DesktopExpiry] = ["notice": .never]
+    package var expiryByKind: [String: DesktopExpiry] = ["notice": .never]
     /// More events than this from one poll of one source become one summary notification.
-    public var maxPerPoll = 5
+    package var maxPerPoll = 5
     /// Overrides the severity icons (`dialog-information`, `dialog-warning`, `dialog-error`).
-    public var icon: String?
+    package var icon: String?
     /// The `desktop-entry` hint (a `tidings.desktop` file lets desktops group and configure these).
-    public var desktopEntry = "tidings"
+    package var desktopEntry = "tidings"
     /// Whether the server renders body markup (then the body must be escaped).
-    public var bodyMarkup = true
+    package var bodyMarkup = true
     /// The notification's summary (`title_template`): plain text, as the specification has it.
     package var titleTemplate = MessageTemplate.builtin(Self.defaultTitle, markup: .plain)
     /// The notification's body (`body_template`), escaped as body markup (``Markup/notification``);
@@ -84,13 +84,13 @@ public struct DesktopStyle: Sendable, Equatable {
     package static let defaultBody = "{{body}}"
 
     /// The defaults: normal info urgency, server-default expiry, notices never expire, 5 per poll.
-    public init() {}
+    package init() {}
 
     /// Escapes `&`, `<` and `>` so remote text cannot inject notification markup.
-    public static func escape(_ text: String) -> String { Markup.notification.escape(text) }
+    package static func escape(_ text: String) -> String { Markup.notification.escape(text) }
 
     /// info → ``infoUrgency``, warning → normal, critical → critical.
-    public func urgency(_ s: Severity) -> DesktopUrgency {
+    package func urgency(_ s: Severity) -> DesktopUrgency {
         switch s {
         case .info: return infoUrgency
         case .warning: return .normal
@@ -99,7 +99,7 @@ public struct DesktopStyle: Sendable, Equatable {
     }
 
     /// Critical never expires (desktops that honour urgency keep it anyway); then per kind; then the sink's.
-    public func expiry(kind: String?, severity: Severity) -> DesktopExpiry {
+    package func expiry(kind: String?, severity: Severity) -> DesktopExpiry {
         if severity == .critical { return .never }
         if let kind, let e = expiryByKind[kind] { return e }
         return expiry
@@ -126,7 +126,7 @@ public struct DesktopStyle: Sendable, Equatable {
 
     /// The notifications for one poll's events: one each, except that a source with more than
     /// ``maxPerPoll`` events gets one summary ("12 new messages from sportdate").
-    public func notifications(for events: [Event]) -> [DesktopNotification] {
+    package func notifications(for events: [Event]) -> [DesktopNotification] {
         var order: [String] = []
         var bySource: [String: [Event]] = [:]
         for e in events {
@@ -140,7 +140,7 @@ public struct DesktopStyle: Sendable, Equatable {
     }
 
     /// The notification for one event.
-    public func single(_ e: Event) -> DesktopNotification {
+    package func single(_ e: Event) -> DesktopNotification {
         DesktopNotification(
             summary: titleTemplate.render(e), body: body(for: e), icon: icon(e.severity), urgency: urgency(e.severity),
             expiry: expiry(kind: e.kind, severity: e.severity), category: "x-tidings.\(e.kind)",
@@ -162,7 +162,7 @@ public struct DesktopStyle: Sendable, Equatable {
     /// A digest (quiet hours, `group_wait`) as one summary notification, as a burst is: the
     /// digest's heading, a line per item (severity, title, what happened), the first
     /// ``summaryLines`` of them, "Open" only when the digest has one link.
-    public func notification(for digest: Digest) -> DesktopNotification {
+    package func notification(for digest: Digest) -> DesktopNotification {
         let text = DigestText(digest, title: titleTemplate)
         return summary(text.heading, lines: text.plainLines(links: false).map { "• " + $0 }, events: digest.events, openURL: DigestText.soleLink(digest))
     }
