@@ -56,7 +56,7 @@ MAN_DATE    := $(shell git log -1 --format=%cs 2>/dev/null || date +%F)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build private-secrets run test test-calendar test-install unit e2e deps test-deps test-venv clean bench fuzz soak release man install uninstall deb
+.PHONY: all build format private-secrets run test test-calendar test-install unit e2e deps test-deps test-venv clean bench fuzz soak release man install uninstall deb
 
 all: build
 
@@ -92,6 +92,10 @@ build: deps private-secrets
 # clone readable by all, and tidings refuses a secret file that group or others can read.
 private-secrets:
 	@find plugins.d/secrets -type f ! -name README -exec chmod 600 {} +
+
+# Formats the Swift sources as .swift-format says (swift-format ships with the toolchain).
+format:
+	$(dir $(shell command -v $(SWIFT)))swift-format format --in-place --recursive --parallel Sources Tests Fuzz/Sources Package.swift
 
 # Runs the daemon in the foreground on the shipped etc/ and plugins.d/, state in ./.state.
 run: build
