@@ -7,6 +7,9 @@ PYTHON       ?= /usr/bin/python3
 TEST_VENV    := .venv
 TEST_PYTHON  := $(TEST_VENV)/bin/python
 BIN          := .build/debug/tidings
+# The debug build for `make run` and `make test` keeps line tables, not full debug info: a
+# backtrace still names file and line, and the build and its link are much faster.
+DEBUG_FLAGS  ?= -Xswiftc -gline-tables-only
 STATE_DIR    ?= .state
 
 # Needed to build (GRDB links SQLite; the desktop sink links libnotify; HTTP is libcurl; python3
@@ -86,7 +89,7 @@ $(TEST_VENV)/.stamp: Tests/e2e/requirements.txt
 	touch $@
 
 build: deps private-secrets
-	$(SWIFT) build
+	$(SWIFT) build $(DEBUG_FLAGS)
 
 # git keeps no file modes but the executable bit: the shipped placeholder secrets come out of a
 # clone readable by all, and tidings refuses a secret file that group or others can read.
@@ -130,8 +133,8 @@ test-install: test-deps build release man
 # parameter set to PostgreSQL (TIDINGS_TEST_BACKEND; a server the tests start themselves, in a
 # temp dir on a loopback port: TidingsTestSupport's TestState).
 unit:
-	$(SWIFT) test
-	TIDINGS_TEST_BACKEND=postgres $(SWIFT) test --skip-build --filter TidingsEngineTests
+	$(SWIFT) test $(DEBUG_FLAGS)
+	TIDINGS_TEST_BACKEND=postgres $(SWIFT) test $(DEBUG_FLAGS) --skip-build --filter TidingsEngineTests
 
 # Four test files at a time, each file on one worker (its module fixtures, Synapse say, start once).
 E2E_JOBS ?= 4
@@ -158,7 +161,7 @@ man: build
 	@$(MAKE) --no-print-directory $(MAN_DIR)/.stamp
 
 $(MAN_DIR)/.stamp: $(BIN) etc/man/generated-pages.sed etc/man/md2man.py etc/man/tidings.toml.5.in $(shell find docs -name '*.md')
-	$(SWIFT) build --product generate-manual
+	$(SWIFT) build $(DEBUG_FLAGS) --product generate-manual
 	rm -rf $(MAN_DIR) && mkdir -p $(MAN_DIR)
 	.build/debug/generate-manual $(BIN) --multi-page --date $(MAN_DATE) --output-directory $(MAN_DIR)
 	sed -i -f etc/man/generated-pages.sed $(MAN_DIR)/*.1
