@@ -470,6 +470,16 @@ def smaps_by_mapping(pid):
     return sorted(rss.items(), key=lambda kv: -kv[1])
 
 
+def rollup(pid, key):
+    """A total from /proc/PID/smaps_rollup (KiB): Pss, Private_Dirty (what no other process
+    shares and the kernel cannot drop: heap, stacks, relocated data)."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
 def bench_footprint(args, work):
     """What tidings costs doing nothing: the daemon on the shipped configuration, `--version`,
     and the installed binary on disk."""
@@ -497,6 +507,7 @@ def bench_footprint(args, work):
             if p.poll() is not None:
                 raise RuntimeError(f"the idle daemon exited {p.returncode}; see {d}/daemon-{tag}.log")
             res[f"idle_{tag}"] = {"rss_kib": proc_status(p.pid, "VmRSS"), "peak_rss_kib": proc_status(p.pid, "VmHWM"),
+                                  "private_dirty_kib": rollup(p.pid, "Private_Dirty"), "pss_kib": rollup(p.pid, "Pss"),
                                   "threads": proc_status(p.pid, "Threads"), "smaps": smaps_by_mapping(p.pid)[:12],
                                   "thread_names": sorted(open(f"/proc/{p.pid}/task/{t}/comm").read().strip()
                                                          for t in os.listdir(f"/proc/{p.pid}/task"))}
@@ -582,7 +593,8 @@ def table(res):
             if f"idle_{tag}" not in x:
                 continue
             i = x[f"idle_{tag}"]
-            rows.append((f"7. idle daemon, shipped etc/, {what}", f"{mib(i['rss_kib'])}, {i['threads']} threads", ""))
+            rows.append((f"7. idle daemon, shipped etc/, {what}", f"{mib(i['rss_kib'])}, {i['threads']} threads "
+                         f"(PSS {mib(i['pss_kib'])}, private dirty {mib(i['private_dirty_kib'])})", ""))
             rows.append(("   largest mappings (smaps RSS)", ", ".join(f"{n} {k / 1024:.1f}" for n, k in i["smaps"][:6]), ""))
             rows.append((f"   `tidings --version`, {what}", mib(x[f"version_rss_kib_{tag}"]), ""))
         if "installed_bytes" in x:
