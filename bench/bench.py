@@ -589,7 +589,7 @@ def table(res):
         rows.append((f"   page of {p['bytes'] / 1e6:.1f} MB, empty state", f"{p['bytes'] / 1e6 / max(p['wall_s'], 1e-3):.1f} MB/s ({p['wall_s']:.2f} s), {mib(p['rss_kib'])}", ""))
     if "footprint" in res:
         x = res["footprint"]
-        for tag, what in (("bench", "release build"), ("installed", "installed (static, stripped)")):
+        for tag, what in (("bench", "release build"), ("installed", "installed binary (static)")):
             if f"idle_{tag}" not in x:
                 continue
             i = x[f"idle_{tag}"]
