@@ -13,8 +13,8 @@ DEBUG_FLAGS  ?= -Xswiftc -gline-tables-only
 STATE_DIR    ?= .state
 
 # Needed to build (GRDB links SQLite; the desktop sink links libnotify; HTTP is libcurl; python3
-# makes tidings.toml(5) from docs/).
-BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev pkg-config python3
+# makes tidings.toml(5) from docs/; binutils' objcopy strips the release binary).
+BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev pkg-config python3 binutils
 # Needed by the test suite: real session bus + notification server, real Alertmanager, real
 # Prometheus and promtool; for the install tests: systemd-analyze, man, bash completion, the
 # Debian package tools, lintian; PostgreSQL (and openssl, for the sslmode tests' certificates)
@@ -144,13 +144,14 @@ e2e: test-venv
 # The binary `make install` installs: release, with the Swift runtime linked statically, so it
 # runs on a machine without the Swift toolchain (its shared libraries are Debian's); no
 # RUNPATH ($ORIGIN would let a library beside the binary be loaded); relocations bound at start
-# (BIND_NOW, so they can be made read-only).
+# (BIND_NOW, so they can be made read-only); stripped, its debug symbols kept apart in
+# $(RELEASE_BIN).debug (packaging/split-debug.sh; `make deb` packages them as tidings-dbgsym).
 release: $(RELEASE_BIN)
 
-$(RELEASE_BIN): $(SWIFT_INPUTS) Makefile | deps
+$(RELEASE_BIN): $(SWIFT_INPUTS) Makefile packaging/split-debug.sh | deps
 	$(SWIFT) build -c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --product tidings
 	mkdir -p $(@D)
-	cp .build/release/tidings $@
+	packaging/split-debug.sh .build/release/tidings $@
 
 # tidings(1) and one page per subcommand, tidings-SUBCOMMAND(1) as git and systemd name theirs,
 # generated from the argument parser of the debug build by swift-argument-parser's
@@ -215,13 +216,14 @@ uninstall:
 DEB_COMPRESSION ?= xz
 deb: $(INSTALL_BIN) $(MAN_BUILD)/.stamp
 	$(call apt_install,$(DEB_PACKAGES))
-	VERSION=$(VERSION) MAKE="$(MAKE)" DEB_COMPRESSION="$(DEB_COMPRESSION)" packaging/deb.sh
+	VERSION=$(VERSION) MAKE="$(MAKE)" DEB_COMPRESSION="$(DEB_COMPRESSION)" DEB_DEBUG_FILE="$(INSTALL_BIN).debug" packaging/deb.sh
 
-# Benchmarks (issue 5): loopback only, release build, prints a short table. Not part of `make test`.
-# Knobs: BENCH_N="200 1000" BENCH_RUNS=7 BENCH_DAEMON_SECONDS=135 BENCH_ONLY="1 2 3 4 5"
-# BENCH_SHARED_SOURCES=30000 BENCH_SHARED_SECONDS=180 (see bench/bench.py).
+# Benchmarks (issues 5 and 23): loopback only, release build, prints a short table and issue 23's
+# figures beside their goals. Not part of `make test`.
+# Knobs: BENCH_N="200 1000" BENCH_RUNS=7 BENCH_DAEMON_SECONDS=135 BENCH_ONLY="1 2 3 4 5 7"
+# BENCH_SHARED_SOURCES=30000 BENCH_SHARED_SECONDS=180 BENCH_IDLE_SECONDS=20 (see bench/bench.py).
 bench:
-	SWIFT=$(SWIFT) PYTHON=$(PYTHON) bench/run.sh
+	SWIFT=$(SWIFT) PYTHON=$(PYTHON) MAKE="$(MAKE)" bench/run.sh
 
 # Fuzzing (issue 5): libFuzzer + AddressSanitizer over the config loader, the duration parser and
 # every provider's response decoder; FUZZ_SECONDS per target (default 60, about 10 minutes in all),

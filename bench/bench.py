@@ -10,12 +10,17 @@
    PostgreSQL's CPU (all its processes), scheduling lateness per instance;
 6. sources people watch (DESIGN §12): one `check` of 100 feeds and 100 pages vs urlwatch 2.29
    on the same nginx (wall, CPU, peak RSS), and one 10,000-entry feed and one 2 MB page
-   (entries/s, MiB/s, peak RSS).
+   (entries/s, MiB/s, peak RSS);
+7. footprint (issue 23): the idle daemon on the shipped etc/ and plugins.d/ (RSS, threads, and
+   RSS by mapping from /proc/PID/smaps), `tidings --version`'s RSS (the floor every command
+   pays), and the installed binary's size (`make release`: stripped, debug symbols apart).
+
+Then a summary: each figure of issue 23's table beside its goal, met or missed by how much.
 
 Prints one short table; the raw figures go to bench-results/latest.json (not committed).
 Knobs (environment): BENCH_N="200 1000", BENCH_RUNS=7, BENCH_DAEMON_SOURCES=10000,
 BENCH_DAEMON_SECONDS=135, BENCH_SHARED_SOURCES=30000, BENCH_SHARED_SECONDS=180,
-BENCH_ONLY="1 2 3 4 5 6", BENCH_KEEP=1 (keep the work directory).
+BENCH_IDLE_SECONDS=20, BENCH_ONLY="1 2 3 4 5 6 7", BENCH_KEEP=1 (keep the work directory).
 """
 import argparse
 import json
@@ -207,6 +212,16 @@ def bench_check_vs_urlwatch(args, work, nginx, urlwatch, n, runs):
     return res
 
 
+def stop(p):
+    """SIGTERM, then SIGKILL after 30 s; reaped."""
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 def proc_cpu(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -251,12 +266,7 @@ def bench_daemon(args, work, nginx, n, seconds):
         rss = proc_status(p.pid, "VmRSS")
         total_cpu = c2
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        stop(p)
     with open(logfile) as f:
         text = f.read()
     reports = [tuple(float(x) for x in m.groups()) for m in LATE.finditer(text)]
@@ -447,6 +457,70 @@ def bench_watch(args, work, nginx, urlwatch, runs):
     return res
 
 
+def smaps_by_mapping(pid):
+    """RSS (KiB) per mapping name ("[heap]", "[anon]", a library's file name), largest first."""
+    rss, name = {}, None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+$", parts[0]):
+                name = os.path.basename(parts[5]) if len(parts) > 5 else "[anon]"
+            elif parts[0] == "Rss:":
+                rss[name] = rss.get(name, 0) + int(parts[1])
+    return sorted(rss.items(), key=lambda kv: -kv[1])
+
+
+def rollup(pid, key):
+    """A total from /proc/PID/smaps_rollup (KiB): Pss, Private_Dirty (what no other process
+    shares and the kernel cannot drop: heap, stacks, relocated data)."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def bench_footprint(args, work):
+    """What tidings costs doing nothing: the daemon on the shipped configuration, `--version`,
+    and the installed binary on disk."""
+    d = os.path.join(work, "footprint")
+    os.makedirs(os.path.join(d, "etc"))
+    shutil.copy(os.path.join(ROOT, "etc", "tidings.toml"), os.path.join(d, "etc"))
+    shutil.copytree(os.path.join(ROOT, "plugins.d"), os.path.join(d, "plugins.d"))
+    for x in os.listdir(os.path.join(d, "plugins.d", "secrets")):
+        os.chmod(os.path.join(d, "plugins.d", "secrets", x), 0o600)  # as a copy in use must be
+    res = {}
+    binaries = [("bench", args.bin)]
+    if os.path.exists(args.install_bin):
+        binaries.append(("installed", args.install_bin))
+    for tag, binary in binaries:
+        rss = sorted(timed([binary, "--version"])[2] for _ in range(5))
+        res[f"version_rss_kib_{tag}"] = rss[2]
+        seconds = float(os.environ.get("BENCH_IDLE_SECONDS", "20"))
+        log(f"[7] {tag} binary: --version {rss[2] // 1024} MiB; idle daemon on the shipped etc/ for {seconds:.0f}s")
+        state = os.path.join(d, f"state-{tag}")
+        with open(os.path.join(d, f"daemon-{tag}.log"), "w") as lf:
+            p = subprocess.Popen([binary, "run", "--config", os.path.join(d, "etc", "tidings.toml"), "--state-dir", state],
+                                 stdout=subprocess.DEVNULL, stderr=lf)
+        try:
+            time.sleep(seconds)
+            if p.poll() is not None:
+                raise RuntimeError(f"the idle daemon exited {p.returncode}; see {d}/daemon-{tag}.log")
+            res[f"idle_{tag}"] = {"rss_kib": proc_status(p.pid, "VmRSS"), "peak_rss_kib": proc_status(p.pid, "VmHWM"),
+                                  "private_dirty_kib": rollup(p.pid, "Private_Dirty"), "pss_kib": rollup(p.pid, "Pss"),
+                                  "threads": proc_status(p.pid, "Threads"), "smaps": smaps_by_mapping(p.pid)[:12],
+                                  "thread_names": sorted(open(f"/proc/{p.pid}/task/{t}/comm").read().strip()
+                                                         for t in os.listdir(f"/proc/{p.pid}/task"))}
+        finally:
+            stop(p)
+    if os.path.exists(args.install_bin):
+        debug = args.install_bin + ".debug"
+        res["installed_bytes"] = os.path.getsize(args.install_bin)
+        res["installed_debug_bytes"] = os.path.getsize(debug) if os.path.exists(debug) else None
+        res["installed_stripped"] = "symtab" not in subprocess.run(["readelf", "-S", args.install_bin], capture_output=True, text=True).stdout
+    return res
+
+
 # ---------------------------------------------------------------- report
 
 def machine():
@@ -513,19 +587,84 @@ def table(res):
         f, p = x["big_feed"], x["big_page"]
         rows.append((f"   feed of {f['items']:,} entries ({f['bytes'] / 1e6:.1f} MB), empty state", f"{f['items'] / max(f['wall_s'], 1e-3):,.0f} entries/s ({f['wall_s']:.2f} s), {mib(f['rss_kib'])}", ""))
         rows.append((f"   page of {p['bytes'] / 1e6:.1f} MB, empty state", f"{p['bytes'] / 1e6 / max(p['wall_s'], 1e-3):.1f} MB/s ({p['wall_s']:.2f} s), {mib(p['rss_kib'])}", ""))
-    w = [max(len(r[i]) for r in rows) for i in range(3)]
+    if "footprint" in res:
+        x = res["footprint"]
+        for tag, what in (("bench", "release build"), ("installed", "installed binary (static)")):
+            if f"idle_{tag}" not in x:
+                continue
+            i = x[f"idle_{tag}"]
+            rows.append((f"7. idle daemon, shipped etc/, {what}", f"{mib(i['rss_kib'])}, {i['threads']} threads "
+                         f"(PSS {mib(i['pss_kib'])}, private dirty {mib(i['private_dirty_kib'])})", ""))
+            rows.append(("   largest mappings (smaps RSS)", ", ".join(f"{n} {k / 1024:.1f}" for n, k in i["smaps"][:6]), ""))
+            rows.append((f"   `tidings --version`, {what}", mib(x[f"version_rss_kib_{tag}"]), ""))
+        if "installed_bytes" in x:
+            dbg = x["installed_debug_bytes"]
+            rows.append(("   installed binary (.build/install/tidings)", f"{x['installed_bytes'] / 1e6:.1f} MB"
+                         + (", stripped" if x["installed_stripped"] else ", NOT stripped")
+                         + (f"; debug symbols apart {dbg / 1e6:.1f} MB" if dbg else ""), ""))
+    w = [max(len(r[i]) for r in rows) for i in range(3)] if rows else [0, 0, 0]
     lines = [f"tidings benchmarks — {res['machine']}, load average at start {res.get('loadavg', '?')}", ""]
     lines += [f"{a:<{w[0]}}  {b:<{w[1]}}  {c}".rstrip() for a, b, c in rows]
-    return "\n".join(lines)
+    return "\n".join(lines + [""] + summary(res))
+
+
+def verdict(value, goal, smaller_is_better=True, unit=""):
+    """"met", or "missed by X×" (how far the value is from the goal, as a factor)."""
+    if (value <= goal) if smaller_is_better else (value >= goal):
+        return "met"
+    factor = value / goal if smaller_is_better else goal / max(value, 1e-9)
+    return f"missed by {factor:.1f}x"
+
+
+def summary(res):
+    """Issue 23's table: figure | value | goal | met / missed by X (figures not measured in
+    this run are left out: BENCH_ONLY)."""
+    rows = []
+    mib = lambda k: k / 1024
+    x = res.get("footprint", {})
+    idle = x.get("idle_installed") or x.get("idle_bench")
+    if idle:
+        tag = "installed" if "idle_installed" in x else "release build"
+        rows.append((f"idle daemon, shipped etc/, RSS ({tag})", f"{mib(idle['rss_kib']):.1f} MiB, {idle['threads']} threads", "<= 16 MiB",
+                     verdict(mib(idle["rss_kib"]), 16)))
+    v = x.get("version_rss_kib_installed") or x.get("version_rss_kib_bench")
+    if v:
+        tag = "installed" if "version_rss_kib_installed" in x else "release build"
+        rows.append((f"`tidings --version`, RSS ({tag})", f"{mib(v):.1f} MiB", "<= 8 MiB", verdict(mib(v), 8)))
+    c200 = next((r for r in res.get("check", []) if r["n"] == 200), None)
+    if c200:
+        rows.append(("check 200 http-json vs urlwatch 2.29, wall", f"{c200['wall_ratio']:.1f}x faster ({c200['tidings']['wall_s']:.3f} vs {c200['urlwatch']['wall_s']:.3f} s)",
+                     ">= 10x", verdict(c200["wall_ratio"], 10, False)))
+        rows.append(("same, peak RSS", f"{c200['rss_ratio']:.2f}x lighter ({mib(c200['tidings']['rss_kib']):.1f} vs {mib(c200['urlwatch']['rss_kib']):.1f} MiB)",
+                     ">= 2x", verdict(c200["rss_ratio"], 2, False)))
+    if "daemon" in res:
+        d = res["daemon"]
+        rows.append((f"daemon, {d['sources']} sources at 60 s, CPU", f"{d['cpu_pct']:.1f} % of a core", "<= 5 %", verdict(d["cpu_pct"], 5)))
+        rows.append(("same, peak RSS", f"{mib(d['peak_rss_kib']):.1f} MiB", "<= 64 MiB", verdict(mib(d["peak_rss_kib"]), 64)))
+    if "cold" in res:
+        rows.append(("`tidings sources`, 10,000 sources, cold", f"{res['cold']['median_ms']:.0f} ms", "<= 50 ms", verdict(res["cold"]["median_ms"], 50)))
+    if "shared" in res:
+        worst = max(i["peak_rss_kib"] for i in res["shared"]["instances"])
+        rows.append((f"3 instances sharing {res['shared']['sources']} sources, RSS each (max)", f"{mib(worst):.1f} MiB", "<= 96 MiB", verdict(mib(worst), 96)))
+    if "installed_bytes" in x:
+        rows.append(("installed binary", f"{x['installed_bytes'] / 1e6:.1f} MB", "<= 40 MB", verdict(x["installed_bytes"] / 1e6, 40)))
+    if not rows:
+        return []
+    head = ("figure (issue 23)", "value", "goal", "met / missed by")
+    w = [max(len(r[i]) for r in rows + [head]) for i in range(4)]
+    fmt = lambda r: f"{r[0]:<{w[0]}} | {r[1]:<{w[1]}} | {r[2]:<{w[2]}} | {r[3]}"
+    return [fmt(head), "-+-".join("-" * n for n in w), *map(fmt, rows)]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(ROOT, ".build/release/tidings"))
     ap.add_argument("--bench-bin", default=os.path.join(ROOT, ".build/release/tidings-bench"))
+    ap.add_argument("--install-bin", default=os.path.join(ROOT, ".build/install/tidings"),
+                    help="the binary `make install` installs (`make release`), for benchmark 7")
     args = ap.parse_args()
-    args.bin, args.bench_bin = os.path.abspath(args.bin), os.path.abspath(args.bench_bin)
-    only = set(env_list("BENCH_ONLY", "1 2 3 4 5"))
+    args.bin, args.bench_bin, args.install_bin = map(os.path.abspath, (args.bin, args.bench_bin, args.install_bin))
+    only = set(env_list("BENCH_ONLY", "1 2 3 4 5 7"))
     ns = env_list("BENCH_N", "200 1000")
     runs = int(os.environ.get("BENCH_RUNS", "7"))
     dn = int(os.environ.get("BENCH_DAEMON_SOURCES", "10000"))
@@ -535,10 +674,12 @@ def main():
 
     work = tempfile.mkdtemp(prefix="tidings-bench-")
     res = {"machine": machine(), "loadavg": " ".join(open("/proc/loadavg").read().split()[:3]), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    nginx = Nginx(work, max(ns + [dn] + ([sn] if 5 in only else [])))
+    # (Benchmarks 3 and 7 alone need no nginx.)
+    nginx = Nginx(work, max(ns + [dn] + ([sn] if 5 in only else []))) if only & {1, 2, 4, 5, 6} else None
     try:
-        nginx.start()
-        log(f"nginx on 127.0.0.1:{nginx.port}, work dir {work}")
+        if nginx:
+            nginx.start()
+            log(f"nginx on 127.0.0.1:{nginx.port}, work dir {work}")
         urlwatch = make_venv(work) if (1 in only or 6 in only) else None
         if 1 in only:
             res["check"] = [bench_check_vs_urlwatch(args, work, nginx, urlwatch, n, runs) for n in ns]
@@ -555,8 +696,11 @@ def main():
             res["cold"] = bench_cold_start(args, work, targs)
         if 5 in only:
             res["shared"] = bench_shared(args, work, nginx, sn, ssec)
+        if 7 in only:
+            res["footprint"] = bench_footprint(args, work)
     finally:
-        nginx.stop()
+        if nginx:
+            nginx.stop()
         if os.environ.get("BENCH_KEEP"):
             log(f"kept {work}")
         else:

@@ -2,7 +2,7 @@
 # make deb: tidings_VERSION_ARCH.deb in the repository root, built with dpkg's own tools
 # (no debhelper): the `make install` layout under /usr, stripped; /etc/tidings/tidings.toml
 # (a conffile) and /etc/tidings/plugins.d/; Depends from dpkg-shlibdeps on the libraries the
-# binary links. Needs VERSION (from the Makefile) and a built `make release man`;
+# binary links; with DEB_DEBUG_FILE, tidings-dbgsym_VERSION_ARCH.deb beside it (its debug symbols). Needs VERSION (from the Makefile) and a built `make release man`;
 # DEB_COMPRESSION (xz, gzip or none) picks the compression. DEB_WORK (.build/deb) is where the
 # tree is staged, DEB_OUT (.) where the package goes; Tests/e2e/test_install_modes.py sets both.
 set -euo pipefail
@@ -57,4 +57,38 @@ chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles
 deb=${DEB_OUT:+$DEB_OUT/}tidings_${VERSION}_$(dpkg --print-architecture).deb
 # xz by default (the smallest package); the install tests ask for gzip (40 s less of xz -6).
 dpkg-deb --root-owner-group "-Z${DEB_COMPRESSION:-xz}" --build "$root" "$deb" >/dev/null
+
+# The debug symbols `make release` kept apart (packaging/split-debug.sh), if given
+# (DEB_DEBUG_FILE): tidings-dbgsym as Debian's dh_strip makes it, the file under
+# /usr/lib/debug/.build-id/ (where gdb and perf look), for this very build of tidings.
+dbg=${DEB_DEBUG_FILE:-}
+if [ -n "$dbg" ] && [ -f "$dbg" ]; then
+  id=$(readelf -n "$root/usr/bin/tidings" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p')
+  [ -n "$id" ] || { echo "usr/bin/tidings has no build id" >&2; exit 1; }
+  droot=$work/dbgsym
+  install -d -m 0755 "$droot/DEBIAN" "$droot/usr/lib/debug/.build-id/${id:0:2}" "$droot/usr/share/doc"
+  install -m 0644 "$dbg" "$droot/usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug"
+  ln -s tidings "$droot/usr/share/doc/tidings-dbgsym"
+  arch=$(dpkg --print-architecture)
+  cat >"$droot/DEBIAN/control" <<CONTROL
+Package: tidings-dbgsym
+Source: tidings
+Version: $VERSION
+Architecture: $arch
+Maintainer: $(sed -n 's/^Maintainer: //p' packaging/debian/control)
+Installed-Size: $(du -sk "$droot/usr" | cut -f1)
+Depends: tidings (= $VERSION)
+Section: debug
+Priority: optional
+Auto-Built-Package: debug-symbols
+Build-Ids: $id
+Description: debug symbols for tidings
+CONTROL
+  (cd "$droot" && find usr -type f -print0 | LC_ALL=C sort -z | xargs -0 md5sum >DEBIAN/md5sums)
+  chmod 0644 "$droot/DEBIAN/control" "$droot/DEBIAN/md5sums"
+  dbgdeb=${DEB_OUT:+$DEB_OUT/}tidings-dbgsym_${VERSION}_$arch.deb
+  dpkg-deb --root-owner-group "-Z${DEB_COMPRESSION:-xz}" --build "$droot" "$dbgdeb" >/dev/null
+  echo "$dbgdeb"
+fi
+# The package itself last: the install tests read its name from the last line.
 echo "$deb"

@@ -28,6 +28,43 @@ final class PerformanceGuardTests: XCTestCase {
         XCTAssertEqual(TOMLLineIndex.keyPath(" a . \"b.c\" .d "), "a.b.c.d")
     }
 
+    /// The line index's byte fast paths (ASCII text, keys without dots or quotes) give what the
+    /// Character rules give, on strings made of blanks, Unicode blanks, combining marks, CR LF.
+    func testLineIndexFastPathsAgreeWithCharacters() {
+        func blank(_ c: Character) -> Bool { c == " " || c == "\t" || (c.isWhitespace && !c.isNewline) }
+        func trimmed(_ s: Substring) -> String {
+            guard let first = s.firstIndex(where: { !blank($0) }) else { return "" }
+            return String(s[first...s.lastIndex(where: { !blank($0) })!])
+        }
+        func keyPath(_ raw: String) -> String {
+            var parts: [String] = [], cur = "", quote: Character? = nil
+            for ch in raw {
+                if let q = quote { if ch == q { quote = nil } else { cur.append(ch) } }
+                else if ch == "\"" || ch == "'" { quote = ch }
+                else if ch == "." { parts.append(trimmed(cur[...])); cur = "" }
+                else { cur.append(ch) }
+            }
+            parts.append(trimmed(cur[...]))
+            return parts.joined(separator: ".")
+        }
+        let pieces = ["", " ", "\t", "a", "k_1", "=", "\"", "'", ".", "\r", "\n", "\r\n", "\u{00A0}", "\u{301}", "é", "\u{3000}", "#", "["]
+        var seed: UInt64 = 23
+        for _ in 0..<20_000 {
+            var s = ""
+            seed = seed &* 6364136223846793005 &+ 1442695040888963407
+            for k in 0..<Int(seed >> 61) + 1 { s += pieces[Int((seed >> UInt64(4 * k + 3)) & 0xFFFF) % pieces.count] }
+            XCTAssertEqual(TOMLLineIndex.trimmed(s[...]), trimmed(s[...]), s.debugDescription)
+            XCTAssertEqual(TOMLLineIndex.keyPath(s), keyPath(s), s.debugDescription)
+            XCTAssertEqual(TOMLLineIndex.lines(s), s.split(separator: "\n", omittingEmptySubsequences: false), s.debugDescription)
+        }
+        let index = TOMLLineIndex(text: "# c\nname = 1\n  \"a=b\" = 2\n[t]\nx.y = 'q=r'\n\"é\" = 3\n")
+        XCTAssertEqual(index.recordedLine(of: "name"), 2)
+        XCTAssertEqual(index.recordedLine(of: "a=b"), 3)
+        XCTAssertEqual(index.recordedLine(of: "t"), 4)
+        XCTAssertEqual(index.recordedLine(of: "t.x.y"), 5)
+        XCTAssertEqual(index.recordedLine(of: "t.é"), 6)
+    }
+
     /// Event ids: 10 time characters then 16 random ones (80 bits from two draws), all
     /// Crockford base32; sortable by time and unique.
     func testEventIDsKeepTheirShape() {

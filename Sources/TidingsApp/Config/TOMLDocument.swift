@@ -72,7 +72,7 @@ package struct TOMLLineIndex {
         var current = ""
         var arrayCounts: [String: Int] = [:]
         var inMultiline: String? = nil
-        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (n, raw) in Self.lines(text).enumerated() {
             let lineNo = n + 1
             var line = Self.trimmed(raw)
             if let delim = inMultiline {
@@ -108,6 +108,22 @@ package struct TOMLLineIndex {
     /// The line `path` itself was written on, if it was (array elements and tables implied by
     /// dotted keys were not; ``ConfigTable/convert(_:path:file:index:line:)`` gives them their parent's).
     package func recordedLine(of path: String) -> Int? { lines[path] }
+
+    /// `text` split at "\n" as Characters split it ("\r\n" is one Character, not a break):
+    /// on the bytes when the text is ASCII without "\r", where both agree.
+    static func lines(_ text: String) -> [Substring] {
+        if text.utf8.allSatisfy({ $0 < 0x80 && $0 != 0x0D }) {
+            var out: [Substring] = []
+            var start = text.startIndex
+            for i in text.utf8.indices where text.utf8[i] == 0x0A {
+                out.append(text[start..<i])
+                start = text.utf8.index(after: i)
+            }
+            out.append(text[start...])
+            return out
+        }
+        return text.split(separator: "\n", omittingEmptySubsequences: false)
+    }
 
     private mutating func record(_ path: String, _ line: Int) {
         if lines[path] == nil { lines[path] = line }
@@ -152,6 +168,21 @@ package struct TOMLLineIndex {
 
     /// Index of the `=` that separates key and value, ignoring `=` in quoted keys.
     private static func assignmentIndex(_ line: String) -> String.Index? {
+        // ASCII only (most lines): one Character per byte, so the bytes decide alike, faster.
+        if line.utf8.allSatisfy({ $0 < 0x80 }) {
+            var quote: UInt8? = nil
+            for i in line.utf8.indices {
+                let b = line.utf8[i]
+                if let q = quote {
+                    if b == q { quote = nil }
+                } else if b == UInt8(ascii: "\"") || b == UInt8(ascii: "'") {
+                    quote = b
+                } else if b == UInt8(ascii: "=") {
+                    return i
+                }
+            }
+            return nil
+        }
         var quote: Character? = nil
         var i = line.startIndex
         while i < line.endIndex {
@@ -170,6 +201,10 @@ package struct TOMLLineIndex {
 
     /// `a . "b.c" .d` → `a.b.c.d` (quotes dropped; matches TOMLKit's keys joined by dots).
     package static func keyPath(_ raw: String) -> String {
+        // No quote and no dot (most keys): one part, the trimmed key.
+        if !raw.utf8.contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "'") }) {
+            return trimmed(raw[...])
+        }
         var parts: [String] = []
         var cur = ""
         var quote: Character? = nil
@@ -192,6 +227,18 @@ package struct TOMLLineIndex {
     /// Leading and trailing blanks (not newlines) removed, in pure Swift: Foundation's
     /// `trimmingCharacters(in:)` bridges through NSString and dominated loading 10,000 plugin files.
     package static func trimmed(_ s: Substring) -> String {
+        // Fast path on the bytes: spaces and tabs off both ends; if a non-ASCII byte is then at
+        // an end (a Unicode blank, a combining mark), the Characters decide below.
+        let u = s.utf8
+        var lo = u.startIndex, hi = u.endIndex
+        while lo < hi, u[lo] == 0x20 || u[lo] == 0x09 { lo = u.index(after: lo) }
+        while lo < hi {
+            let last = u.index(before: hi)
+            guard u[last] == 0x20 || u[last] == 0x09 else { break }
+            hi = last
+        }
+        if lo == hi { return "" }
+        if u[lo] < 0x80, u[u.index(before: hi)] < 0x80 { return String(s[lo..<hi]) }
         func blank(_ c: Character) -> Bool { c == " " || c == "\t" || (c.isWhitespace && !c.isNewline) }
         guard let first = s.firstIndex(where: { !blank($0) }) else { return "" }
         let last = s.lastIndex(where: { !blank($0) })!

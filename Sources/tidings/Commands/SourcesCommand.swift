@@ -43,7 +43,7 @@ struct SourcesCommand: AsyncParsableCommand {
                 ]
                 emit(obj.jsonString())
             } else {
-                var line = "\(s.name.padding(toLength: 20, withPad: " ", startingAt: 0)) \(s.provider.padding(toLength: 12, withPad: " ", startingAt: 0)) every \(DurationParser.format(s.settings.interval).padding(toLength: 6, withPad: " ", startingAt: 0)) \(state.padding(toLength: 11, withPad: " ", startingAt: 0))"
+                var line = "\(Self.pad(s.name, 20)) \(Self.pad(s.provider, 12)) every \(Self.pad(DurationParser.format(s.settings.interval), 6)) \(Self.pad(state, 11))"
                 line += " last ok: \(st?.lastSuccess.map(Self.ago) ?? "never")"
                 if let n = st?.nextDue, s.settings.enabled, state != "auth-failed" { line += ", next: \(Self.until(n))" }
                 if let m = st?.minInterval, m > s.settings.interval { line += ", server minimum interval: \(DurationParser.format(m))" }
@@ -53,6 +53,13 @@ struct SourcesCommand: AsyncParsableCommand {
                 emit(line)
             }
         }
+    }
+
+    /// `text.padding(toLength: width, withPad: " ", startingAt: 0)`, without bridging to NSString
+    /// when it only pads (with 10,000 sources the bridged calls were 7 % of `sources`' CPU).
+    static func pad(_ text: String, _ width: Int) -> String {
+        let n = text.utf16.count
+        return n < width ? text + String(repeating: " ", count: width - n) : text.padding(toLength: width, withPad: " ", startingAt: 0)
     }
 
     static func ago(_ d: Date) -> String { DurationParser.format(max(0, -d.timeIntervalSinceNow)) + " ago" }
