@@ -210,7 +210,8 @@ let package = Package(
         .testTarget(name: "TidingsPluginAPITests", dependencies: testDependencies),
         .testTarget(name: "TidingsPOSIXTests", dependencies: testDependencies),
         .testTarget(name: "TidingsEngineTests", dependencies: testDependencies),
-        .testTarget(name: "TidingsSQLiteTests", dependencies: testDependencies,
+        .testTarget(
+            name: "TidingsSQLiteTests", dependencies: testDependencies,
             // A state file made by an older build, read by OldStateFileTests through #filePath.
             exclude: ["Fixtures"]),
         .testTarget(name: "TidingsPostgresTests", dependencies: testDependencies),
@@ -219,7 +220,8 @@ let package = Package(
         .testTarget(name: "TidingsSinksTests", dependencies: testDependencies),
         .testTarget(name: "TidingsSystemBusTests", dependencies: testDependencies),
         .testTarget(name: "TidingsMonitoringTests", dependencies: testDependencies),
-        .testTarget(name: "TidingsAppTests", dependencies: testDependencies,
+        .testTarget(
+            name: "TidingsAppTests", dependencies: testDependencies,
             // Raw inputs that crashed `make fuzz`, read by FuzzRegressionTests through #filePath.
             exclude: ["FuzzRegressions"]),
     ]

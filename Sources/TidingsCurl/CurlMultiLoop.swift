@@ -171,7 +171,8 @@ final class CurlMultiLoop: @unchecked Sendable {
             var left: Int32 = 0
             while let message = curl_multi_info_read(multi, &left) {
                 guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
-                      let transfer = active[handle] else { continue }
+                    let transfer = active[handle]
+                else { continue }
                 transfer.finish(message.pointee.data.result) { retire(handle) }
             }
             // Sleeps until a socket is ready, libcurl's next timeout, or a wakeup from submit/cancel/stop.

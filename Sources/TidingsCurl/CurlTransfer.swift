@@ -78,7 +78,8 @@ final class CurlTransfer: CurlJob, @unchecked Sendable {
         }
 
         var list: UnsafeMutablePointer<curl_slist>? = nil
-        var hasUserAgent = false, hasExpect = false
+        var hasUserAgent = false
+        var hasExpect = false
         for (name, value) in request.headers {
             if name.caseInsensitiveCompare("User-Agent") == .orderedSame { hasUserAgent = true }
             if name.caseInsensitiveCompare("Expect") == .orderedSame { hasExpect = true }
@@ -123,7 +124,8 @@ final class CurlTransfer: CurlJob, @unchecked Sendable {
             }
             return colon
         }
-        var start = colon + 1, end = bytes.count
+        var start = colon + 1
+        var end = bytes.count
         func isSpace(_ c: UInt8) -> Bool { c == 32 || c == 9 || c == 13 || c == 10 }
         while start < end, isSpace(bytes[start]) { start += 1 }
         while end > start, isSpace(bytes[end - 1]) { end -= 1 }
@@ -147,7 +149,8 @@ final class CurlTransfer: CurlJob, @unchecked Sendable {
         case CURLE_FILESIZE_EXCEEDED:
             return .failure(HTTPClientError.bodyTooLarge(limit: request.maxBody))
         case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR:
-            let hint = request.caFile.map { " (checked against ca_file \($0))" }
+            let hint =
+                request.caFile.map { " (checked against ca_file \($0))" }
                 ?? " (for a private CA or a self-signed server, give its certificate as ca_file)"
             return .failure(HTTPClientError.transport("TLS certificate: " + Redactor.shared.scrub(errorBuffer.message(code)) + hint))
         default:

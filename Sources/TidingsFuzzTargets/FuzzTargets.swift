@@ -1,9 +1,9 @@
 import Foundation
+import TidingsApp
+import TidingsCurl
 import TidingsPluginAPI
 import TidingsProviders
-import TidingsCurl
 import TidingsSinks
-import TidingsApp
 
 /// What each fuzz target does with one input: the whole of what the fuzz package (Fuzz/, built
 /// apart with the sanitizers) may call in tidings, so this is the one public API of the package.

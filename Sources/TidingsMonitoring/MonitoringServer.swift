@@ -3,9 +3,9 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import ServiceLifecycle
-import TidingsPluginAPI
 import TidingsEngine
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// The `[http] listen` endpoint: ``MonitoringRoutes`` over HTTP/1.1 (Hummingbird), bounded so
 /// that hostile clients, even on loopback, cannot hurt the daemon: at most ``maxConnections``
@@ -56,10 +56,11 @@ package final class MonitoringServer: Sendable {
                 }
                 return Response(routes.respond(method: request.method.rawValue, path: path, hasBody: hasBody))
             },
-            server: .http1(configuration: .init(
-                additionalChannelHandlers: [ConnectionDeadline(after: maxConnectionAge)],
-                idleTimeout: idleTimeout,
-                httpDecoderConfiguration: .init(maxHeaderFieldSize: maxHeaderBytes, maxHeaderListSize: maxHeaderBytes, maxHeaderFieldCount: 100))),
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [ConnectionDeadline(after: maxConnectionAge)],
+                    idleTimeout: idleTimeout,
+                    httpDecoderConfiguration: .init(maxHeaderFieldSize: maxHeaderBytes, maxHeaderListSize: maxHeaderBytes, maxHeaderFieldCount: 100))),
             configuration: .init(
                 address: .hostname(address.host, port: Int(address.port)), serverName: nil,
                 availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: quiet)),

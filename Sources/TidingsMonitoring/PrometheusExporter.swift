@@ -1,8 +1,8 @@
 import Metrics
 import Prometheus
-import TidingsPluginAPI
 import TidingsEngine
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// The Prometheus side of ``TidingsMetrics``: a registry behind swift-metrics, bootstrapped
 /// once per process (swift-metrics allows one bootstrap; a reload must not do it again), and

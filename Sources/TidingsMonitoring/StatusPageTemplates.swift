@@ -177,8 +177,10 @@ enum StatusPageTemplates {
 
     static let library: MustacheLibrary = {
         var lib = MustacheLibrary()
-        let all = ["head": head, "foot": foot, "event": event, "overview": overview, "source": source, "history": history,
-                   "outbox": outbox, "silences": silences, "notices": notices, "poll": poll, "message": message]
+        let all = [
+            "head": head, "foot": foot, "event": event, "overview": overview, "source": source, "history": history,
+            "outbox": outbox, "silences": silences, "notices": notices, "poll": poll, "message": message,
+        ]
         for (name, text) in all {
             // Fixed templates of this file: a parse error is a programming error a test catches.
             lib.register(try! MustacheTemplate(string: text), named: name)

@@ -1,9 +1,9 @@
 import Foundation
 import Mustache
 import Synchronization
-import TidingsPluginAPI
 import TidingsEngine
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// One request to the status page, without a socket.
 package struct WebRequest: Sendable {
@@ -39,8 +39,10 @@ package final class StatusPages: Sendable {
         /// Wakes the outbox: a requeued dead letter goes out now, not at the worker's next look.
         package var outboxChanged: @Sendable () -> Void
 
-        package init(config: @escaping @Sendable () -> TidingsConfig, store: StateStore, pid: Int32, startedAt: Date,
-                     pollNow: @escaping @Sendable ([String]) async -> [ControlReply], outboxChanged: @escaping @Sendable () -> Void) {
+        package init(
+            config: @escaping @Sendable () -> TidingsConfig, store: StateStore, pid: Int32, startedAt: Date,
+            pollNow: @escaping @Sendable ([String]) async -> [ControlReply], outboxChanged: @escaping @Sendable () -> Void
+        ) {
             self.config = config
             self.store = store
             self.pid = pid
@@ -82,8 +84,10 @@ package final class StatusPages: Sendable {
         if request.path == "/static/style.css" || request.path == "/static/app.js" {
             guard request.method == "GET" else { return secured(.text(405, "method not allowed: use GET", allow: "GET")) }
             let css = request.path.hasSuffix(".css")
-            return secured(MonitoringResponse(status: 200, contentType: css ? "text/css; charset=utf-8" : "text/javascript; charset=utf-8",
-                                              body: Array((css ? StatusPageAssets.css : StatusPageAssets.js).utf8)))
+            return secured(
+                MonitoringResponse(
+                    status: 200, contentType: css ? "text/css; charset=utf-8" : "text/javascript; charset=utf-8",
+                    body: Array((css ? StatusPageAssets.css : StatusPageAssets.js).utf8)))
         }
         guard let b = backend.withLock({ $0 }) else {
             return page(503, "Starting", "The daemon does not own the state yet. Reload in a moment.")
@@ -177,7 +181,8 @@ package final class StatusPages: Sendable {
     // MARK: - Pages
 
     private func overview(_ b: Backend) throws -> MonitoringResponse {
-        let config = b.config(), now = clock()
+        let config = b.config()
+        let now = clock()
         let report = try StatusReport.read(config: config, store: b.store, lock: .heldByDaemon(pid: b.pid, since: b.startedAt), now: now)
         let statuses = try b.store.statuses()
         let day = try b.store.history(source: nil, limit: 5000)
@@ -196,8 +201,10 @@ package final class StatusPages: Sendable {
             "counts": SourceHealth.allCases.map { ["health": $0.rawValue, "n": report.counts[$0] ?? 0] as [String: Any] },
             "sources": sources,
             "sinks": report.sinks.map { s -> [String: Any] in
-                ["name": s.name, "type": s.type ?? "not configured", "pending": s.pending, "held": s.held, "dead": s.dead,
-                 "lastDeadError": Self.some(s.lastDeadError), "holds": s.holds.map { "\($0.count) \($0.hold.description(now: now))" }]
+                [
+                    "name": s.name, "type": s.type ?? "not configured", "pending": s.pending, "held": s.held, "dead": s.dead,
+                    "lastDeadError": Self.some(s.lastDeadError), "holds": s.holds.map { "\($0.count) \($0.hold.description(now: now))" },
+                ]
             },
             "silences": report.silences.map { silenceRow($0, now: now) },
             "notices": report.notices.map { noticeRow($0, now: now) },
@@ -208,7 +215,8 @@ package final class StatusPages: Sendable {
     }
 
     private func source(_ b: Backend, _ name: String) throws -> MonitoringResponse {
-        let config = b.config(), now = clock()
+        let config = b.config()
+        let now = clock()
         guard let s = config.source(named: name) else { return notFound() }
         let st = try b.store.statuses()[name]
         let items = try b.store.currentItems(source: name)
@@ -218,8 +226,10 @@ package final class StatusPages: Sendable {
         ctx["chart"] = StatusChart.hours(events: events(recent), polls: polls, now: now)
         ctx["hasPolls"] = !polls.isEmpty
         ctx["polls"] = polls.suffix(20).reversed().map { p -> [String: Any] in
-            ["at": Self.time(p.at, now), "duration": String(format: "%.3f s", p.seconds), "failed": p.error != nil,
-             "outcome": p.error ?? "ok", "events": p.events]
+            [
+                "at": Self.time(p.at, now), "duration": String(format: "%.3f s", p.seconds), "failed": p.error != nil,
+                "outcome": p.error ?? "ok", "events": p.events,
+            ]
         }
         ctx["items"] = items.prefix(Self.maxRows).map { c -> [String: Any] in
             var row = itemRow(title: c.item.title, body: c.item.body, url: c.item.url, severity: c.item.severity)
@@ -237,7 +247,8 @@ package final class StatusPages: Sendable {
     }
 
     private func history(_ b: Backend, _ q: [String: String]) throws -> MonitoringResponse {
-        let now = clock(), config = b.config()
+        let now = clock()
+        let config = b.config()
         let source = q["source"].flatMap { $0.isEmpty ? nil : $0 }
         let kind = q["kind"].flatMap { $0.isEmpty ? nil : $0 }
         let severity = q["severity"].flatMap { $0.isEmpty ? nil : Severity(rawValue: $0) }
@@ -249,9 +260,13 @@ package final class StatusPages: Sendable {
         let ctx: [String: Any] = [
             "events": shown.map { entryRow($0, now: now) },
             "count": entries.count,
-            "sourceOptions": ([""] + config.sources.map(\.name)).map { ["value": $0, "label": $0.isEmpty ? "any source" : $0, "selected": $0 == (source ?? "")] as [String: Any] },
+            "sourceOptions": ([""] + config.sources.map(\.name)).map {
+                ["value": $0, "label": $0.isEmpty ? "any source" : $0, "selected": $0 == (source ?? "")] as [String: Any]
+            },
             "kind": kind ?? "",
-            "severityOptions": ([""] + Severity.allCases.map(\.rawValue)).map { ["value": $0, "label": $0.isEmpty ? "any severity" : $0, "selected": $0 == (severity?.rawValue ?? "")] as [String: Any] },
+            "severityOptions": ([""] + Severity.allCases.map(\.rawValue)).map {
+                ["value": $0, "label": $0.isEmpty ? "any severity" : $0, "selected": $0 == (severity?.rawValue ?? "")] as [String: Any]
+            },
         ]
         return render("history", "History", ctx)
     }
@@ -311,13 +326,19 @@ package final class StatusPages: Sendable {
 
     private func pollResult(_ b: Backend, _ name: String, _ replies: [ControlReply]) -> MonitoringResponse {
         let now = clock()
-        var lines: [String] = [], events: [[String: Any]] = [], failed = false
+        var lines: [String] = []
+        var events: [[String: Any]] = []
+        var failed = false
         for r in replies {
             switch r {
             case .event(let e, let silence): events.append(eventRow(e, silencedBy: silence, now: now))
             case .result(_, .ok): lines.append("polled: ok")
-            case .result(_, .failed(let m)): lines.append("poll failed: " + m); failed = true
-            case .error(let m), .busy(let m): lines.append(m); failed = true
+            case .result(_, .failed(let m)):
+                lines.append("poll failed: " + m)
+                failed = true
+            case .error(let m), .busy(let m):
+                lines.append(m)
+                failed = true
             case .waiting, .done: break
             }
         }
@@ -367,8 +388,10 @@ package final class StatusPages: Sendable {
     }
 
     private func silenceRow(_ s: Silence, now: Date) -> [String: Any] {
-        ["id": s.id, "matchers": s.matchers.map(\.description).joined(separator: " "), "comment": Self.some(s.comment), "by": s.createdBy,
-         "ends": Self.time(s.endsAt, now), "active": s.state(at: now) != .expired]
+        [
+            "id": s.id, "matchers": s.matchers.map(\.description).joined(separator: " "), "comment": Self.some(s.comment), "by": s.createdBy,
+            "ends": Self.time(s.endsAt, now), "active": s.state(at: now) != .expired,
+        ]
     }
 
     private func noticeRow(_ n: PendingNotice, now: Date) -> [String: Any] {
@@ -429,7 +452,9 @@ package final class StatusPages: Sendable {
 
     /// A link only to http(s): `javascript:` and the like from remote text are dropped.
     package static func safeURL(_ s: String?) -> String? {
-        guard let s, s.utf8.count <= 4096, let u = URL(string: s), let scheme = u.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return nil }
+        guard let s, s.utf8.count <= 4096, let u = URL(string: s), let scheme = u.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            return nil
+        }
         return s
     }
 
@@ -456,7 +481,9 @@ package enum StatusChart {
             }
             return out
         }
-        let e = buckets(events.map(\.observedAt)), p = buckets(polls.map(\.at)), f = buckets(polls.filter { $0.error != nil }.map(\.at))
+        let e = buckets(events.map(\.observedAt))
+        let p = buckets(polls.map(\.at))
+        let f = buckets(polls.filter { $0.error != nil }.map(\.at))
         let (eTotal, pTotal, fTotal) = (e.reduce(0, +), p.reduce(0, +), f.reduce(0, +))
         let label = "last 24 h: \(pTotal) polls (\(fTotal) failed), \(eTotal) events"
         var svg = "<svg class=\"chart\" viewBox=\"0 0 240 40\" width=\"240\" height=\"40\" role=\"img\" aria-label=\"\(label)\">"

@@ -1,7 +1,7 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsEngine
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// What `tidings status` shows (DESIGN §13), read from the state with one query per section,
 /// whatever the number of sources.
@@ -90,9 +90,11 @@ package struct StatusReport: Sendable {
             let health = SourceHealth(s, st)
             counts[health, default: 0] += 1
             if health.isFailing {
-                problems.append(Problem(name: s.name, provider: s.provider, health: health, failures: st?.failures ?? 0,
-                                        lastError: st?.lastError, lastErrorAt: st?.lastErrorAt,
-                                        nextTry: health == .authFailed ? nil : st?.nextDue))
+                problems.append(
+                    Problem(
+                        name: s.name, provider: s.provider, health: health, failures: st?.failures ?? 0,
+                        lastError: st?.lastError, lastErrorAt: st?.lastErrorAt,
+                        nextTry: health == .authFailed ? nil : st?.nextDue))
             }
         }
 
@@ -121,7 +123,8 @@ package struct StatusReport: Sendable {
     /// Whether process `pid` runs the same executable file as this process; nil when /proc
     /// cannot tell (another user's process, no /proc).
     package static func sameExecutable(pid: Int32) -> Bool? {
-        var theirs = stat(), ours = stat()
+        var theirs = stat()
+        var ours = stat()
         guard stat("/proc/\(pid)/exe", &theirs) == 0, stat("/proc/self/exe", &ours) == 0 else { return nil }
         return theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino
     }

@@ -1,8 +1,8 @@
 import Crypto
 import Foundation
-import TidingsPluginAPI
 import TidingsEngine
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// The status page's guards (DESIGN §13, docs/status-page.md "Security model"), without sockets:
 /// authentication, the CSRF token, the same-origin check and the response headers.
@@ -45,7 +45,8 @@ package struct WebSecurity: Sendable {
         let claimed: String?
         if let origin, origin != "null" { claimed = origin } else if let referer { claimed = referer } else { return false }
         guard let claimed, let url = URL(string: claimed), let scheme = url.scheme?.lowercased(),
-              scheme == "http" || scheme == "https", let h = url.host?.lowercased() else { return false }
+            scheme == "http" || scheme == "https", let h = url.host?.lowercased()
+        else { return false }
         let bracketed = h.contains(":") && !h.hasPrefix("[") ? "[\(h)]" : h
         let authority = url.port.map { "\(bracketed):\($0)" } ?? bracketed
         // Without a port, the scheme's default: Host then has none either.
@@ -68,12 +69,15 @@ package struct WebSecurity: Sendable {
         }
         // The scheme is case-insensitive; the credentials are not.
         guard let space = header.firstIndex(of: " "), let eSpace = expected.firstIndex(of: " "),
-              header[..<space].lowercased() == expected[..<eSpace].lowercased() else { return false }
+            header[..<space].lowercased() == expected[..<eSpace].lowercased()
+        else { return false }
         let given = SHA256.hash(data: Data(header[header.index(after: space)...].trimmingCharacters(in: .whitespaces).utf8))
         let wanted = SHA256.hash(data: Data(expected[expected.index(after: eSpace)...].utf8))
-        return given.withUnsafeBytes { g in wanted.withUnsafeBytes { w in
-            zip(g, w).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
-        } }
+        return given.withUnsafeBytes { g in
+            wanted.withUnsafeBytes { w in
+                zip(g, w).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+            }
+        }
     }
 
     /// The `WWW-Authenticate` of a 401.
@@ -89,7 +93,8 @@ package struct WebSecurity: Sendable {
     /// On every status page response: no script or style but this server's files, no framing,
     /// no sniffing, no referrer to another site, no caching of pages that show the state.
     package static let headers: [String: String] = [
-        "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+        "Content-Security-Policy":
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": "same-origin",
         "X-Frame-Options": "DENY",
@@ -117,7 +122,8 @@ package enum FormDecoding {
         var out: [String: String] = [:]
         for pair in text.split(separator: "&") {
             let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = decode(kv[0]), value = kv.count > 1 ? decode(kv[1]) : ""
+            let name = decode(kv[0])
+            let value = kv.count > 1 ? decode(kv[1]) : ""
             if out[name] == nil { out[name] = value }
         }
         return out

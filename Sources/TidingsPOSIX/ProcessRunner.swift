@@ -1,8 +1,8 @@
 import CSpawn
 import Foundation
-import TidingsPluginAPI
 import Glibc
 import Synchronization
+import TidingsPluginAPI
 
 /// Runs a child process with a deadline and bounded output (exec providers and sinks).
 ///
@@ -65,8 +65,9 @@ package enum ProcessRunner {
         _ command: [String], directory: String? = nil, environment: [String: String]? = nil, stdin: Data? = nil,
         timeout: TimeInterval, maxOutput: Int = 10 << 20
     ) async throws -> Output {
-        try await run(command, directory: directory, environment: environment, stdin: stdin, timeout: timeout,
-                      maxOutput: maxOutput, exitWatch: .pidfd)
+        try await run(
+            command, directory: directory, environment: environment, stdin: stdin, timeout: timeout,
+            maxOutput: maxOutput, exitWatch: .pidfd)
     }
 
     static func run(
@@ -123,7 +124,10 @@ package enum ProcessRunner {
     /// this, the default SIGPIPE action would kill the whole daemon instead. (Children get the
     /// default action back: posix_spawn resets every signal.)
     private static func ignoreSIGPIPE() { _ = sigpipeIgnored }
-    private static let sigpipeIgnored: Bool = { signal(SIGPIPE, SIG_IGN); return true }()
+    private static let sigpipeIgnored: Bool = {
+        signal(SIGPIPE, SIG_IGN)
+        return true
+    }()
 
     /// `./x` and `x/y` resolve against `directory`; a bare name is looked up in `PATH`.
     static func resolve(_ exe: String, directory: String?, environment: [String: String]?) -> String {
@@ -314,16 +318,24 @@ package enum ProcessRunner {
             e.closeAll()
             if e.stop == .cancellation { throw CancellationError() }
             let termination: Output.Termination =
-                e.stop == .deadline ? .timedOut
+                e.stop == .deadline
+                ? .timedOut
                 : status & 0x7f == 0 ? .exited((status >> 8) & 0xff) : .signaled(status & 0x7f)
             return Output(termination: termination, stdout: e.stdout.data, stderr: e.stderr.data, truncated: e.stdout.overflowed)
         }
 
         private static func spawn(_ request: Request, cancellation: Cancellation) throws -> Execution {
             let input = try Pipe2.make(keeping: .writer)
-            let output: (reader: Int32, writer: Int32), errors: (reader: Int32, writer: Int32)
-            do { output = try Pipe2.make(keeping: .reader) } catch { closeFDs(input.reader, input.writer); throw error }
-            do { errors = try Pipe2.make(keeping: .reader) } catch { closeFDs(input.reader, input.writer, output.reader, output.writer); throw error }
+            let output: (reader: Int32, writer: Int32)
+            let errors: (reader: Int32, writer: Int32)
+            do { output = try Pipe2.make(keeping: .reader) } catch {
+                closeFDs(input.reader, input.writer)
+                throw error
+            }
+            do { errors = try Pipe2.make(keeping: .reader) } catch {
+                closeFDs(input.reader, input.writer, output.reader, output.writer)
+                throw error
+            }
             let childEnds = [input.reader, output.writer, errors.writer]
             let pid: pid_t
             do {
@@ -369,11 +381,12 @@ package enum ProcessRunner {
             let envp = request.environment.map(CStrings.init)
             defer { envp?.free() }
             var pid: pid_t = 0
-            let rc = if let envp {
-                posix_spawn(&pid, request.path, &actions, &attributes, argv.pointers, envp.pointers)
-            } else {
-                posix_spawn(&pid, request.path, &actions, &attributes, argv.pointers, environ)
-            }
+            let rc =
+                if let envp {
+                    posix_spawn(&pid, request.path, &actions, &attributes, argv.pointers, envp.pointers)
+                } else {
+                    posix_spawn(&pid, request.path, &actions, &attributes, argv.pointers, environ)
+                }
             guard rc == 0 else {
                 throw LaunchError(description: "cannot run \(request.arguments[0]): \(String(cString: strerror(rc)))")
             }
@@ -467,7 +480,10 @@ package enum ProcessRunner {
                 } else if n < 0 && errno == EINTR {
                     continue
                 } else {
-                    if n == 0 || errno != EAGAIN { Glibc.close(fd); fd = -1 }
+                    if n == 0 || errno != EAGAIN {
+                        Glibc.close(fd)
+                        fd = -1
+                    }
                     return
                 }
             }

@@ -1,7 +1,8 @@
 import Foundation
 import TidingsPluginAPI
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The lock on a state directory (DESIGN §7): the file `tidings.lock` in it, locked with

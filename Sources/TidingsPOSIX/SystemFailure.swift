@@ -1,6 +1,7 @@
 import TidingsPluginAPI
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A failed system call, said as "what: strerror(errno)".

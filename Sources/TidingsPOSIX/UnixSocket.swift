@@ -1,7 +1,8 @@
 import Foundation
 import TidingsPluginAPI
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A Unix stream socket with bounded, non-blocking I/O: every read and write waits with
@@ -73,7 +74,10 @@ package final class UnixSocket: @unchecked Sendable {
             folder = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             guard folder >= 0 else { return -1 }
             target = "/proc/self/fd/\(folder)/\((path as NSString).lastPathComponent)"
-            guard target.utf8.count < capacity else { errno = ENAMETOOLONG; return -1 }
+            guard target.utf8.count < capacity else {
+                errno = ENAMETOOLONG
+                return -1
+            }
         }
         addr.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &addr.sun_path) { raw in
@@ -147,7 +151,10 @@ package final class UnixSocket: @unchecked Sendable {
         var sent = 0
         while sent < bytes.count {
             let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n > 0 { sent += n; continue }
+            if n > 0 {
+                sent += n
+                continue
+            }
             if n < 0 && errno == EINTR { continue }
             if n < 0 && errno != EAGAIN { throw SystemFailure("write", errno: errno) }
             guard wait(for: Int16(POLLOUT), seconds: stall) else { throw SystemFailure("the peer took nothing for \(DurationParser.format(stall))") }
@@ -197,4 +204,5 @@ package final class UnixSocket: @unchecked Sendable {
 /// close-on-exec: a plugin started at that moment must not inherit the connection (the
 /// client would wait for the plugin to end to see the end of the answer).
 @_silgen_name("accept4")
-private func acceptNonBlockingCloseOnExec(_ fd: Int32, _ addr: UnsafeMutablePointer<sockaddr>?, _ len: UnsafeMutablePointer<socklen_t>?, _ flags: Int32) -> Int32
+private func acceptNonBlockingCloseOnExec(_ fd: Int32, _ addr: UnsafeMutablePointer<sockaddr>?, _ len: UnsafeMutablePointer<socklen_t>?, _ flags: Int32)
+    -> Int32

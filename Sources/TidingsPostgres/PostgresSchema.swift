@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsEngine
+import TidingsPluginAPI
 
 /// ``Schema`` in PostgreSQL's words, and its migrations, recorded in `schema_migrations`.
 ///
@@ -42,8 +42,9 @@ package enum PostgresSchema {
             }
             for migration in migrations where !applied.contains(migration.id) {
                 for statement in migration.statements { try sql.execute(statement, []) }
-                try sql.execute("INSERT INTO schema_migrations(id, applied_at) VALUES (?, ?)",
-                                [.text(migration.id), .real(Date().timeIntervalSince1970)])
+                try sql.execute(
+                    "INSERT INTO schema_migrations(id, applied_at) VALUES (?, ?)",
+                    [.text(migration.id), .real(Date().timeIntervalSince1970)])
                 db.logger.info("PostgreSQL state \(db.location): applied schema migration \(migration.id)")
             }
         }

@@ -5,8 +5,8 @@ import NIOPosix
 import NIOSSL
 import PostgresNIO
 import Synchronization
-import TidingsPluginAPI
 import TidingsEngine
+import TidingsPluginAPI
 
 /// The PostgreSQL ``StateDatabase`` (DESIGN §11): a database several daemons share.
 ///
@@ -49,7 +49,8 @@ package final class PostgresStateDatabase: StateDatabase {
         quiet.logLevel = max(logger.logLevel, .notice)
         let configuration = try connectionConfiguration(settings)
         let size = max(1, settings.poolSize)
-        let pool = ConnectionPool(size: size, configuration: configuration, connectTimeout: max(1, settings.connectTimeout), location: settings.location, logger: quiet)
+        let pool = ConnectionPool(
+            size: size, configuration: configuration, connectTimeout: max(1, settings.connectTimeout), location: settings.location, logger: quiet)
         let threads = NIOThreadPool(numberOfThreads: size)
         threads.start()
         let db = PostgresStateDatabase(location: settings.location, pool: pool, threads: threads, logger: logger)
@@ -138,7 +139,11 @@ package final class PostgresStateDatabase: StateDatabase {
     /// Rewrites each `?` outside string literals ('…'), quoted identifiers ("…") and comments
     /// (`--…`, `/*…*/`) to `$1`, `$2`…
     package static func numberPlaceholders(_ sql: String) -> String {
-        enum Mode { case code, quote(Character), lineComment, blockComment }
+        enum Mode {
+            case code
+            case quote(Character)
+            case lineComment, blockComment
+        }
         var out = ""
         out.reserveCapacity(sql.utf8.count + 8)
         var mode = Mode.code
@@ -153,16 +158,30 @@ package final class PostgresStateDatabase: StateDatabase {
                     previous = " "
                     continue
                 }
-                if c == "'" || c == "\"" { mode = .quote(c) }
-                else if c == "-" && previous == "-" { mode = .lineComment }
-                else if c == "*" && previous == "/" { mode = .blockComment }
+                if c == "'" || c == "\"" {
+                    mode = .quote(c)
+                } else if c == "-" && previous == "-" {
+                    mode = .lineComment
+                } else if c == "*" && previous == "/" {
+                    mode = .blockComment
+                }
             case .quote(let q):
                 // A doubled quote ('it''s') closes and reopens: the same result.
-                if c == q { mode = .code; out.append(c); previous = " "; continue }
+                if c == q {
+                    mode = .code
+                    out.append(c)
+                    previous = " "
+                    continue
+                }
             case .lineComment:
                 if c == "\n" { mode = .code }
             case .blockComment:
-                if c == "/" && previous == "*" { mode = .code; out.append(c); previous = " "; continue }
+                if c == "/" && previous == "*" {
+                    mode = .code
+                    out.append(c)
+                    previous = " "
+                    continue
+                }
             }
             out.append(c)
             previous = c
@@ -177,11 +196,13 @@ package final class PostgresStateDatabase: StateDatabase {
         var configuration: PostgresConnection.Configuration
         if settings.host.hasPrefix("/") {
             // A Unix socket: libpq's convention, DIR/.s.PGSQL.PORT. No TLS on a local socket.
-            configuration = .init(unixSocketPath: "\(settings.host)/.s.PGSQL.\(settings.port)",
-                                  username: settings.user, password: password, database: settings.database)
+            configuration = .init(
+                unixSocketPath: "\(settings.host)/.s.PGSQL.\(settings.port)",
+                username: settings.user, password: password, database: settings.database)
         } else {
-            configuration = .init(host: settings.host, port: settings.port, username: settings.user, password: password,
-                                  database: settings.database, tls: try tls(settings))
+            configuration = .init(
+                host: settings.host, port: settings.port, username: settings.user, password: password,
+                database: settings.database, tls: try tls(settings))
         }
         configuration.options.connectTimeout = .milliseconds(Int64(max(1, settings.connectTimeout) * 1000))
         return configuration
@@ -246,7 +267,8 @@ package struct PostgresStateError: Error, CustomStringConvertible {
         }
         var reason: String
         switch e.code {
-        case .sslUnsupported: reason = "the server does not offer TLS, and sslmode requires it (sslmode=disable for a server without TLS, on a trusted network only)"
+        case .sslUnsupported:
+            reason = "the server does not offer TLS, and sslmode requires it (sslmode=disable for a server without TLS, on a trusted network only)"
         case .authMechanismRequiresPassword: reason = "the server asks for a password and none is configured ([state] password or password_file)"
         case .serverClosedConnection: reason = "the server closed the connection"
         case .clientClosedConnection: reason = "the connection was closed"
@@ -366,8 +388,9 @@ struct PostgresSQLConnection: SQLConnection {
             default: return .text(try cell.decode(String.self))
             }
         } catch {
-            throw PostgresStateError(location: location, what: "cannot read column \(cell.columnName)",
-                                     reason: "a \(cell.dataType) value tidings cannot decode")
+            throw PostgresStateError(
+                location: location, what: "cannot read column \(cell.columnName)",
+                reason: "a \(cell.dataType) value tidings cannot decode")
         }
     }
 }
@@ -411,8 +434,10 @@ final class ConnectionPool: @unchecked Sendable {
         }
         do {
             let id = ids.wrappingAdd(1, ordering: .relaxed).newValue
-            let connection = try Self.connect(PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration,
-                                                                         id: id, logger: logger), within: connectTimeout)
+            let connection = try Self.connect(
+                PostgresConnection.connect(
+                    on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration,
+                    id: id, logger: logger), within: connectTimeout)
             markBusy(connection)
             return connection
         } catch {
@@ -426,7 +451,8 @@ final class ConnectionPool: @unchecked Sendable {
     /// timeout, not a hang. One that comes up after the deadline is closed at once.
     static func connect(_ future: EventLoopFuture<PostgresConnection>, within seconds: Double) throws -> PostgresConnection {
         guard let result = bounded(future, within: seconds, late: { close($0) }) else {
-            throw PostgresStateError(location: "", what: "", reason: "no answer within \(seconds.formatted()) s (the server accepted the connection, then said nothing)")
+            throw PostgresStateError(
+                location: "", what: "", reason: "no answer within \(seconds.formatted()) s (the server accepted the connection, then said nothing)")
         }
         return try result.get()
     }

@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsEngine
+import TidingsPluginAPI
 
 /// `tidings state migrate`: copies a state (the SQLite file) into another database (PostgreSQL),
 /// entirely through the seam: rows are read with one ``SQLConnection`` and written with the
@@ -54,7 +54,8 @@ package enum StateCopy {
             let rows = try from.fetchAll(read, [.integer(Int64(batchRows)), .integer(Int64(offset))])
             if rows.isEmpty { break }
             let tuple = "(" + SQL.placeholders(columns.count) + ")"
-            let insert = "INSERT INTO \(table) (\(list)) VALUES "
+            let insert =
+                "INSERT INTO \(table) (\(list)) VALUES "
                 + [String](repeating: tuple, count: rows.count).joined(separator: ", ")
                 + " ON CONFLICT DO NOTHING"
             let inserted = try to.execute(insert, rows.flatMap(\.values))
@@ -68,31 +69,37 @@ package enum StateCopy {
 
     /// The destination's columns of `table`, in order (PostgreSQL's catalog).
     static func columnNames(_ table: String, on to: any SQLConnection) throws -> [String] {
-        try to.fetchAll("""
+        try to.fetchAll(
+            """
             SELECT column_name FROM information_schema.columns
             WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position
-            """, [.text(table)]).map { try $0[0] as String }
+            """, [.text(table)]
+        ).map { try $0[0] as String }
     }
 
     /// The columns of `table`'s primary key (a total order for paging through the source).
     static func primaryKey(_ table: String, on to: any SQLConnection) throws -> [String] {
-        try to.fetchAll("""
+        try to.fetchAll(
+            """
             SELECT k.column_name FROM information_schema.table_constraints c
             JOIN information_schema.key_column_usage k
               ON k.constraint_name = c.constraint_name AND k.table_schema = c.table_schema AND k.table_name = c.table_name
             WHERE c.constraint_type = 'PRIMARY KEY' AND c.table_schema = current_schema() AND c.table_name = ?
             ORDER BY k.ordinal_position
-            """, [.text(table)]).map { try $0[0] as String }
+            """, [.text(table)]
+        ).map { try $0[0] as String }
     }
 
     /// Moves the identity sequence of `table.column` past the largest value in it, never back.
     static func advanceIdentity(table: String, column: String, on to: any SQLConnection) throws {
         guard let sequence: String = try to.scalar("SELECT pg_get_serial_sequence(?, ?)", [.text(table), .text(column)]),
-              let largest: Int64 = try to.scalar("SELECT max(\(column)) FROM \(table)")
+            let largest: Int64 = try to.scalar("SELECT max(\(column)) FROM \(table)")
         else { return }
-        let current: Int64 = try to.scalar("""
-            SELECT last_value FROM pg_sequences WHERE quote_ident(schemaname) || '.' || quote_ident(sequencename) = ?
-            """, [.text(sequence)]) ?? 0
+        let current: Int64 =
+            try to.scalar(
+                """
+                SELECT last_value FROM pg_sequences WHERE quote_ident(schemaname) || '.' || quote_ident(sequencename) = ?
+                """, [.text(sequence)]) ?? 0
         if largest > current {
             try to.execute("SELECT setval(?::regclass, ?)", [.text(sequence), .integer(largest)])
         }

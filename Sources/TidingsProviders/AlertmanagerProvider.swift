@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// Prometheus Alertmanager API v2 (README.md, section "alertmanager"): the currently firing alerts.
 ///
@@ -32,8 +32,10 @@ package struct AlertmanagerProvider: Provider, EventDescriber, Sendable {
 
     /// `GET /api/v2/alerts?active=true&silenced=…&inhibited=…&filter=…`
     var alertsURL: URL {
-        var q = [URLQueryItem(name: "active", value: "true"), URLQueryItem(name: "silenced", value: String(silenced)),
-                 URLQueryItem(name: "inhibited", value: String(inhibited))]
+        var q = [
+            URLQueryItem(name: "active", value: "true"), URLQueryItem(name: "silenced", value: String(silenced)),
+            URLQueryItem(name: "inhibited", value: String(inhibited)),
+        ]
         q += filters.map { URLQueryItem(name: "filter", value: $0) }
         return ProviderSupport.join(base, "/api/v2/alerts", query: q)
     }
@@ -116,7 +118,9 @@ package struct AlertmanagerProvider: Provider, EventDescriber, Sendable {
     static func format(_ seconds: TimeInterval) -> String {
         let s = max(0, Int(seconds.rounded()))
         if s < 60 { return "\(s)s" }
-        let d = s / 86_400, h = (s % 86_400) / 3600, m = (s % 3600) / 60
+        let d = s / 86_400
+        let h = (s % 86_400) / 3600
+        let m = (s % 3600) / 60
         return [d > 0 ? "\(d)d" : "", h > 0 ? "\(h)h" : "", m > 0 ? "\(m)m" : ""].joined()
     }
 }

@@ -1,5 +1,5 @@
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// Every provider this build ships. The executable registers them; the core knows none by name.
 package enum BuiltinProviders {

@@ -14,7 +14,14 @@ struct CSSSelector: Equatable, Sendable {
         var description: String { "at character \(position): \(message)" }
     }
 
-    enum AttributeOp: String, Equatable, Sendable { case exists = "", equals = "=", word = "~=", prefix = "^=", suffix = "$=", contains = "*=" }
+    enum AttributeOp: String, Equatable, Sendable {
+        case exists = ""
+        case equals = "="
+        case word = "~="
+        case prefix = "^="
+        case suffix = "$="
+        case contains = "*="
+    }
 
     indirect enum Simple: Equatable, Sendable {
         case type(String)  // lower-cased; "*" for any
@@ -48,8 +55,10 @@ struct CSSSelector: Equatable, Sendable {
     /// The elements under `root` (not `root` itself) that match, in document order; at most
     /// `limit`, visiting at most `budget` nodes, none deeper than `maxDepth` below `root`.
     /// `cut` says whether a bound stopped the walk.
-    func select(under root: xmlNodePtr, limit: Int = 100_000, budget: Int = 2_000_000, maxDepth: Int = 1024,
-                cut: inout Bool) -> [xmlNodePtr] {
+    func select(
+        under root: xmlNodePtr, limit: Int = 100_000, budget: Int = 2_000_000, maxDepth: Int = 1024,
+        cut: inout Bool
+    ) -> [xmlNodePtr] {
         var out: [xmlNodePtr] = []
         let m = Matcher(self)
         cut = HTMLTree.forEachElement(under: root, budget: budget, maxDepth: maxDepth) { node in
@@ -420,7 +429,8 @@ struct CSSSelector: Equatable, Sendable {
             }
             if bPart.isEmpty { return (a, 0) }
             guard let sign = bPart.first, sign == "+" || sign == "-", let v = Int(bPart.dropFirst()), !bPart.dropFirst().hasPrefix("+"),
-                  !bPart.dropFirst().hasPrefix("-") else { return nil }
+                !bPart.dropFirst().hasPrefix("-")
+            else { return nil }
             guard abs(a) <= 1_000_000, v <= 1_000_000 else { return nil }
             return (a, sign == "-" ? -v : v)
         }

@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `provider = "certificate"`: the leaf certificate of TLS servers, one item of kind
 /// `certificate` per target (DESIGN §12).
@@ -27,8 +27,10 @@ package struct CertificateProvider: Provider {
     package static let defaultWarnBefore: TimeInterval = 21 * 86400
     package static let defaultCriticalBefore: TimeInterval = 7 * 86400
 
-    package init(targets: [CertificateTarget], warnBefore: TimeInterval = CertificateProvider.defaultWarnBefore,
-                criticalBefore: TimeInterval = CertificateProvider.defaultCriticalBefore, caFile: String? = nil) {
+    package init(
+        targets: [CertificateTarget], warnBefore: TimeInterval = CertificateProvider.defaultWarnBefore,
+        criticalBefore: TimeInterval = CertificateProvider.defaultCriticalBefore, caFile: String? = nil
+    ) {
         self.targets = targets
         self.warnBefore = warnBefore
         self.criticalBefore = criticalBefore
@@ -62,9 +64,11 @@ package struct CertificateProvider: Provider {
                 errors.append(o.error("targets", "\(o.what): 'targets' must be a list of strings like \"example.com:443\", not \(node.typeName)"))
             }
             var seen: Set<String> = []
-            let lines = Self.elementLines(file: o.file, from: node.line, entries.map { entry -> String? in
-                if case .string(let s) = entry.value { return s } else { return nil }
-            })
+            let lines = Self.elementLines(
+                file: o.file, from: node.line,
+                entries.map { entry -> String? in
+                    if case .string(let s) = entry.value { return s } else { return nil }
+                })
             for (entry, elementLine) in zip(entries, lines) {
                 let line = elementLine ?? entry.line ?? node.line
                 guard case .string(let text) = entry.value else {
@@ -88,8 +92,10 @@ package struct CertificateProvider: Provider {
         let warn = collect { try o.duration("warn_before") } ?? defaultWarnBefore
         let critical = collect { try o.duration("critical_before") } ?? defaultCriticalBefore
         if critical > warn {
-            errors.append(o.error(o.has("critical_before") ? "critical_before" : "warn_before",
-                                  "\(o.what): 'critical_before' (\(DurationParser.format(critical))) must not be longer than 'warn_before' (\(DurationParser.format(warn)))"))
+            errors.append(
+                o.error(
+                    o.has("critical_before") ? "critical_before" : "warn_before",
+                    "\(o.what): 'critical_before' (\(DurationParser.format(critical))) must not be longer than 'warn_before' (\(DurationParser.format(warn)))"))
         }
         let caFile = collect { try o.path("ca_file") }
         if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
@@ -158,8 +164,10 @@ package struct CertificateProvider: Provider {
     }
 
     /// Verification on; if the certificate does not verify, again without, to read its dates.
-    func check(_ target: CertificateTarget, probe: any CertificateProbe, timeout: TimeInterval,
-               now: Date) async -> Result<Item, CertificateFailure> {
+    func check(
+        _ target: CertificateTarget, probe: any CertificateProbe, timeout: TimeInterval,
+        now: Date
+    ) async -> Result<Item, CertificateFailure> {
         let deadline = ContinuousClock.now + .milliseconds(Int64(min(max(timeout, 0.001), 1e9) * 1000))
         func left() -> TimeInterval {
             let d = ContinuousClock.now.duration(to: deadline)
@@ -232,8 +240,9 @@ package struct CertificateProvider: Provider {
         }
         // What makes an event: a new certificate, a new band, a (different) verification failure.
         let fingerprint = Fingerprint.of(["certificate", leaf.sha256, band.rawValue, reason ?? ""])
-        return Item(key: target.key, kind: "certificate", title: title, body: lines.joined(separator: "\n"), url: target.link,
-                    severity: severity, data: .object(data), fingerprint: fingerprint)
+        return Item(
+            key: target.key, kind: "certificate", title: title, body: lines.joined(separator: "\n"), url: target.link,
+            severity: severity, data: .object(data), fingerprint: fingerprint)
     }
 
     /// Why a certificate does not verify, in a word, from the TLS library's message.
@@ -425,7 +434,8 @@ struct LeafCertificate: Equatable {
     /// The DER bytes of a PEM certificate (the first `CERTIFICATE` block).
     static func der(_ pem: String) -> Data? {
         guard let begin = pem.range(of: "-----BEGIN CERTIFICATE-----"),
-              let end = pem.range(of: "-----END CERTIFICATE-----", range: begin.upperBound..<pem.endIndex) else { return nil }
+            let end = pem.range(of: "-----END CERTIFICATE-----", range: begin.upperBound..<pem.endIndex)
+        else { return nil }
         let body = pem[begin.upperBound..<end.lowerBound].filter { !$0.isWhitespace }
         guard let data = Data(base64Encoded: String(body)), !data.isEmpty else { return nil }
         return data

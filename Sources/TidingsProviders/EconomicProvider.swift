@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// e-conomic draft invoices (README.md, section "economic"): `GET /invoices/drafts`, every page,
 /// with the `X-AppSecretToken` and `X-AgreementGrantToken` headers.
@@ -18,12 +18,14 @@ package final class EconomicProvider: Provider, EventDescriber, Sendable {
     ) { options, setup, warn in
         let base = try ProviderSupport.baseURL(options, default: "https://restapi.e-conomic.com")
         guard let app = try options.secret("app_secret_token", required: true),
-              let grant = try options.secret("agreement_grant_token", required: true)
+            let grant = try options.secret("agreement_grant_token", required: true)
         else { throw options.error(nil, "\(options.what): missing tokens") }
         let pageSize = try options.int("page_size", range: 1...1000) ?? 1000
         let perDay = EconomicProvider.callsPerDay(interval: setup.interval, pages: 1)
         if perDay > Double(EconomicProvider.dailyBudget) {
-            warn("source \"\(setup.sourceName)\": polling every \(DurationParser.format(setup.interval)) makes \(Int(perDay)) e-conomic calls a day even with one page, over the fair-use budget of \(EconomicProvider.dailyBudget) per agreement; use a longer interval")
+            warn(
+                "source \"\(setup.sourceName)\": polling every \(DurationParser.format(setup.interval)) makes \(Int(perDay)) e-conomic calls a day even with one page, over the fair-use budget of \(EconomicProvider.dailyBudget) per agreement; use a longer interval"
+            )
         }
         return EconomicProvider(base: base, appSecret: app, grant: grant, pageSize: pageSize, interval: setup.interval)
     }
@@ -49,14 +51,18 @@ package final class EconomicProvider: Provider, EventDescriber, Sendable {
     static func callsPerDay(interval: TimeInterval, pages: Int) -> Double { 86_400 / max(interval, 1) * Double(pages) }
 
     var headers: [(String, String)] {
-        [("X-AppSecretToken", appSecret.value), ("X-AgreementGrantToken", grant.value),
-         ("Content-Type", "application/json"), ("Accept", "application/json")]
+        [
+            ("X-AppSecretToken", appSecret.value), ("X-AgreementGrantToken", grant.value),
+            ("Content-Type", "application/json"), ("Accept", "application/json"),
+        ]
     }
 
     package func poll(_ context: PollContext) async throws -> PollResult {
-        var next: URL? = ProviderSupport.join(base, "/invoices/drafts", query: [
-            URLQueryItem(name: "skippages", value: "0"), URLQueryItem(name: "pagesize", value: String(pageSize)),
-        ])
+        var next: URL? = ProviderSupport.join(
+            base, "/invoices/drafts",
+            query: [
+                URLQueryItem(name: "skippages", value: "0"), URLQueryItem(name: "pagesize", value: String(pageSize)),
+            ])
         var visited = Set<String>()
         var drafts: [Item] = []
         while let url = next {
@@ -106,7 +112,9 @@ package final class EconomicProvider: Provider, EventDescriber, Sendable {
             return old != pages
         }
         if first {
-            context.logger.warning("\(context.source): \(pages) pages every \(DurationParser.format(interval)) is \(Int(perDay)) e-conomic calls a day, over the fair-use budget of \(Self.dailyBudget); use a longer interval")
+            context.logger.warning(
+                "\(context.source): \(pages) pages every \(DurationParser.format(interval)) is \(Int(perDay)) e-conomic calls a day, over the fair-use budget of \(Self.dailyBudget); use a longer interval"
+            )
         }
     }
 
@@ -189,9 +197,11 @@ struct Draft: Equatable {
     }
 
     var data: JSONValue {
-        ["customer": .string(customer), "recipient": .string(recipient), "date": .string(date), "dueDate": .string(dueDate),
-         "currency": .string(currency), "netAmount": .number(net), "vatAmount": .number(vat), "grossAmount": .number(gross),
-         "heading": .string(heading)]
+        [
+            "customer": .string(customer), "recipient": .string(recipient), "date": .string(date), "dueDate": .string(dueDate),
+            "currency": .string(currency), "netAmount": .number(net), "vatAmount": .number(vat), "grossAmount": .number(gross),
+            "heading": .string(heading),
+        ]
     }
 
     /// "Kunde 106 ApS · 4,200.00 DKK"

@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `provider = "exec"`: a program in `plugins.d` reports items.
 ///
@@ -49,7 +49,8 @@ package struct ExecProvider: Provider {
         // (a subfolder, another directory, $PATH) is checked here, up to plugins_dir.
         let pluginsDir = FileTrust.realPath(setup.pluginsDir)
         if let program, let real = FileTrust.realPath(program), (real as NSString).deletingLastPathComponent != pluginsDir,
-           let untrusted = o.untrustedCommand(real, stopAt: Set([pluginsDir].compactMap { $0 })) {
+            let untrusted = o.untrustedCommand(real, stopAt: Set([pluginsDir].compactMap { $0 }))
+        {
             throw untrusted
         }
         return ExecProvider(command: command, format: format, directory: setup.pluginsDir, sourceName: setup.sourceName)
@@ -103,11 +104,12 @@ package struct ExecProvider: Provider {
             guard let title = v["title"]?.stringValue else {
                 throw PollError(.transient, "plugin output line \(i + 1): missing \"title\"")
             }
-            items.append(Item(
-                key: key, kind: v["kind"]?.stringValue ?? "item", title: title, body: v["body"]?.stringValue ?? "",
-                url: v["url"]?.stringValue, severity: Severity(lenient: v["severity"]?.stringValue),
-                data: v["data"].flatMap { $0.objectValue != nil ? $0 : nil } ?? .object([:]),
-                fingerprint: v["fingerprint"]?.stringValue))
+            items.append(
+                Item(
+                    key: key, kind: v["kind"]?.stringValue ?? "item", title: title, body: v["body"]?.stringValue ?? "",
+                    url: v["url"]?.stringValue, severity: Severity(lenient: v["severity"]?.stringValue),
+                    data: v["data"].flatMap { $0.objectValue != nil ? $0 : nil } ?? .object([:]),
+                    fingerprint: v["fingerprint"]?.stringValue))
         }
         return items
     }

@@ -1,7 +1,7 @@
 import CLibXML2
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `provider = "feed"`: the entries of an RSS 0.9x/1.0/2.0, Atom 0.3/1.0 or JSON Feed 1.0/1.1
 /// document, one item of kind `entry` each (DESIGN §12).
@@ -33,8 +33,10 @@ package struct FeedProvider: Provider {
     static let maxTitle = 300
     static let maxBody = 2000
 
-    package init(url: URL, headers: HeaderTable = HeaderTable(), include: [SafeRegex] = [], exclude: [SafeRegex] = [],
-                 maxEntries: Int = FeedProvider.defaultMaxEntries, caFile: String? = nil) {
+    package init(
+        url: URL, headers: HeaderTable = HeaderTable(), include: [SafeRegex] = [], exclude: [SafeRegex] = [],
+        maxEntries: Int = FeedProvider.defaultMaxEntries, caFile: String? = nil
+    ) {
         self.url = url
         self.caFile = caFile
         self.headers = headers
@@ -63,7 +65,8 @@ package struct FeedProvider: Provider {
 
     var credentials: Credentials { headers.carriesCredentials || url.user != nil ? .sent : .notSent }
 
-    static let accept = "application/atom+xml, application/rss+xml, application/feed+json, application/json;q=0.9, "
+    static let accept =
+        "application/atom+xml, application/rss+xml, application/feed+json, application/json;q=0.9, "
         + "application/xml;q=0.9, text/xml;q=0.9, */*;q=0.8"
 
     package func poll(_ ctx: PollContext) async throws -> PollResult {
@@ -75,7 +78,9 @@ package struct FeedProvider: Provider {
         }
         let parsed = try parse(response.body, charset: Self.charset(ofContentType: response.header("content-type")))
         if parsed.repaired {
-            Log.warnOnce("feed repaired \(ctx.source)", """
+            Log.warnOnce(
+                "feed repaired \(ctx.source)",
+                """
                 the feed at \(url.absoluteString) is not well-formed XML: read in recovery mode, entries that \
                 could not be read are missing
                 """, logger: ctx.logger)
@@ -151,7 +156,8 @@ struct Entry {
         let body = FeedText.cut(text, FeedProvider.maxBody)
         let date = published ?? updated
         // No id and no link: title and date (and the text, when there is no date either).
-        let key = (nonEmpty(id) ?? nonEmpty(link)).map(FeedText.identity)
+        let key =
+            (nonEmpty(id) ?? nonEmpty(link)).map(FeedText.identity)
             ?? Fingerprint.of(["feed-entry", title, date ?? "", date == nil ? body : ""])
         var data: [String: JSONValue] = [
             "categories": .array(categories.prefix(50).map { JSONValue.string(FeedText.cut($0, 200)) }),
@@ -161,8 +167,9 @@ struct Entry {
         if let updated { data["updated"] = .string(updated) }
         if let author = nonEmpty(author) { data["author"] = .string(FeedText.cut(author, 200)) }
         let fingerprint = updated.map { Fingerprint.of(["updated", $0]) } ?? Fingerprint.of(["text", title, body])
-        return Item(key: key, kind: "entry", title: title.isEmpty ? "(untitled)" : title, body: body, url: link,
-                    data: .object(data), fingerprint: fingerprint)
+        return Item(
+            key: key, kind: "entry", title: title.isEmpty ? "(untitled)" : title, body: body, url: link,
+            data: .object(data), fingerprint: fingerprint)
     }
 
     private func nonEmpty(_ s: String?) -> String? {
@@ -178,16 +185,20 @@ enum FeedText {
     /// entry keyed by its link new again.
     static func isTracking(_ name: String) -> Bool {
         let n = name.lowercased()
-        return n.hasPrefix("utm_") || ["fbclid", "gclid", "dclid", "msclkid", "yclid", "igshid", "mc_cid", "mc_eid",
-                                       "_hsenc", "_hsmi", "mkt_tok", "oly_enc_id", "oly_anon_id", "vero_id"].contains(n)
+        return n.hasPrefix("utm_")
+            || [
+                "fbclid", "gclid", "dclid", "msclkid", "yclid", "igshid", "mc_cid", "mc_eid",
+                "_hsenc", "_hsmi", "mkt_tok", "oly_enc_id", "oly_anon_id", "vero_id",
+            ].contains(n)
     }
 
     /// An entry's identity: its id or link as written, except that an http(s) URL loses its
     /// tracking parameters (the order and values of the others are kept).
     static func identity(_ key: String) -> String {
         guard key.hasPrefix("http://") || key.hasPrefix("https://") || key.hasPrefix("HTTP"),
-              var c = URLComponents(string: key), let items = c.percentEncodedQueryItems,
-              items.contains(where: { isTracking($0.name) }) else { return key }
+            var c = URLComponents(string: key), let items = c.percentEncodedQueryItems,
+            items.contains(where: { isTracking($0.name) })
+        else { return key }
         let kept = items.filter { !isTracking($0.name) }
         c.percentEncodedQueryItems = kept.isEmpty ? nil : kept
         return c.string ?? key
@@ -231,7 +242,7 @@ enum FeedText {
         var parts = s.split(whereSeparator: { $0 == " " || $0 == "," }).map { String($0) }
         if let first = parts.first, Int(first) == nil { parts.removeFirst() }
         guard parts.count >= 4, let day = Int(parts[0]),
-              let month = months.firstIndex(of: String(parts[1].lowercased().prefix(3))), var year = Int(parts[2])
+            let month = months.firstIndex(of: String(parts[1].lowercased().prefix(3))), var year = Int(parts[2])
         else { return nil }
         if year < 100 { year += year < 50 ? 2000 : 1900 }
         let hms = parts[3].split(separator: ":").compactMap { Int($0) }
@@ -262,7 +273,8 @@ enum FeedText {
             if let u = URL(string: b.trimmingCharacters(in: .whitespacesAndNewlines), relativeTo: base)?.absoluteURL { base = u }
         }
         guard let u = URL(string: href, relativeTo: base)?.absoluteURL,
-              let scheme = u.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return nil }
+            let scheme = u.scheme?.lowercased(), scheme == "http" || scheme == "https"
+        else { return nil }
         return u.absoluteString
     }
 }

@@ -1,7 +1,7 @@
 import CLibXML2
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// RSS, RDF and Atom documents through libxml2: parsed in recovery mode, walked node by node.
 enum XMLFeed {
@@ -15,8 +15,9 @@ enum XMLFeed {
     /// Recover from errors; never touch the network; say nothing on stderr. Not NOENT (entities
     /// stay references, expanded only by ``TextCollector`` within its budget) nor DTDLOAD (no
     /// external subset), nor HUGE (libxml2's limits on depth and text size stay on).
-    static let options = Int32(bitPattern: XML_PARSE_RECOVER.rawValue | XML_PARSE_NONET.rawValue
-        | XML_PARSE_NOERROR.rawValue | XML_PARSE_NOWARNING.rawValue)
+    static let options = Int32(
+        bitPattern: XML_PARSE_RECOVER.rawValue | XML_PARSE_NONET.rawValue
+            | XML_PARSE_NOERROR.rawValue | XML_PARSE_NOWARNING.rawValue)
 
     private static let initialized: Bool = {
         xmlInitParser()
@@ -107,7 +108,8 @@ enum XMLFeed {
         // A permalink guid is the link when there is none; only an absolute one (many feeds
         // leave isPermaLink out on guids that are no URL at all).
         if e.link == nil, let permalink, let u = URL(string: permalink), let scheme = u.scheme?.lowercased(),
-           scheme == "http" || scheme == "https" {
+            scheme == "http" || scheme == "https"
+        {
             e.link = FeedText.absolute(permalink, feedURL: feedURL)
         }
         e.title = FeedText.line(HTMLText.text(item.child("title", ns)?.text ?? ""))
@@ -138,7 +140,8 @@ enum XMLFeed {
         e.published = FeedText.date((entry.child("published", ns) ?? entry.child("issued", ns) ?? entry.child("created", ns))?.text)
         e.updated = FeedText.date((entry.child("updated", ns) ?? entry.child("modified", ns))?.text)
         if let name = entry.child("author", ns)?.child("name", ns)?.text { e.author = FeedText.line(name) }
-        e.categories = (entry.children("category", ns).compactMap { $0.attr("term") ?? $0.attr("label") }
+        e.categories =
+            (entry.children("category", ns).compactMap { $0.attr("term") ?? $0.attr("label") }
             + entry.children("subject", dc).map(\.text)).map(FeedText.line).filter { !$0.isEmpty }
         e.enclosures = links.filter { rel($0) == "enclosure" }.compactMap { l in
             enclosure(url: l.attr("href"), type: l.attr("type"), length: l.attr("length"), bases: l.bases, feedURL: feedURL)
@@ -206,7 +209,8 @@ enum XMLFeed {
             let n = buf.count
             // memchr/memcmp: a document of megabytes is scanned at C speed, in debug builds too.
             func find(_ needle: StaticString, from i: Int) -> Int {
-                let p = needle.utf8Start, m = needle.utf8CodeUnitCount
+                let p = needle.utf8Start
+                let m = needle.utf8CodeUnitCount
                 var k = i
                 while k < n, let hit = memchr(base + k, Int32(p[0]), n - k) {
                     let h = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
@@ -240,7 +244,8 @@ enum XMLFeed {
                 while j < n, j - a <= 32, isAlpha(base[j]) || isDigit(base[j]) { j += 1 }
                 if j > a + 1, j < n, base[j] == UInt8(ascii: ";"), isAlpha(base[a + 1]) {
                     let name = Array(buf[(a + 1)..<j])
-                    let value = predefined[String(decoding: name, as: UTF8.self)]
+                    let value =
+                        predefined[String(decoding: name, as: UTF8.self)]
                         ?? (name + [0]).withUnsafeBufferPointer({ htmlEntityLookup($0.baseAddress)?.pointee.value })
                     if let value {
                         if out.isEmpty { out.reserveCapacity(n + n / 16) }
@@ -263,8 +268,9 @@ enum XMLFeed {
 /// through libxml2's HTML parser: entities decoded, tags dropped, block elements on their own
 /// lines, whitespace collapsed.
 enum HTMLText {
-    static let options = Int32(bitPattern: HTML_PARSE_RECOVER.rawValue | HTML_PARSE_NONET.rawValue
-        | HTML_PARSE_NOERROR.rawValue | HTML_PARSE_NOWARNING.rawValue)
+    static let options = Int32(
+        bitPattern: HTML_PARSE_RECOVER.rawValue | HTML_PARSE_NONET.rawValue
+            | HTML_PARSE_NOERROR.rawValue | HTML_PARSE_NOWARNING.rawValue)
     /// Markup beyond this many bytes is not read (a body is cut far shorter anyway).
     static let maxInput = 256 << 10
 
@@ -325,7 +331,10 @@ struct TextCollector {
                     walk(entity.pointee.children, depth: depth + 1)
                 }
             case XML_ELEMENT_NODE:
-                guard blocks else { walk(n.pointee.children, depth: depth + 1); continue }
+                guard blocks else {
+                    walk(n.pointee.children, depth: depth + 1)
+                    continue
+                }
                 let name = n.pointee.name.map { String(cString: $0).lowercased() } ?? ""
                 if Self.skipped.contains(name) { continue }
                 let block = Self.blockElements.contains(name)

@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `provider = "github"`: a user's unread notifications, or a repository's releases, through
 /// GitHub's REST API (DESIGN §12; docs/providers/github.md).
@@ -54,8 +54,10 @@ package struct GitHubProvider: Provider {
     /// A rate limit without a reset time or `Retry-After`: GitHub says to wait at least a minute.
     static let defaultRateLimitWait: TimeInterval = 60
 
-    package init(watch: Watch = .notifications, apiURL: URL, repo: String? = nil, token: Secret?,
-                 participating: Bool = false, prereleases: Bool = false, caFile: String? = nil) {
+    package init(
+        watch: Watch = .notifications, apiURL: URL, repo: String? = nil, token: Secret?,
+        participating: Bool = false, prereleases: Bool = false, caFile: String? = nil
+    ) {
         self.watch = watch
         self.caFile = caFile
         self.apiURL = apiURL
@@ -111,9 +113,11 @@ package struct GitHubProvider: Provider {
         let (owner, name) = (parts[0], parts[1])
         let alnum = { (c: Character) in c.isASCII && (c.isLetter || c.isNumber) }
         guard (1...39).contains(owner.count), owner.allSatisfy({ alnum($0) || $0 == "-" }),
-              owner.first != "-", owner.last != "-", !owner.contains("--") else { return false }
+            owner.first != "-", owner.last != "-", !owner.contains("--")
+        else { return false }
         guard (1...100).contains(name.count), name.allSatisfy({ alnum($0) || "-_.".contains($0) }),
-              name != ".", name != ".." else { return false }
+            name != ".", name != ".."
+        else { return false }
         return true
     }
 
@@ -127,8 +131,9 @@ package struct GitHubProvider: Provider {
             if participating { q.append(URLQueryItem(name: "participating", value: "true")) }
             return ProviderSupport.join(apiURL, "/notifications", query: q)
         case .releases:
-            return ProviderSupport.join(apiURL, "/repos/\(repo ?? "")/releases",
-                                        query: [URLQueryItem(name: "per_page", value: String(Self.releasesPerPage))])
+            return ProviderSupport.join(
+                apiURL, "/repos/\(repo ?? "")/releases",
+                query: [URLQueryItem(name: "per_page", value: String(Self.releasesPerPage))])
         }
     }
 
@@ -155,11 +160,17 @@ package struct GitHubProvider: Provider {
             items += try decode(response.body)
             guard let next = Self.nextLink(response.header("link"), base: url) else { break }
             guard Origin(next) == Origin(apiURL) else {
-                throw PollError(.transient, "the API's next page is on another origin (\(Redirect.display(next.absoluteString))): not followed, the token goes to \(Origin(apiURL).map(String.init(describing:)) ?? apiURL.absoluteString) only")
+                throw PollError(
+                    .transient,
+                    "the API's next page is on another origin (\(Redirect.display(next.absoluteString))): not followed, the token goes to \(Origin(apiURL).map(String.init(describing:)) ?? apiURL.absoluteString) only"
+                )
             }
             if page == maxPages {
                 guard watch == .notifications else { break }
-                throw PollError(.transient, "more than \(maxPages * Self.notificationsPerPage) unread notification threads (\(maxPages) pages): not all read, so none is reported as read; mark some read, or set participating = true")
+                throw PollError(
+                    .transient,
+                    "more than \(maxPages * Self.notificationsPerPage) unread notification threads (\(maxPages) pages): not all read, so none is reported as read; mark some read, or set participating = true"
+                )
             }
             url = next
         }
@@ -178,10 +189,12 @@ package struct GitHubProvider: Provider {
         var wait = response.retryAfter
         var why = response.retryAfter.map { "Retry-After \(DurationParser.format($0))" }
         if wait == nil, response.header("x-ratelimit-remaining")?.trimmingCharacters(in: .whitespaces) == "0",
-           let reset = response.header("x-ratelimit-reset").flatMap({ Double($0.trimmingCharacters(in: .whitespaces)) }), reset.isFinite {
+            let reset = response.header("x-ratelimit-reset").flatMap({ Double($0.trimmingCharacters(in: .whitespaces)) }), reset.isFinite
+        {
             // Epoch seconds; a second more, as GitHub's clock and ours may differ.
             wait = min(max(0, reset - now.timeIntervalSince1970) + 1, HTTPResponse.maxRetryAfter)
-            why = "rate limit exhausted, resets at \(Timestamp.format(Date(timeIntervalSince1970: min(reset, now.timeIntervalSince1970 + HTTPResponse.maxRetryAfter))))"
+            why =
+                "rate limit exhausted, resets at \(Timestamp.format(Date(timeIntervalSince1970: min(reset, now.timeIntervalSince1970 + HTTPResponse.maxRetryAfter))))"
         }
         let text = "HTTP \(response.status) (rate limited: \(why ?? "no reset time given, waiting \(DurationParser.format(Self.defaultRateLimitWait))"))"
         return PollError(.rateLimited, text + (detail.map { ": \($0)" } ?? ""), retryAfter: wait ?? Self.defaultRateLimitWait)
@@ -197,7 +210,8 @@ package struct GitHubProvider: Provider {
     /// `X-Poll-Interval` in seconds (a positive number), else nil.
     static func pollInterval(_ response: HTTPResponse) -> TimeInterval? {
         guard let raw = response.header("x-poll-interval"), let s = Double(raw.trimmingCharacters(in: .whitespaces)),
-              s.isFinite, s > 0 else { return nil }
+            s.isFinite, s > 0
+        else { return nil }
         return s
     }
 

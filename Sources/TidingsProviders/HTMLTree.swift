@@ -46,10 +46,12 @@ enum HTMLTree {
     @discardableResult
     static func forEachElement(under root: xmlNodePtr, budget: Int, maxDepth: Int, _ visit: (xmlNodePtr) -> Bool) -> Bool {
         var cut = false
-        walk(root, includeRoot: false, budget: budget, maxDepth: maxDepth, cut: &cut, enter: { n in
-            guard n.pointee.type == XML_ELEMENT_NODE else { return .skipChildren }
-            return visit(n) ? .descend : .stop
-        }, leave: { _ in })
+        walk(
+            root, includeRoot: false, budget: budget, maxDepth: maxDepth, cut: &cut,
+            enter: { n in
+                guard n.pointee.type == XML_ELEMENT_NODE else { return .skipChildren }
+                return visit(n) ? .descend : .stop
+            }, leave: { _ in })
         return cut
     }
 
@@ -57,8 +59,10 @@ enum HTMLTree {
 
     /// A preorder walk with `leave` after a node's children (for every node `enter` saw unless
     /// it said stop). Iterative: libxml2's parent and sibling links, no stack of our own.
-    static func walk(_ root: xmlNodePtr, includeRoot: Bool, budget: Int, maxDepth: Int, cut: inout Bool,
-                     enter: (xmlNodePtr) -> Step, leave: (xmlNodePtr) -> Void) {
+    static func walk(
+        _ root: xmlNodePtr, includeRoot: Bool, budget: Int, maxDepth: Int, cut: inout Bool,
+        enter: (xmlNodePtr) -> Step, leave: (xmlNodePtr) -> Void
+    ) {
         var visits = 0
         var depth: Int
         var current: xmlNodePtr?
@@ -132,37 +136,40 @@ struct RenderedText {
     /// Renders `node` (an element, the document, a text or an attribute node) and appends it.
     mutating func render(_ node: xmlNodePtr) {
         var walkCut = false
-        HTMLTree.walk(node, includeRoot: true, budget: Self.maxVisits, maxDepth: Self.maxDepth, cut: &walkCut, enter: { n in
-            if raw.count >= Self.maxBytes {
-                cut = true
-                return .stop
-            }
-            switch n.pointee.type {
-            case XML_TEXT_NODE, XML_CDATA_SECTION_NODE:
-                if let t = n.pointee.content { text(t) }
-                return .skipChildren
-            case XML_ATTRIBUTE_NODE:
-                return .descend
-            case XML_ELEMENT_NODE:
+        HTMLTree.walk(
+            node, includeRoot: true, budget: Self.maxVisits, maxDepth: Self.maxDepth, cut: &walkCut,
+            enter: { n in
+                if raw.count >= Self.maxBytes {
+                    cut = true
+                    return .stop
+                }
+                switch n.pointee.type {
+                case XML_TEXT_NODE, XML_CDATA_SECTION_NODE:
+                    if let t = n.pointee.content { text(t) }
+                    return .skipChildren
+                case XML_ATTRIBUTE_NODE:
+                    return .descend
+                case XML_ELEMENT_NODE:
+                    let name = HTMLTree.name(n)
+                    if Self.skipped.contains(name) { return .skipChildren }
+                    if name == "br" { append("\n") }
+                    if Self.blockElements.contains(name) { append("\n") }
+                    if Self.cells.contains(name) { append(" ") }
+                    if name == "pre" { pre += 1 }
+                    return .descend
+                case XML_DOCUMENT_NODE, XML_HTML_DOCUMENT_NODE, XML_DOCUMENT_FRAG_NODE:
+                    return .descend
+                default:
+                    return .skipChildren  // comments, processing instructions, DTDs
+                }
+            },
+            leave: { n in
+                guard n.pointee.type == XML_ELEMENT_NODE else { return }
                 let name = HTMLTree.name(n)
-                if Self.skipped.contains(name) { return .skipChildren }
-                if name == "br" { append("\n") }
                 if Self.blockElements.contains(name) { append("\n") }
                 if Self.cells.contains(name) { append(" ") }
-                if name == "pre" { pre += 1 }
-                return .descend
-            case XML_DOCUMENT_NODE, XML_HTML_DOCUMENT_NODE, XML_DOCUMENT_FRAG_NODE:
-                return .descend
-            default:
-                return .skipChildren  // comments, processing instructions, DTDs
-            }
-        }, leave: { n in
-            guard n.pointee.type == XML_ELEMENT_NODE else { return }
-            let name = HTMLTree.name(n)
-            if Self.blockElements.contains(name) { append("\n") }
-            if Self.cells.contains(name) { append(" ") }
-            if name == "pre" { pre -= 1 }
-        })
+                if name == "pre" { pre -= 1 }
+            })
         if walkCut { cut = true }
         append("\n")
     }
@@ -239,7 +246,8 @@ struct RenderedText {
             if d == 0xA0 { return (2, true, false) }  // no-break space
             return (min(2, b.count - i), false, true)
         case 0xE2:
-            let d = at(1), e = at(2)
+            let d = at(1)
+            let e = at(2)
             if d == 0x80 && ((e >= 0x80 && e <= 0x8A) || e == 0xA8 || e == 0xA9 || e == 0xAF) { return (3, true, false) }
             if d == 0x80 && e >= 0xAA && e <= 0xAE { return (3, false, false) }  // LRE…RLO
             if d == 0x81 && e == 0x9F { return (3, true, false) }

@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `provider = "http-json"`: any JSON endpoint; items picked out with JSON pointers.
 ///
@@ -53,7 +53,9 @@ package struct HTTPJSONProvider: Provider {
             return t
         }
         let items = try o.string("items") ?? ""
-        guard JSONPointer.isValid(items) else { throw o.error("items", "\(o.what): 'items' must be a JSON pointer like \"/data\" (or \"\" for the whole document)") }
+        guard JSONPointer.isValid(items) else {
+            throw o.error("items", "\(o.what): 'items' must be a JSON pointer like \"/data\" (or \"\" for the whole document)")
+        }
         return HTTPJSONProvider(
             url: url, headers: try o.headers(), items: items, key: try field("key"), title: try field("title"),
             body: try field("body"), link: try field("link"), severity: try field("severity"),
@@ -73,7 +75,9 @@ package struct HTTPJSONProvider: Provider {
         }
         let elements = try elements(in: response.body)
         if let key, !elements.isEmpty, !elements.contains(where: { stableKey($0) != nil }) {
-            Log.warnOnce("http-json key \(ctx.source) \(key)", """
+            Log.warnOnce(
+                "http-json key \(ctx.source) \(key)",
+                """
                 'key' resolved in none of the \(elements.count) items: each item is keyed by a hash of its \
                 content, so any change reads as removed + new; fix 'key' (a JSON pointer into one item, like "/id")
                 """, logger: ctx.logger)
@@ -95,10 +99,14 @@ package struct HTTPJSONProvider: Provider {
         }
         switch list {
         case .array(let a): return a
-        case .object(let o): return o.keys.sorted().map { k in
-            if case .object(var inner) = o[k]! { inner["_key"] = .string(k); return .object(inner) }
-            return ["_key": .string(k), "value": o[k]!]
-        }
+        case .object(let o):
+            return o.keys.sorted().map { k in
+                if case .object(var inner) = o[k]! {
+                    inner["_key"] = .string(k)
+                    return .object(inner)
+                }
+                return ["_key": .string(k), "value": o[k]!]
+            }
         default: throw PollError(.transient, "the value at items pointer \"\(items)\" is not an array")
         }
     }

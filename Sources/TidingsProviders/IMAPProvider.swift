@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `provider = "imap"`: the messages of one mailbox that match an IMAP search, one item of kind
 /// `mail` each (DESIGN §12).
@@ -47,8 +47,10 @@ package struct IMAPProvider: Provider {
     /// Messages per `UID FETCH`: at most about 6.2 KiB each, 100 KiB an answer.
     static let fetchBatch = 16
 
-    package init(server: URL, security: MailSecurity, mailbox: String, username: String, password: Secret, search: String = "UNSEEN",
-                 caFile: String? = nil, readLimit: Int = IMAPProvider.defaultReadLimit, watchLimit: Int = IMAPProvider.defaultWatchLimit) {
+    package init(
+        server: URL, security: MailSecurity, mailbox: String, username: String, password: Secret, search: String = "UNSEEN",
+        caFile: String? = nil, readLimit: Int = IMAPProvider.defaultReadLimit, watchLimit: Int = IMAPProvider.defaultWatchLimit
+    ) {
         self.server = server
         self.security = security
         self.mailbox = mailbox
@@ -82,8 +84,9 @@ package struct IMAPProvider: Provider {
         if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
             throw o.error("ca_file", "\(o.what): cannot read ca_file \(caFile)")
         }
-        return IMAPProvider(server: server, security: security, mailbox: mailbox, username: username, password: password,
-                            search: search, caFile: caFile)
+        return IMAPProvider(
+            server: server, security: security, mailbox: mailbox, username: username, password: password,
+            search: search, caFile: caFile)
     }
 
     /// `url`: the server (without the mailbox), how the connection is secured, and the mailbox.
@@ -91,7 +94,8 @@ package struct IMAPProvider: Provider {
         let raw = try o.requiredString("url")
         let shape = "'url' must be imaps://HOST[:PORT]/MAILBOX or imap://HOST[:PORT]/MAILBOX (STARTTLS)"
         guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), scheme == "imap" || scheme == "imaps",
-              let host = url.host, !host.isEmpty else {
+            let host = url.host, !host.isEmpty
+        else {
             throw o.error("url", "\(o.what): \(shape), not \"\(Redactor.shared.scrub(raw))\"")
         }
         guard url.user == nil, url.password == nil else {
@@ -113,7 +117,10 @@ package struct IMAPProvider: Provider {
         case (_, nil): security = isLoopback(host) ? .startTLSIfOffered : .startTLSRequired
         case (_, false?):
             guard isLoopback(host) else {
-                throw o.error("starttls", "\(o.what): IMAP without TLS (starttls = false) sends the password and the mail readable on the network; it is allowed only to a loopback host, not \(host) (use STARTTLS or imaps://)")
+                throw o.error(
+                    "starttls",
+                    "\(o.what): IMAP without TLS (starttls = false) sends the password and the mail readable on the network; it is allowed only to a loopback host, not \(host) (use STARTTLS or imaps://)"
+                )
             }
             security = .plainLoopback
         }
@@ -133,8 +140,9 @@ package struct IMAPProvider: Provider {
 
     package func poll(_ ctx: PollContext) async throws -> PollResult {
         guard let reader = ctx.mailbox else { throw PollError(.transient, "this build of tidings cannot read IMAP mailboxes") }
-        let session = try await reader.open(MailboxServer(
-            url: server, security: security, caFile: caFile, username: username, password: password, timeout: ctx.timeout))
+        let session = try await reader.open(
+            MailboxServer(
+                url: server, security: security, caFile: caFile, username: username, password: password, timeout: ctx.timeout))
         do {
             let result = try await read(session, ctx)
             await session.close()
@@ -154,12 +162,15 @@ package struct IMAPProvider: Provider {
         }
         // ESEARCH (RFC 4731) answers with ranges (`1:90000`), one short line for any mailbox.
         let esearch = examine.compactMap(\.capabilities).last?.contains("ESEARCH") ?? false
-        let found = try IMAPResponseParser.parse(try await session.command(
-            esearch ? "UID SEARCH RETURN (ALL) \(search)" : "UID SEARCH \(search)", limit: ctx.maxBody))
+        let found = try IMAPResponseParser.parse(
+            try await session.command(
+                esearch ? "UID SEARCH RETURN (ALL) \(search)" : "UID SEARCH \(search)", limit: ctx.maxBody))
         let matching = esearch ? MatchingUIDs(found.flatMap { $0.searchRanges ?? [] }) : MatchingUIDs(uids: found.flatMap { $0.searchUIDs ?? [] })
         let total = matching.count
         if total > watchLimit {
-            Log.warnOnce("imap watch cut \(ctx.source)", """
+            Log.warnOnce(
+                "imap watch cut \(ctx.source)",
+                """
                 \(total) messages in \(mailbox) match '\(search)': watching the newest \(watchLimit) \
                 (narrow 'search', e.g. "UNSEEN SINCE 1-Jan-2026")
                 """, logger: ctx.logger)
@@ -173,7 +184,8 @@ package struct IMAPProvider: Provider {
             let answer = try await session.command("UID FETCH \(IMAPSyntax.sequenceSet(batch)) \(Self.fetchItems)", limit: ctx.maxBody)
             for r in try IMAPResponseParser.parse(answer) {
                 guard case .fetch(let attributes) = r, let item = Self.item(attributes, validity: validity),
-                      let uid = attributes["UID"]?.number, batch.contains(uid) else { continue }
+                    let uid = attributes["UID"]?.number, batch.contains(uid)
+                else { continue }
                 messages[uid] = item
             }
         }
@@ -182,7 +194,8 @@ package struct IMAPProvider: Provider {
         let items = uids.reversed().map { uid in messages[uid] ?? Self.unread(uid, validity: validity) }
         let validators = Validators(etag: "uidvalidity \(validity)")
         if let before = ctx.validators.etag, before.hasPrefix("uidvalidity "), before != validators.etag {
-            ctx.logger.notice("\(mailbox): the server renumbered the mailbox (\(before) → UIDVALIDITY \(validity)): the \(items.count) matching messages are a new baseline")
+            ctx.logger.notice(
+                "\(mailbox): the server renumbered the mailbox (\(before) → UIDVALIDITY \(validity)): the \(items.count) matching messages are a new baseline")
             return .rebaseline(items, validators: validators)
         }
         return .snapshot(items, validators: validators)
@@ -203,7 +216,8 @@ package struct IMAPProvider: Provider {
         }
         let subject = header("subject")
         let from = header("from")
-        let text = Redactor.shared.scrub(MailText.bodyText(textBytes, contentType: fields["content-type"], transferEncoding: fields["content-transfer-encoding"]))
+        let text = Redactor.shared.scrub(
+            MailText.bodyText(textBytes, contentType: fields["content-type"], transferEncoding: fields["content-transfer-encoding"]))
         let lines = text.split(whereSeparator: \.isNewline).map { MailText.clean(String($0)) }.filter { !$0.isEmpty }
         var body = lines.prefix(bodyLines).joined(separator: "\n")
         if let from { body = "From: \(from)" + (body.isEmpty ? "" : "\n\n" + body) }
@@ -213,14 +227,16 @@ package struct IMAPProvider: Provider {
         if let date = header("date") { data["date"] = .string(FeedText.date(date) ?? date) }
         if let id = header("message-id") { data["message_id"] = .string(FeedText.cut(id.trimmingCharacters(in: CharacterSet(charactersIn: "<> ")), 1000)) }
         if let size = a["RFC822.SIZE"]?.number { data["size"] = .number(Double(size)) }
-        return Item(key: "\(validity)/\(uid)", kind: "mail", title: FeedText.cut(subject ?? "(no subject)", maxTitle),
-                    body: FeedText.cut(body, maxBody), data: .object(data), fingerprint: fingerprint)
+        return Item(
+            key: "\(validity)/\(uid)", kind: "mail", title: FeedText.cut(subject ?? "(no subject)", maxTitle),
+            body: FeedText.cut(body, maxBody), data: .object(data), fingerprint: fingerprint)
     }
 
     /// A matching message older than the newest `readLimit`: watched, not read.
     static func unread(_ uid: UInt32, validity: UInt32) -> Item {
-        Item(key: "\(validity)/\(uid)", kind: "mail", title: "(an older message, not read by tidings)",
-             data: .object(["uid": .number(Double(uid)), "uidvalidity": .number(Double(validity))]), fingerprint: fingerprint)
+        Item(
+            key: "\(validity)/\(uid)", kind: "mail", title: "(an older message, not read by tidings)",
+            data: .object(["uid": .number(Double(uid)), "uidvalidity": .number(Double(validity))]), fingerprint: fingerprint)
     }
 
     /// What the scheduler makes of a failure: a refused login is `auth-failed`.

@@ -118,7 +118,10 @@ struct IMAPResponseParser {
                     continue
                 }
                 let w = word()
-                if w.isEmpty { if i < b.count, b[i] != 13, b[i] != 10 { i += 1 }; continue }
+                if w.isEmpty {
+                    if i < b.count, b[i] != 13, b[i] != 10 { i += 1 }
+                    continue
+                }
                 if let n = UInt32(w) { uids.append(n) }
             }
             return .search(uids)
@@ -131,7 +134,10 @@ struct IMAPResponseParser {
                     continue
                 }
                 let name = word().uppercased()
-                if name.isEmpty { if i < b.count, b[i] != 13, b[i] != 10 { i += 1 }; continue }
+                if name.isEmpty {
+                    if i < b.count, b[i] != 13, b[i] != 10 { i += 1 }
+                    continue
+                }
                 guard name == "ALL" else { continue }  // UID, COUNT n, MIN n …: the value is skipped as a word
                 skipSpaces()
                 guard let set = IMAPSyntax.ranges(word()) else { throw Malformed(description: "an unreadable ESEARCH ALL") }
@@ -205,9 +211,15 @@ struct IMAPResponseParser {
         var bracket = 0
         while i < b.count {
             let c = b[i]
-            if c == UInt8(ascii: "[") { bracket += 1 } else if c == UInt8(ascii: "]") { bracket = max(0, bracket - 1) }
-            else if c == 13 || c == 10 { break }
-            else if bracket == 0 && Self.isAtomEnd(c) { break }
+            if c == UInt8(ascii: "[") {
+                bracket += 1
+            } else if c == UInt8(ascii: "]") {
+                bracket = max(0, bracket - 1)
+            } else if c == 13 || c == 10 {
+                break
+            } else if bracket == 0 && Self.isAtomEnd(c) {
+                break
+            }
             i += 1
         }
         return String(decoding: b[start..<i], as: UTF8.self)
@@ -321,7 +333,10 @@ enum IMAPSyntax {
         var parts: [String] = []
         var run: (UInt32, UInt32)?
         for u in uids.sorted() {
-            if let r = run, u == r.1 + 1 || u == r.1 { run = (r.0, u); continue }
+            if let r = run, u == r.1 + 1 || u == r.1 {
+                run = (r.0, u)
+                continue
+            }
             if let r = run { parts.append(r.0 == r.1 ? "\(r.0)" : "\(r.0):\(r.1)") }
             run = (u, u)
         }

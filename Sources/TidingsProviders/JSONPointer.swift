@@ -1,5 +1,5 @@
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// RFC 6901 JSON pointers (`/items/0/name`) and `{pointer}` templates (`"{/name} is {/status}"`).
 package enum JSONPointer {
@@ -29,7 +29,10 @@ package enum JSONPointer {
 
 /// A field spec from config: a JSON pointer (`/title`) or a template with `{pointer}` parts.
 package struct FieldTemplate: Sendable {
-    enum Part: Sendable { case literal(String), pointer(String) }
+    enum Part: Sendable {
+        case literal(String)
+        case pointer(String)
+    }
     let parts: [Part]
 
     /// Parses `spec`; returns nil if it is neither a pointer nor a template.
@@ -45,7 +48,10 @@ package struct FieldTemplate: Sendable {
             if spec[i] == "{", let close = spec[i...].firstIndex(of: "}") {
                 let inner = String(spec[spec.index(after: i)..<close])
                 guard JSONPointer.isValid(inner) else { return nil }
-                if !literal.isEmpty { parts.append(.literal(literal)); literal = "" }
+                if !literal.isEmpty {
+                    parts.append(.literal(literal))
+                    literal = ""
+                }
                 parts.append(.pointer(inner))
                 i = spec.index(after: close)
             } else {
@@ -54,7 +60,12 @@ package struct FieldTemplate: Sendable {
             }
         }
         if !literal.isEmpty { parts.append(.literal(literal)) }
-        guard parts.contains(where: { if case .pointer = $0 { return true }; return false }) else { return nil }
+        guard
+            parts.contains(where: {
+                if case .pointer = $0 { return true }
+                return false
+            })
+        else { return nil }
         self.parts = parts
     }
 

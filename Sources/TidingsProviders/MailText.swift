@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Reading the parts of an e-mail message a notification shows: header fields (RFC 5322
@@ -59,7 +60,8 @@ enum MailText {
         var lastWasEncoded = false
         while k < raw.count {
             if raw[k] == UInt8(ascii: "="), k + 1 < raw.count, raw[k + 1] == UInt8(ascii: "?"),
-               let (text, end) = encodedWord(raw, at: k) {
+                let (text, end) = encodedWord(raw, at: k)
+            {
                 if !lastWasEncoded { out += pendingSpace }
                 pendingSpace = ""
                 out += text
@@ -75,7 +77,8 @@ enum MailText {
             }
             var end = k
             while end < raw.count, ![32, 9, 13, 10].contains(raw[end]),
-                  !(raw[end] == UInt8(ascii: "=") && end + 1 < raw.count && raw[end + 1] == UInt8(ascii: "?")) { end += 1 }
+                !(raw[end] == UInt8(ascii: "=") && end + 1 < raw.count && raw[end + 1] == UInt8(ascii: "?"))
+            { end += 1 }
             if end == k { end += 1 }
             out += pendingSpace + text(Array(raw[k..<end]), charset: nil)
             pendingSpace = ""
@@ -258,10 +261,13 @@ enum MailText {
 
     /// Control characters (terminal escapes included) removed, whitespace runs as one space.
     static func clean(_ s: String) -> String {
-        String(String.UnicodeScalarView(s.unicodeScalars.map { scalar -> Unicode.Scalar in
-            scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format && scalar.value != 0x200D
-                ? " " : scalar
-        })).split(whereSeparator: { $0.isWhitespace }).joined(separator: " ")
+        String(
+            String.UnicodeScalarView(
+                s.unicodeScalars.map { scalar -> Unicode.Scalar in
+                    scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format && scalar.value != 0x200D
+                        ? " " : scalar
+                })
+        ).split(whereSeparator: { $0.isWhitespace }).joined(separator: " ")
     }
 
     /// `Content-Type` as (lower-cased `type/subtype`, parameters by lower-cased name).
@@ -272,8 +278,16 @@ enum MailText {
         var current = ""
         var quoted = false
         for ch in s {
-            if ch == "\"" { quoted.toggle(); current.append(ch); continue }
-            if ch == ";" && !quoted { parts.append(current); current = ""; continue }
+            if ch == "\"" {
+                quoted.toggle()
+                current.append(ch)
+                continue
+            }
+            if ch == ";" && !quoted {
+                parts.append(current)
+                current = ""
+                continue
+            }
             current.append(ch)
         }
         parts.append(current)
@@ -302,9 +316,13 @@ enum MailText {
                 let fields = headerFields(headers)
                 let (partType, _) = Self.contentType(fields["content-type"])
                 if let disposition = fields["content-disposition"],
-                   String(decoding: disposition, as: UTF8.self).lowercased().contains("attachment") { continue }
-                let text = bodyText(content, contentType: fields["content-type"] ?? Array("text/plain".utf8),
-                                    transferEncoding: fields["content-transfer-encoding"], depth: depth + 1)
+                    String(decoding: disposition, as: UTF8.self).lowercased().contains("attachment")
+                {
+                    continue
+                }
+                let text = bodyText(
+                    content, contentType: fields["content-type"] ?? Array("text/plain".utf8),
+                    transferEncoding: fields["content-transfer-encoding"], depth: depth + 1)
                 if partType == "text/html" || (partType.hasPrefix("multipart/") && text.isEmpty) {
                     if html == nil, partType == "text/html" { html = text }
                     continue

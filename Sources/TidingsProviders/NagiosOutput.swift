@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// What a monitoring plugin prints, read as the Monitoring Plugins development guidelines
 /// lay it out:

@@ -1,7 +1,7 @@
 import CLibXML2
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `provider = "page"`: a web page (or any text resource) watched for changes (DESIGN §12,
 /// docs/providers/page.md).
@@ -50,8 +50,10 @@ package struct PageProvider: Provider, EventDescriber {
     /// With `each`, at most this many elements are items.
     static let maxItems = 10_000
 
-    init(url: URL, headers: HeaderTable = HeaderTable(), selection: Selection = .document, each: Bool = false, key: Key? = nil,
-         ignore: [SafeRegex] = [], userAgent: String? = nil, caFile: String? = nil) {
+    init(
+        url: URL, headers: HeaderTable = HeaderTable(), selection: Selection = .document, each: Bool = false, key: Key? = nil,
+        ignore: [SafeRegex] = [], userAgent: String? = nil, caFile: String? = nil
+    ) {
         self.url = url
         self.headers = headers
         self.selection = selection
@@ -85,8 +87,9 @@ package struct PageProvider: Provider, EventDescriber {
         if let userAgent, userAgent.isEmpty || !HeaderTable.isValidValue(userAgent) {
             throw o.error("user_agent", "\(o.what): 'user_agent' must be one line of text, not empty")
         }
-        return PageProvider(url: url, headers: try o.headers(), selection: selection, each: each, key: key, ignore: ignore,
-                            userAgent: userAgent, caFile: try ProviderSupport.caFile(o))
+        return PageProvider(
+            url: url, headers: try o.headers(), selection: selection, each: each, key: key, ignore: ignore,
+            userAgent: userAgent, caFile: try ProviderSupport.caFile(o))
     }
 
     /// `css:SELECTOR`, `xpath:EXPR` or (for `key`) `@attr`, checked: a bad one names where it goes wrong.
@@ -153,8 +156,10 @@ package struct PageProvider: Provider, EventDescriber {
                 selected = [.node(doc.root)]
             case .css(let sel):
                 var cut = false
-                selected = sel.select(under: doc.root, limit: Self.maxItems + 1, budget: RenderedText.maxVisits, maxDepth: RenderedText.maxDepth,
-                                      cut: &cut).map { .node($0) }
+                selected = sel.select(
+                    under: doc.root, limit: Self.maxItems + 1, budget: RenderedText.maxVisits, maxDepth: RenderedText.maxDepth,
+                    cut: &cut
+                ).map { .node($0) }
                 if cut { notes.append("the page is larger or nests deeper than tidings reads (\(RenderedText.maxDepth) levels): the selection stops there") }
             case .xpath(let expr):
                 selected = try PageXPath.evaluate(expr, doc: doc.doc, node: doc.root)
@@ -182,7 +187,8 @@ package struct PageProvider: Provider, EventDescriber {
             texts.append((nil, r.lines, r.cut))
         }
         if texts.contains(where: { $0.cut }) {
-            notes.append("its text is longer than tidings reads (\(RenderedText.maxBytes) bytes, \(RenderedText.maxDepth) levels deep): the rest is not compared")
+            notes.append(
+                "its text is longer than tidings reads (\(RenderedText.maxBytes) bytes, \(RenderedText.maxDepth) levels deep): the rest is not compared")
         }
         if !each {
             if texts.isEmpty { throw PollError(.transient, "'select' matched nothing on the page") }
@@ -234,8 +240,9 @@ package struct PageProvider: Provider, EventDescriber {
     func item(key: String, lines: [String]) -> Item {
         let text = lines.joined(separator: "\n")
         let title = lines.first.map { FeedText.cut($0, Self.maxTitle) } ?? "(empty)"
-        return Item(key: key, kind: "page", title: title, body: FeedText.cut(text, Self.maxBody), url: Self.shown(url),
-                    data: ["text": .string(FeedText.cut(text, Self.maxText))], fingerprint: Fingerprint.of(["page", text]))
+        return Item(
+            key: key, kind: "page", title: title, body: FeedText.cut(text, Self.maxBody), url: Self.shown(url),
+            data: ["text": .string(FeedText.cut(text, Self.maxText))], fingerprint: Fingerprint.of(["page", text]))
     }
 
     /// The URL without a user name or password.
@@ -286,7 +293,8 @@ final class PageDocument {
 
     /// Recover as a browser does, never touch the network, say nothing; not HTML_PARSE_HUGE
     /// (libxml2's limits on depth and text sizes stay on).
-    static let options = HTML_PARSE_RECOVER.rawValue | HTML_PARSE_NONET.rawValue | HTML_PARSE_NOERROR.rawValue
+    static let options =
+        HTML_PARSE_RECOVER.rawValue | HTML_PARSE_NONET.rawValue | HTML_PARSE_NOERROR.rawValue
         | HTML_PARSE_NOWARNING.rawValue
 
     /// Parses `body` in the charset of the HTTP header, else the page's `<meta charset>`, else
@@ -310,7 +318,8 @@ final class PageDocument {
         // libxml2 stops at 256 levels of nesting (without HTML_PARSE_HUGE) and drops the rest
         // of the page: a clear failure, not a page that lost its text.
         if let e = xmlGetLastError(), e.pointee.domain == Int32(XML_FROM_PARSER.rawValue) || e.pointee.domain == Int32(XML_FROM_HTML.rawValue),
-           let m = e.pointee.message, String(cString: m).hasPrefix("Excessive depth") {
+            let m = e.pointee.message, String(cString: m).hasPrefix("Excessive depth")
+        {
             xmlFreeDoc(parsed)
             throw PollError(.transient, "the page nests elements more than \(Self.maxDepth) levels deep (libxml2's limit): it cannot be read")
         }
@@ -333,7 +342,7 @@ final class PageDocument {
         let l = label.trimmingCharacters(in: CharacterSet(charactersIn: " \t\"'")).lowercased()
         switch l {
         case "iso-8859-1", "iso8859-1", "iso_8859-1", "latin1", "l1", "ascii", "us-ascii", "cp1252", "x-cp1252",
-             "windows-1252", "cp819", "ibm819":
+            "windows-1252", "cp819", "ibm819":
             return "windows-1252"
         case "utf8", "unicode-1-1-utf-8", "utf-8":
             return "UTF-8"

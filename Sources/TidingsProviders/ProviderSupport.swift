@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// Small helpers the built-in providers share: base URLs, JSON bodies, error wording.
 enum ProviderSupport {
@@ -15,7 +15,7 @@ enum ProviderSupport {
         var text = raw.trimmingCharacters(in: .whitespaces)
         while text.hasSuffix("/") { text.removeLast() }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              let host = url.host, !host.isEmpty
+            let host = url.host, !host.isEmpty
         else {
             throw options.error(key, "\(options.what): '\(key)' must be an http:// or https:// URL, not \"\(raw)\"")
         }

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// Sportdate's member API (README.md, section "sportdate"): verifies the credentials with
 /// `POST /api/member/get` before the first poll, then polls `/api/message/check`
@@ -32,7 +32,10 @@ package final class SportdateProvider: Provider, Sendable {
         }
         let insecureOK = try options.bool("allow_insecure_http") ?? false
         if base.scheme?.lowercased() == "http" && !insecureOK && !Loopback.contains(base) {
-            throw options.error("base_url", "\(options.what): refusing to send the Sportdate password over plain http (\(base.absoluteString)); use https://, or set allow_insecure_http = true if you accept the risk")
+            throw options.error(
+                "base_url",
+                "\(options.what): refusing to send the Sportdate password over plain http (\(base.absoluteString)); use https://, or set allow_insecure_http = true if you accept the risk"
+            )
         }
         return SportdateProvider(base: base, email: email, password: password, messageMethod: method)
     }
@@ -62,7 +65,8 @@ package final class SportdateProvider: Provider, Sendable {
 
     /// Checks the credentials once after start or reload (`success: false` → auth-failed).
     package func prepare(_ context: PollContext) async throws {
-        let response = try await context.send("POST", ProviderSupport.join(base, "/api/member/get"), headers: jsonHeaders, body: credentialsBody, credentials: .sent)
+        let response = try await context.send(
+            "POST", ProviderSupport.join(base, "/api/member/get"), headers: jsonHeaders, body: credentialsBody, credentials: .sent)
         if [404, 405].contains(response.status) {
             // The deployed API differs from the spec in places: without a login check, the
             // message check's `success` still tells rejected credentials apart.
@@ -77,7 +81,8 @@ package final class SportdateProvider: Provider, Sendable {
     }
 
     package func poll(_ context: PollContext) async throws -> PollResult {
-        let response = try await context.send(messageMethod, ProviderSupport.join(base, "/api/message/check"), headers: jsonHeaders, body: credentialsBody, credentials: .sent)
+        let response = try await context.send(
+            messageMethod, ProviderSupport.join(base, "/api/message/check"), headers: jsonHeaders, body: credentialsBody, credentials: .sent)
         guard ProviderSupport.isSuccess(response) else { throw PollError.http(response, credentials: .sent) }
         let messages = try Self.decode(response.body, email: email)
         for m in messages where !["notify", "messagebox"].contains(m.type) {
@@ -95,7 +100,8 @@ package final class SportdateProvider: Provider, Sendable {
     static func decode(_ body: Data, email: String) throws -> [Message] {
         let json = try ProviderSupport.json(body, what: "Sportdate message check")
         guard Self.success(json) else {
-            throw PollError(.auth, "Sportdate answered success: false to the message check for \(email) (credentials rejected?); not retrying until the config changes")
+            throw PollError(
+                .auth, "Sportdate answered success: false to the message check for \(email) (credentials rejected?); not retrying until the config changes")
         }
         return try Self.decodeMessages(json)
     }
@@ -125,8 +131,9 @@ package final class SportdateProvider: Provider, Sendable {
                 if raw.contains("://") { return raw }
                 return URL(string: raw, relativeTo: base)?.absoluteString ?? raw
             }
-            return Item(key: key, kind: kind, title: text.isEmpty ? "(empty \(type) message)" : text, url: url,
-                        data: ["type": .string(type)])
+            return Item(
+                key: key, kind: kind, title: text.isEmpty ? "(empty \(type) message)" : text, url: url,
+                data: ["type": .string(type)])
         }
     }
 

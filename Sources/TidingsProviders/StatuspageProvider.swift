@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// Broadcast notices from an Atlassian Statuspage v2 status page (`provider = "messagebox"`,
 /// README.md, section "messagebox"): unresolved incidents and upcoming or in-progress scheduled

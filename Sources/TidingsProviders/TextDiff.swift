@@ -15,7 +15,8 @@ enum TextDiff {
 
     /// An edit script turning `a` into `b`; `minimal` false when a bound cut the search.
     static func lines(_ a: [String], _ b: [String], maxEdits: Int = TextDiff.maxEdits, maxWork: Int = TextDiff.maxWork)
-        -> (ops: [Op], minimal: Bool) {
+        -> (ops: [Op], minimal: Bool)
+    {
         // Lines as numbers: comparing Ints in the inner loop, not strings.
         var ids: [String: Int] = [:]
         func id(_ line: String) -> Int {
@@ -35,12 +36,20 @@ enum TextDiff {
         var ops: [Op] = a[..<head].map { .same($0) }
         var minimal = true
         if let script = myers(midA, midB, maxEdits: maxEdits, maxWork: maxWork) {
-            var i = head, j = head
+            var i = head
+            var j = head
             for step in script {
                 switch step {
-                case .same: ops.append(.same(a[i])); i += 1; j += 1
-                case .removed: ops.append(.removed(a[i])); i += 1
-                case .added: ops.append(.added(b[j])); j += 1
+                case .same:
+                    ops.append(.same(a[i]))
+                    i += 1
+                    j += 1
+                case .removed:
+                    ops.append(.removed(a[i]))
+                    i += 1
+                case .added:
+                    ops.append(.added(b[j]))
+                    j += 1
                 }
             }
         } else {
@@ -56,7 +65,8 @@ enum TextDiff {
 
     /// The shortest edit script of `a` → `b`, or nil past `maxEdits` edits or `maxWork` steps.
     private static func myers(_ a: [Int], _ b: [Int], maxEdits: Int, maxWork: Int) -> [Step]? {
-        let n = a.count, m = b.count
+        let n = a.count
+        let m = b.count
         if n == 0 { return Array(repeating: .added, count: m) }
         if m == 0 { return Array(repeating: .removed, count: n) }
         let limit = min(n + m, maxEdits)
@@ -86,7 +96,8 @@ enum TextDiff {
 
     private static func backtrack(_ trace: [[Int]], n: Int, m: Int, d final: Int) -> [Step] {
         var steps: [Step] = []
-        var x = n, y = m
+        var x = n
+        var y = m
         var d = final
         while d > 0 {
             let v = trace[d]

@@ -2,8 +2,8 @@ import Foundation
 import GRDB
 import GRDBSQLite
 import Synchronization
-import TidingsPluginAPI
 import TidingsEngine
+import TidingsPluginAPI
 
 /// The SQLite ``StateDatabase``: one file in the state directory, in WAL mode (readers never
 /// wait for the writer).
@@ -43,11 +43,13 @@ package final class SQLiteStateDatabase: StateDatabase {
 
     /// Runs `body` as one transaction on the calling thread if that needs no waiting; else `.wouldWait`, and nothing ran.
     private func attemptInPlace<T>(_ kind: TransactionKind, _ body: (any SQLConnection) throws -> T) throws -> Attempt<T> {
-        guard writes.withLock({ (n: inout Int) -> Bool in
-            guard n == 0 else { return false }
-            n = 1
-            return true
-        }) else { return .wouldWait }
+        guard
+            writes.withLock({ (n: inout Int) -> Bool in
+                guard n == 0 else { return false }
+                n = 1
+                return true
+            })
+        else { return .wouldWait }
         defer { writes.withLock { $0 -= 1 } }
         return try pool.writeWithoutTransaction { db in
             guard let connection = db.sqliteConnection else { throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "the state database is closed") }
@@ -155,7 +157,8 @@ struct GRDBConnection: SQLConnection {
             sqlite3_clear_bindings(handle)
         }
         guard arguments.count == Int(sqlite3_bind_parameter_count(handle)) else {
-            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "\(arguments.count) values for \(sqlite3_bind_parameter_count(handle)) parameters", sql: statement.sql)
+            throw DatabaseError(
+                resultCode: .SQLITE_MISUSE, message: "\(arguments.count) values for \(sqlite3_bind_parameter_count(handle)) parameters", sql: statement.sql)
         }
         for (i, value) in arguments.enumerated() {
             let index = CInt(i + 1)

@@ -16,7 +16,9 @@ extension StateStore {
             return try StateStore(path: path)
         } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
             let aside = "\(path).corrupt-\(Int(Date().timeIntervalSince1970))"
-            logger.error("state database \(path) is unreadable (\(error.message ?? "\(error.resultCode)")); moved it to \(aside) and started a fresh one: the next poll of every source is a silent baseline")
+            logger.error(
+                "state database \(path) is unreadable (\(error.message ?? "\(error.resultCode)")); moved it to \(aside) and started a fresh one: the next poll of every source is a silent baseline"
+            )
             for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
                 try? FileManager.default.moveItem(atPath: path + suffix, toPath: aside + suffix)
             }

@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsEngine
+import TidingsPluginAPI
 
 /// The state directory and its SQLite files, made safe before SQLite opens them.
 ///
@@ -59,7 +59,13 @@ package enum StateDirectory {
         guard lstat(path, &st) == 0 else { return [] }
         switch st.st_mode & S_IFMT {
         case S_IFLNK:
-            return [FileTrust.Problem(path: path, message: "state database file is a symbolic link, which tidings does not follow: remove it (rm \(path)), or point --state-dir at the real directory")]
+            return [
+                FileTrust.Problem(
+                    path: path,
+                    message:
+                        "state database file is a symbolic link, which tidings does not follow: remove it (rm \(path)), or point --state-dir at the real directory"
+                )
+            ]
         case S_IFREG:
             break
         default:

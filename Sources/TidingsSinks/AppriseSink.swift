@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `type = "apprise"`: runs the `apprise` command (PyPI `apprise`) once per event, reaching the
 /// 100+ services Apprise knows by URL (`tgram://…`, `mailto://…`, `json://…`).
@@ -54,8 +54,9 @@ package struct AppriseSink: Sink {
             if let untrusted = o.untrustedCommand(found) { throw untrusted }
             program = .found(found)
         } else {
-            program = .unusable("the apprise command \(path) was not found" + (path.contains("/") ? "" : " in $PATH")
-                + ": install it (pipx install apprise, or apt install apprise) or set 'command' to its path, then reload")
+            program = .unusable(
+                "the apprise command \(path) was not found" + (path.contains("/") ? "" : " in $PATH")
+                    + ": install it (pipx install apprise, or apt install apprise) or set 'command' to its path, then reload")
         }
         return AppriseSink(
             program: program, urls: urls,
@@ -148,7 +149,8 @@ package struct AppriseSink: Sink {
         case .exited(3):
             return DeliveryError(.gone, "apprise had no service to notify (exit 3)\(reason); check 'urls', then reload")
         case .exited(4):
-            return DeliveryError(.permanent, "apprise reached some services but not all (exit 4)\(reason); not retried, so the services reached are not notified twice")
+            return DeliveryError(
+                .permanent, "apprise reached some services but not all (exit 4)\(reason); not retried, so the services reached are not notified twice")
         case .exited(5):
             return DeliveryError(.retryable, "apprise timed out reaching its services (exit 5)\(reason)")
         case .exited(let status):

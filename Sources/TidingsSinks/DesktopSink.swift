@@ -1,8 +1,8 @@
 import Foundation
 import Logging
 import Synchronization
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `type = "desktop"`: freedesktop notifications through libnotify on the session bus.
 ///
@@ -81,9 +81,11 @@ package final class DesktopSink: Sink, TemplatedSink {
         if let m = try o.int("max_per_poll", range: 1...1000) { style.maxPerPoll = m }
         style.icon = try o.string("icon")
         if let d = try o.string("desktop_entry") { style.desktopEntry = d }
-        let templates = try MessageTemplate.options(o, [
-            ("title_template", DesktopStyle.defaultTitle, .plain), ("body_template", DesktopStyle.defaultBody, .notification),
-        ])
+        let templates = try MessageTemplate.options(
+            o,
+            [
+                ("title_template", DesktopStyle.defaultTitle, .plain), ("body_template", DesktopStyle.defaultBody, .notification),
+            ])
         (style.titleTemplate, style.bodyTemplate) = (templates[0], templates[1])
         return DesktopSink(style: style, timeout: try o.duration("timeout", minimum: 0.1) ?? 10, logger: setup.logger, silences: setup.silences)
     }
@@ -115,12 +117,18 @@ package final class DesktopSink: Sink, TemplatedSink {
             }
         } catch {
             let message = "desktop notifications unavailable: \(error)"
-            if available.withLock({ old in defer { old = false }; return old != false }) {
+            if available.withLock({ old in
+                defer { old = false }
+                return old != false
+            }) {
                 logger.warning("\(message); deliveries stay in the outbox and are retried")
             }
             throw DeliveryError(.retryable, message)
         }
-        if available.withLock({ old in defer { old = true }; return old == false }) {
+        if available.withLock({ old in
+            defer { old = true }
+            return old == false
+        }) {
             logger.notice("desktop notifications available again")
         }
     }

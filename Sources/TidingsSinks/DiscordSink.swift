@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `type = "discord"`: one embed per event to a Discord webhook.
 ///
@@ -147,7 +147,8 @@ package struct DiscordSink: Sink {
             let wait = waits.max().map { min(max(0, $0), HTTPResponse.maxRetryAfter) }
             return ChatChannel.failure(delivery.endpoint, r, .retryable, "rate limited", retryAfter: wait)
         case 401, 403:
-            return ChatChannel.failure(delivery.endpoint, r, .gone, "the webhook token was refused: the webhook was reset or the url is wrong; fix it, then reload")
+            return ChatChannel.failure(
+                delivery.endpoint, r, .gone, "the webhook token was refused: the webhook was reset or the url is wrong; fix it, then reload")
         case 404:
             return ChatChannel.failure(delivery.endpoint, r, .gone, "no such webhook: it was deleted or the url is wrong; fix it, then reload")
         default:

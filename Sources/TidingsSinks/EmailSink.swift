@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `type = "email"`: one e-mail per event over SMTP (DESIGN §9), through the process's shared
 /// ``MailTransport`` (libcurl).
@@ -100,7 +100,8 @@ package struct EmailSink: Sink {
     static func serverOptions(_ o: OptionReader) throws -> MailSubmission {
         let raw = try o.requiredString("smtp_url")
         guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["smtp", "smtps"].contains(scheme),
-              let host = url.host, !host.isEmpty else {
+            let host = url.host, !host.isEmpty
+        else {
             throw o.error("smtp_url", "\(o.what): 'smtp_url' must be smtps://HOST[:PORT] or smtp://HOST[:PORT]")
         }
         guard url.user == nil, url.password == nil else {
@@ -117,7 +118,10 @@ package struct EmailSink: Sink {
         case (_, nil): security = loopback ? .startTLSIfOffered : .startTLSRequired
         case (_, false?):
             guard loopback else {
-                throw o.error("starttls", "\(o.what): plain SMTP (starttls = false) sends the password and the mail readable on the network; it is allowed only to a loopback host, not \(host) (use STARTTLS or smtps://)")
+                throw o.error(
+                    "starttls",
+                    "\(o.what): plain SMTP (starttls = false) sends the password and the mail readable on the network; it is allowed only to a loopback host, not \(host) (use STARTTLS or smtps://)"
+                )
             }
             security = .plainLoopback
         }
@@ -216,7 +220,8 @@ package struct EmailSink: Sink {
         var html: String?
         if self.html != nil {
             let h = DigestText(digest, title: Self.itemTitleHTML)
-            html = "<p><strong>\(Markup.html.escape(h.heading))</strong></p>\n<ul>\n" + h.htmlLines.map { "<li>\($0)</li>\n" }.joined()
+            html =
+                "<p><strong>\(Markup.html.escape(h.heading))</strong></p>\n<ul>\n" + h.htmlLines.map { "<li>\($0)</li>\n" }.joined()
                 + "</ul>\n<p>Sent by tidings (digest \(Markup.html.escape(digest.id))).</p>\n"
         }
         let sources = Set(digest.events.map(\.source)).sorted().joined(separator: ", ")

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `type = "exec"`: runs `command` (an array; relative paths resolve against the config file's
 /// directory, bare names against `$PATH`) once per event.

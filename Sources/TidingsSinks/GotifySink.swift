@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `type = "gotify"`: posts each event to a self-hosted Gotify server as a message of one
 /// application.

@@ -1,8 +1,8 @@
 import Crypto
 import Foundation
 import Synchronization
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `type = "matrix"`: posts each event as a message into a Matrix room through the
 /// client-server API (`PUT /_matrix/client/v3/rooms/{roomId}/send/m.room.message/{txnId}`).
@@ -35,8 +35,10 @@ package struct MatrixSink: Sink {
     /// The room id an alias resolved to, kept for the sink's life (until reload).
     let resolved = RoomIDCache()
 
-    init(homeserver: URL, accessToken: Secret, room: MatrixRoom, message: MatrixMessage, sinkName: String,
-         timeout: TimeInterval = 15, client: any HTTPClient) {
+    init(
+        homeserver: URL, accessToken: Secret, room: MatrixRoom, message: MatrixMessage, sinkName: String,
+        timeout: TimeInterval = 15, client: any HTTPClient
+    ) {
         self.homeserver = homeserver
         self.accessToken = accessToken
         self.room = room
@@ -50,9 +52,11 @@ package struct MatrixSink: Sink {
     package static let factory = SinkFactory(type: "matrix", summary: "post events into a Matrix room") { o, setup in
         let raw = try o.requiredString("homeserver")
         guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              url.host != nil, url.query == nil, url.user == nil
+            url.host != nil, url.query == nil, url.user == nil
         else {
-            throw o.error("homeserver", "\(o.what): 'homeserver' must be an http:// or https:// URL without user or query, like \"https://matrix.example.org\", not \"\(raw)\"")
+            throw o.error(
+                "homeserver",
+                "\(o.what): 'homeserver' must be an http:// or https:// URL without user or query, like \"https://matrix.example.org\", not \"\(raw)\"")
         }
         let homeserver = raw.hasSuffix("/") ? URL(string: String(raw.dropLast()))! : url
         let token = try o.secret("access_token", required: true)!
@@ -158,7 +162,7 @@ package struct MatrixSink: Sink {
         if let id = resolved.value { return id }
         let response = try await delivery.send(aliasRequest(alias), judge: judge(while: .resolvingAlias(alias)))
         guard let answer = try? JSONDecoder().decode(MatrixWire.AliasAnswer.self, from: response.body),
-              answer.room_id.hasPrefix("!")
+            answer.room_id.hasPrefix("!")
         else {
             throw DeliveryError(.retryable, "\(delivery.endpoint): resolving \(alias) gave no room id" + HTTPDelivery.excerpt(response.body))
         }
@@ -208,7 +212,8 @@ enum MatrixRoom: Sendable, Equatable {
         if text.hasPrefix("!") {
             self = .id(text)
         } else if text.hasPrefix("#"), let colon = text.firstIndex(of: ":"), colon > text.index(after: text.startIndex),
-                  colon < text.index(before: text.endIndex) {
+            colon < text.index(before: text.endIndex)
+        {
             self = .alias(text)
         } else {
             return nil
@@ -247,8 +252,9 @@ struct MarkupPair: Sendable {
     }
 
     static func option(_ o: OptionReader, _ key: String, default fallback: String) throws -> MarkupPair {
-        MarkupPair(plain: try MessageTemplate.option(o, key, default: fallback, markup: .plain),
-                   html: try MessageTemplate.option(o, key, default: fallback, markup: .html))
+        MarkupPair(
+            plain: try MessageTemplate.option(o, key, default: fallback, markup: .plain),
+            html: try MessageTemplate.option(o, key, default: fallback, markup: .html))
     }
 }
 
@@ -342,7 +348,8 @@ struct MatrixMessage: Sendable {
     /// line per item, each title from `title_template` (plain in `body`, HTML-escaped in
     /// `formatted_body`), as many as fit, the rest counted ("…and 12 more").
     func content(for digest: TidingsPluginAPI.Digest) -> MatrixWire.Content {
-        let plain = DigestText(digest, title: title.plain), html = DigestText(digest, title: title.html)
+        let plain = DigestText(digest, title: title.plain)
+        let html = DigestText(digest, title: title.html)
         let label = SeverityLabel(digest.severity)
         let heading = (label.map { "\($0.text): " } ?? "") + plain.heading
         let htmlHeading = "<strong>" + (label?.html ?? "") + Markup.html.escape(html.heading) + "</strong>"

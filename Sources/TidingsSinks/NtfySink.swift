@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `type = "ntfy"`: publishes each event to an ntfy topic (ntfy.sh or a self-hosted server).
 ///
@@ -58,9 +58,10 @@ package struct NtfySink: Sink {
 
     /// ntfy's topic names (its server's `topicRegex`).
     static func isValidTopic(_ t: String) -> Bool {
-        (1...64).contains(t.utf8.count) && t.utf8.allSatisfy { b in
-            (0x30...0x39).contains(b) || (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) || b == 0x2D || b == 0x5F
-        }
+        (1...64).contains(t.utf8.count)
+            && t.utf8.allSatisfy { b in
+                (0x30...0x39).contains(b) || (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) || b == 0x2D || b == 0x5F
+            }
     }
 
     /// The factory the config loader uses.

@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `type = "pushover"`: sends each event through the Pushover message API.
 ///
@@ -76,8 +76,9 @@ package struct PushoverSink: Sink {
     /// 1,024 characters), the highest severity's priority, the newest event's time, a URL only
     /// when the digest has exactly one link.
     package func body(_ d: Digest) -> JSONValue {
-        body(text.render(d, title: Self.titleLimit, message: Self.messageLimit), d.severity,
-             at: d.events.map(\.observedAt).max() ?? Date(), url: PushText.link(d, limit: Self.urlLimit))
+        body(
+            text.render(d, title: Self.titleLimit, message: Self.messageLimit), d.severity,
+            at: d.events.map(\.observedAt).max() ?? Date(), url: PushText.link(d, limit: Self.urlLimit))
     }
 
     private func body(_ text: PushText.Rendered, _ severity: Severity, at time: Date, url: String?) -> JSONValue {
@@ -114,7 +115,8 @@ package struct PushoverSink: Sink {
         let response = try await delivery.send(request(body), judge: judge)
         guard Answer(response.body)?.status == 1 else {
             throw DeliveryError(
-                .gone, "\(delivery.endpoint): HTTP \(response.status) without \"status\": 1 (is 'api_url' the Pushover API?)" + HTTPDelivery.excerpt(response.body))
+                .gone,
+                "\(delivery.endpoint): HTTP \(response.status) without \"status\": 1 (is 'api_url' the Pushover API?)" + HTTPDelivery.excerpt(response.body))
         }
     }
 

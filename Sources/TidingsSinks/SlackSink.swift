@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `type = "slack"`: one message per event to a Slack incoming webhook (Mattermost and
 /// Rocket.Chat accept the same payload).

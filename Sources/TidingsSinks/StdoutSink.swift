@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `type = "stdout"`: one line per event on standard output, `format = "text"` or `"json"`.
 ///

@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `type = "telegram"`: one Telegram message per event, sent by a bot (Bot API `sendMessage`).
 ///
@@ -81,7 +81,9 @@ package struct TelegramSink: Sink {
     package static let factory = SinkFactory(type: "telegram", summary: "Telegram messages from a bot (Bot API sendMessage)") { o, setup in
         let token = try o.secret("bot_token", required: true)!.value
         if !token.isEmpty, !token.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == ":" || $0 == "_" || $0 == "-") }) {
-            throw o.error(o.has("bot_token") ? "bot_token" : nil, "\(o.what): 'bot_token' is not a Telegram bot token (digits, ':', then letters, digits, '_' and '-'; value not shown)")
+            throw o.error(
+                o.has("bot_token") ? "bot_token" : nil,
+                "\(o.what): 'bot_token' is not a Telegram bot token (digits, ':', then letters, digits, '_' and '-'; value not shown)")
         }
         let chat: String
         if case .int(_)? = o.table["chat_id"]?.value {
@@ -114,7 +116,8 @@ package struct TelegramSink: Sink {
     }
 
     package func message(for event: Event) -> SendMessage {
-        SendMessage(chatId: chat, text: Self.text(title: title.render(event), body: body.render(event), severity: event.severity, link: ChatChannel.link(event)))
+        SendMessage(
+            chatId: chat, text: Self.text(title: title.render(event), body: body.render(event), severity: event.severity, link: ChatChannel.link(event)))
     }
 
     /// A digest is one message (DESIGN §10).
@@ -159,16 +162,20 @@ package struct TelegramSink: Sink {
         case 401:
             return ChatChannel.failure(endpoint, r, .gone, "the bot token was refused: check bot_token, then reload")
         case 403:
-            return ChatChannel.failure(endpoint, r, .gone, "the bot may not write to this chat (blocked, removed, or no rights): fix it in Telegram or chat_id, then reload")
+            return ChatChannel.failure(
+                endpoint, r, .gone, "the bot may not write to this chat (blocked, removed, or no rights): fix it in Telegram or chat_id, then reload")
         case 404:
             return ChatChannel.failure(endpoint, r, .gone, "no such bot: check bot_token and api_url, then reload")
         case 400 where Self.configErrors.contains(where: { description.contains($0) }):
-            return ChatChannel.failure(endpoint, r, .gone, "chat_id does not name a chat this bot can write to: check chat_id and the bot's membership, then reload")
+            return ChatChannel.failure(
+                endpoint, r, .gone, "chat_id does not name a chat this bot can write to: check chat_id and the bot's membership, then reload")
         default:
             return nil
         }
     }
 
     /// Words of a 400 `description` that mean chat_id or the bot's rights are wrong, not the message.
-    static let configErrors = ["chat not found", "chat_id is empty", "peer_id_invalid", "not enough rights", "need administrator rights", "bot is not a member"]
+    static let configErrors = [
+        "chat not found", "chat_id is empty", "peer_id_invalid", "not enough rights", "need administrator rights", "bot is not a member",
+    ]
 }

@@ -1,8 +1,8 @@
 import Crypto
 import Foundation
 import Logging
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// `type = "webhook"`: POSTs the event JSON (DESIGN §4) to `url`, signed per Standard Webhooks
 /// when a `secret` is set.
@@ -91,7 +91,9 @@ package struct WebhookSink: Sink, TemplatedSink {
     static func payload(_ o: OptionReader, batch: Bool) throws -> Payload {
         let contentType = try o.string("content_type")
         guard o.has("body_template") else {
-            if contentType != nil { throw o.error("content_type", "\(o.what): 'content_type' goes with 'body_template' (the event JSON is always application/json)") }
+            if contentType != nil {
+                throw o.error("content_type", "\(o.what): 'content_type' goes with 'body_template' (the event JSON is always application/json)")
+            }
             return .event
         }
         if batch {

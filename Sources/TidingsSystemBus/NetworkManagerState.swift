@@ -1,5 +1,5 @@
-import TidingsPluginAPI
 import TidingsEngine
+import TidingsPluginAPI
 
 /// NetworkManager's `State` and `Connectivity` properties (interface
 /// `org.freedesktop.NetworkManager` on `/org/freedesktop/NetworkManager`), as far as they are
@@ -39,8 +39,10 @@ package struct NetworkManagerState: Sendable, Equatable {
 
     /// For the log: `state 70 (connected, global), connectivity 4 (full)`.
     package var summary: String {
-        let states: [UInt32: String] = [0: "unknown", 10: "asleep", 20: "disconnected", 30: "disconnecting", 40: "connecting",
-                                        50: "connected, local", 60: "connected, site", 70: "connected, global"]
+        let states: [UInt32: String] = [
+            0: "unknown", 10: "asleep", 20: "disconnected", 30: "disconnecting", 40: "connecting",
+            50: "connected, local", 60: "connected, site", 70: "connected, global",
+        ]
         let connectivities: [UInt32: String] = [0: "unknown", 1: "none", 2: "portal", 3: "limited", 4: "full"]
         func name(_ v: UInt32?, _ names: [UInt32: String]) -> String {
             guard let v else { return "not known" }

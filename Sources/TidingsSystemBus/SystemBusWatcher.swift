@@ -2,8 +2,8 @@ import CLibnotify
 import Foundation
 import Logging
 import Synchronization
-import TidingsPluginAPI
 import TidingsEngine
+import TidingsPluginAPI
 
 /// Follows the host on the system D-Bus for the daemon's scheduler (DESIGN §6): logind's
 /// `PrepareForSleep(b)` and NetworkManager's `State`/`Connectivity` (``NetworkManagerState``).
@@ -45,7 +45,12 @@ package final class SystemBusWatcher: @unchecked Sendable {
     package func start() async -> (HostConditions, AsyncStream<HostChange>) {
         let initial = await withCheckedContinuation { (c: CheckedContinuation<HostConditions, Never>) in
             let resume: @Sendable (HostConditions) -> Bool = { conditions in
-                guard self.answered.withLock({ done in defer { done = true }; return !done }) else { return false }
+                guard
+                    self.answered.withLock({ done in
+                        defer { done = true }
+                        return !done
+                    })
+                else { return false }
                 c.resume(returning: conditions)
                 return true
             }
@@ -93,16 +98,19 @@ package final class SystemBusWatcher: @unchecked Sendable {
 
         subscribe(sender: Self.login1, interface: "org.freedesktop.login1.Manager", member: "PrepareForSleep", path: "/org/freedesktop/login1")
         subscribe(sender: Self.networkManager, interface: Self.networkManager, member: "StateChanged", path: Self.networkManagerPath)
-        subscribe(sender: Self.networkManager, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
-                  path: Self.networkManagerPath, arg0: Self.networkManager)
+        subscribe(
+            sender: Self.networkManager, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
+            path: Self.networkManagerPath, arg0: Self.networkManager)
         // The older per-interface form (deprecated by NetworkManager, still sent by some releases and by dbusmock).
         subscribe(sender: Self.networkManager, interface: Self.networkManager, member: "PropertiesChanged", path: Self.networkManagerPath)
-        subscribe(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
-                  path: "/org/freedesktop/DBus", arg0: Self.networkManager)
+        subscribe(
+            sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
+            path: "/org/freedesktop/DBus", arg0: Self.networkManager)
 
         readNetworkManager()
         let logind = hasOwner(Self.login1) ? "following logind's sleep signals" : "logind is not on it (sleep is noticed by the clock jump only)"
-        let nm = networkManager.map { "NetworkManager says \($0.summary): network \($0.network == .online ? "online" : "offline")" }
+        let nm =
+            networkManager.map { "NetworkManager says \($0.summary): network \($0.network == .online ? "online" : "offline")" }
             ?? "NetworkManager is not on it (the network counts as online)"
         logger.info("system bus: \(logind); \(nm)")
         return true
@@ -114,8 +122,9 @@ package final class SystemBusWatcher: @unchecked Sendable {
             Unmanaged<SystemBusWatcher>.fromOpaque(data).takeUnretainedValue()
                 .received(String(cString: member), interface: interface.map { String(cString: $0) } ?? "", parameters)
         }
-        _ = g_dbus_connection_signal_subscribe(connection, sender, interface, member, path, arg0, G_DBUS_SIGNAL_FLAGS_NONE,
-                                               callback, Unmanaged.passUnretained(self).toOpaque(), nil)
+        _ = g_dbus_connection_signal_subscribe(
+            connection, sender, interface, member, path, arg0, G_DBUS_SIGNAL_FLAGS_NONE,
+            callback, Unmanaged.passUnretained(self).toOpaque(), nil)
     }
 
     // MARK: signals
@@ -149,7 +158,8 @@ package final class SystemBusWatcher: @unchecked Sendable {
     }
 
     private func mergeProperties(_ dictionary: OpaquePointer) {
-        let state = Self.lookupUInt32(dictionary, "State"), connectivity = Self.lookupUInt32(dictionary, "Connectivity")
+        let state = Self.lookupUInt32(dictionary, "State")
+        let connectivity = Self.lookupUInt32(dictionary, "Connectivity")
         guard state != nil || connectivity != nil else { return }
         networkManager = networkManager ?? NetworkManagerState()
         networkManager?.merge(state: state, connectivity: connectivity)
@@ -204,8 +214,9 @@ package final class SystemBusWatcher: @unchecked Sendable {
         var children: [OpaquePointer?] = arguments.map { g_variant_new_string($0) }
         let parameters = g_variant_new_tuple(&children, gsize(children.count))
         var error: UnsafeMutablePointer<GError>?
-        let reply = g_dbus_connection_call_sync(connection, name, path, interface, method, parameters, nil,
-                                                G_DBUS_CALL_FLAGS_NO_AUTO_START, Self.callTimeout, nil, &error)
+        let reply = g_dbus_connection_call_sync(
+            connection, name, path, interface, method, parameters, nil,
+            G_DBUS_CALL_FLAGS_NO_AUTO_START, Self.callTimeout, nil, &error)
         if reply == nil { logger.debug("\(name) \(method): \(Self.take(error))") }
         return reply
     }

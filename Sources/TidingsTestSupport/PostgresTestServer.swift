@@ -4,11 +4,12 @@ import NIOCore
 import NIOPosix
 import PostgresNIO
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
+    import Glibc
+    import TidingsPluginAPI
+    import TidingsEngine
+    import TidingsSQLite
 #endif
 
 /// One real PostgreSQL per test process (Debian's `postgresql` package), started on first use
@@ -98,16 +99,24 @@ package final class PostgresTestServer: Sendable {
         func run(_ program: String, _ arguments: [String]) throws {
             try Self.run(program, arguments, bin: bin, runAs: runAs, directory: directory)
         }
-        try run("initdb", ["-D", "\(directory)/data", "-U", user, "-A", "scram-sha-256", "--pwfile=\(directory)/pw",
-                           "-E", "UTF8", "--locale=C", "--no-sync"])
+        try run(
+            "initdb",
+            [
+                "-D", "\(directory)/data", "-U", user, "-A", "scram-sha-256", "--pwfile=\(directory)/pw",
+                "-E", "UTF8", "--locale=C", "--no-sync",
+            ])
         port = try {
             var lastError: (any Error)?
             for _ in 0..<3 {
                 let port = try Self.freePort()
                 do {
-                    try run("pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60",
-                                       "-o", "-p \(port) -k \(socketDirectory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200\(tlsOptions)",
-                                       "start"])
+                    try run(
+                        "pg_ctl",
+                        [
+                            "-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60",
+                            "-o", "-p \(port) -k \(socketDirectory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200\(tlsOptions)",
+                            "start",
+                        ])
                     return port
                 } catch {
                     lastError = error
@@ -131,9 +140,12 @@ package final class PostgresTestServer: Sendable {
         return server.settings(database: name, poolSize: poolSize)
     }
 
-    package func settings(database: String, poolSize: Int = 4, password: String? = nil, tls: StateSettings.TLSMode = .disable,
-                          caFile: String? = nil, host: String = "127.0.0.1", unixSocket: Bool = false) -> StateSettings {
-        let url = unixSocket
+    package func settings(
+        database: String, poolSize: Int = 4, password: String? = nil, tls: StateSettings.TLSMode = .disable,
+        caFile: String? = nil, host: String = "127.0.0.1", unixSocket: Bool = false
+    ) -> StateSettings {
+        let url =
+            unixSocket
             ? URL(string: "postgres://\(user)@/\(database)?host=\(socketDirectory)&port=\(port)")!
             : URL(string: "postgres://\(user)@\(host):\(port)/\(database)?sslmode=\(tls.rawValue)")!
         return StateSettings(url: url, password: Secret(password ?? self.password), tls: tls, caFile: caFile, poolSize: poolSize, connectTimeout: 10)
@@ -148,12 +160,15 @@ package final class PostgresTestServer: Sendable {
 
     /// Runs one statement as the superuser in the `postgres` database.
     package func admin(_ sql: String) throws {
-        let configuration = PostgresConnection.Configuration(host: "127.0.0.1", port: port, username: user, password: password,
-                                                             database: "postgres", tls: .disable)
+        let configuration = PostgresConnection.Configuration(
+            host: "127.0.0.1", port: port, username: user, password: password,
+            database: "postgres", tls: .disable)
         var logger = Logger(label: "tidings-test-postgres")
         logger.logLevel = .critical
-        let connection = try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration,
-                                                        id: 0, logger: logger).wait()
+        let connection = try PostgresConnection.connect(
+            on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration,
+            id: 0, logger: logger
+        ).wait()
         defer { try? connection.close().wait() }
         do {
             _ = try connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).wait()
@@ -167,11 +182,19 @@ package final class PostgresTestServer: Sendable {
     private static func makeCertificates(in dir: String, bin: String, runAs: String?) throws -> String {
         try "subjectAltName=DNS:localhost\n".write(toFile: "\(dir)/san.ext", atomically: false, encoding: .utf8)
         let steps: [[String]] = [
-            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/ca.key", "-out", "\(dir)/ca.crt", "-days", "2", "-subj", "/CN=tidings test CA"],
-            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/other-ca.key", "-out", "\(dir)/other-ca.crt", "-days", "2", "-subj", "/CN=tidings other CA"],
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/ca.key", "-out", "\(dir)/ca.crt", "-days", "2", "-subj",
+                "/CN=tidings test CA",
+            ],
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/other-ca.key", "-out", "\(dir)/other-ca.crt", "-days", "2", "-subj",
+                "/CN=tidings other CA",
+            ],
             ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/server.key", "-out", "\(dir)/server.csr", "-subj", "/CN=localhost"],
-            ["x509", "-req", "-in", "\(dir)/server.csr", "-CA", "\(dir)/ca.crt", "-CAkey", "\(dir)/ca.key", "-CAcreateserial",
-             "-out", "\(dir)/server.crt", "-days", "2", "-extfile", "\(dir)/san.ext"],
+            [
+                "x509", "-req", "-in", "\(dir)/server.csr", "-CA", "\(dir)/ca.crt", "-CAkey", "\(dir)/ca.key", "-CAcreateserial",
+                "-out", "\(dir)/server.crt", "-days", "2", "-extfile", "\(dir)/san.ext",
+            ],
         ]
         for step in steps {
             try run("openssl", step, bin: bin, runAs: nil, directory: dir, executable: "/usr/bin/openssl")
@@ -192,8 +215,8 @@ package final class PostgresTestServer: Sendable {
         for name in names where name.hasPrefix("tidings-pg-") {
             let dir = "\(base)/\(name)"
             guard let text = try? String(contentsOfFile: "\(dir)/owner.pid", encoding: .utf8),
-                  let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)),
-                  kill(pid, 0) != 0 && errno == ESRCH
+                let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)),
+                kill(pid, 0) != 0 && errno == ESRCH
             else { continue }
             if FileManager.default.fileExists(atPath: "\(dir)/data/postmaster.pid") {
                 try? run("pg_ctl", ["-D", "\(dir)/data", "-m", "immediate", "-w", "stop"], bin: bin, runAs: runAs, directory: dir)
@@ -242,8 +265,10 @@ package final class PostgresTestServer: Sendable {
 
     /// posix_spawn and waitpid, not Foundation's `Process`: that waits for a descriptor every
     /// descendant inherits, and the postgres that pg_ctl leaves running would keep it open.
-    private static func run(_ program: String, _ arguments: [String], bin: String, runAs: String?, directory: String,
-                            executable: String? = nil) throws {
+    private static func run(
+        _ program: String, _ arguments: [String], bin: String, runAs: String?, directory: String,
+        executable: String? = nil
+    ) throws {
         let path = executable ?? "\(bin)/\(program)"
         let argv = runAs.map { ["/usr/sbin/runuser", "-u", $0, "--", path] } ?? [path]
         let all = argv + arguments
@@ -266,7 +291,8 @@ package final class PostgresTestServer: Sendable {
         guard exited && code == 0 else {
             let output = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
             let serverLog = program == "pg_ctl" ? ((try? String(contentsOfFile: "\(directory)/server.log", encoding: .utf8)) ?? "") : ""
-            throw Failure(description: "\(program) failed (\(exited ? "exit \(code)" : "signal \(status & 0x7f)")): \(output.suffix(1500))\(serverLog.suffix(1500))")
+            throw Failure(
+                description: "\(program) failed (\(exited ? "exit \(code)" : "signal \(status & 0x7f)")): \(output.suffix(1500))\(serverLog.suffix(1500))")
         }
     }
 }

@@ -1,8 +1,8 @@
 import Foundation
 import Logging
-import TidingsPostgres
-import TidingsPluginAPI
 import TidingsEngine
+import TidingsPluginAPI
+import TidingsPostgres
 import TidingsSQLite
 
 /// The state a test works on: the SQLite store in its scratch directory, or, when the

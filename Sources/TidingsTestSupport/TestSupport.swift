@@ -1,14 +1,14 @@
 import Foundation
 import GRDB
 import Logging
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
-import TidingsProviders
-import TidingsSinks
 import TidingsCurl
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsProviders
+import TidingsSQLite
+import TidingsSinks
 import XCTest
 
 /// A scratch directory removed after the test.

@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsEngine
+import TidingsPluginAPI
 import TidingsSQLite
 
 // Benchmark 3 of `make bench`: items per second through de-duplication plus the
@@ -29,8 +29,9 @@ func item(_ source: Int, _ id: Int, _ version: Int) -> Item {
         "status": .string(version % 2 == 0 ? "open" : "pending"), "version": .number(Double(version)),
         "url": .string("https://example.com/items/\(id)"),
     ]
-    return Item(key: "k\(id)", kind: "item", title: "Item \(id) v\(version)", body: "body of item \(id)",
-                url: "https://example.com/items/\(id)", data: data)
+    return Item(
+        key: "k\(id)", kind: "item", title: "Item \(id) v\(version)", body: "body of item \(id)",
+        url: "https://example.com/items/\(id)", data: data)
 }
 
 /// Time of one call, seconds.
@@ -55,8 +56,9 @@ func run() throws {
     let recorder = PollRecorder(store: store)
     let options = RecordOptions(router: Router(routes: [], allSinks: ["console"]))
     let sources = (0..<sourceCount).map { i in
-        SourceConfig(name: "bench\(i)", provider: "http-json", settings: SourceSettings(), flapWindow: 0,
-                     instance: NoProvider(), file: "bench", line: nil, configHash: "bench")
+        SourceConfig(
+            name: "bench\(i)", provider: "http-json", settings: SourceSettings(), flapWindow: 0,
+            instance: NoProvider(), file: "bench", line: nil, configHash: "bench")
     }
     // Per source: the live item ids with their versions, and the next fresh id.
     var live: [[(id: Int, version: Int)]] = sources.indices.map { _ in (0..<snapshotSize).map { ($0, 0) } }
@@ -64,7 +66,7 @@ func run() throws {
     var rng = SystemRandomNumberGenerator()
     let now0 = Date()
 
-    var perSnapshot: [Double] = []   // seconds per recordSuccess (after the baselines)
+    var perSnapshot: [Double] = []  // seconds per recordSuccess (after the baselines)
     var baselineTime = 0.0
     var steadyTime = 0.0
     var items = 0
@@ -76,16 +78,25 @@ func run() throws {
                 let n = live[s].count
                 for _ in 0..<(n * 3 / 100) { live[s][Int.random(in: 0..<n, using: &rng)].version += 1 }
                 for _ in 0..<(n * 15 / 1000) { live[s].remove(at: Int.random(in: 0..<live[s].count, using: &rng)) }
-                for _ in 0..<(snapshotSize - live[s].count) { live[s].append((nextID[s], 0)); nextID[s] += 1 }
+                for _ in 0..<(snapshotSize - live[s].count) {
+                    live[s].append((nextID[s], 0))
+                    nextID[s] += 1
+                }
             }
             let snapshot = live[s].map { item(s, $0.id, $0.version) }
             let now = now0.addingTimeInterval(Double(round * 60))
             var produced = 0
             let t = try timed {
-                let r = try recorder.recordSuccess(source, result: .snapshot(snapshot, validators: Validators(etag: "\"r\(round)\"")), now: now, options: options)
+                let r = try recorder.recordSuccess(
+                    source, result: .snapshot(snapshot, validators: Validators(etag: "\"r\(round)\"")), now: now, options: options)
                 produced = r.events.count
             }
-            if round == 0 { baselineTime += t } else { steadyTime += t; perSnapshot.append(t) }
+            if round == 0 {
+                baselineTime += t
+            } else {
+                steadyTime += t
+                perSnapshot.append(t)
+            }
             events += produced
             items += snapshot.count
         }

@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 @main
 struct Tidings: AsyncParsableCommand {

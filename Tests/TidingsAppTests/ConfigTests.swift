@@ -1,12 +1,13 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsProviders
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 final class ConfigTests: XCTestCase {
     let jsonSource = """
@@ -16,7 +17,8 @@ final class ConfigTests: XCTestCase {
         """
 
     func testValidConfigLoadsWithDefaultsAndOverrides() throws {
-        let c = try loadConfig("""
+        let c = try loadConfig(
+            """
             [defaults]
             interval = "2m"
             jitter = 0.2
@@ -39,7 +41,8 @@ final class ConfigTests: XCTestCase {
 
     /// Issue 9, item 13: `max_events` in [defaults] and per source (default 1000).
     func testMaxEventsFromDefaultsAndPerSource() throws {
-        let c = try loadConfig("""
+        let c = try loadConfig(
+            """
             [defaults]
             max_events = 50
             \(jsonSource)
@@ -62,7 +65,8 @@ final class ConfigTests: XCTestCase {
     }
 
     func testUnknownKeyIsAnErrorAtItsLine() throws {
-        let errors = try configErrors("""
+        let errors = try configErrors(
+            """
             [defaults]
             interval = "5m"
             intervall = "1m"
@@ -72,7 +76,8 @@ final class ConfigTests: XCTestCase {
     }
 
     func testUnknownKeyInSourceAndInlineTable() throws {
-        let errors = try configErrors("""
+        let errors = try configErrors(
+            """
             [sinks.out]
             type = "stdout"
             [[routes]]
@@ -89,7 +94,8 @@ final class ConfigTests: XCTestCase {
     }
 
     func testWrongTypesAndBadValuesNameTheirLines() throws {
-        let errors = try configErrors("""
+        let errors = try configErrors(
+            """
             max_concurrent = "lots"
             [defaults]
             interval = 5
@@ -102,7 +108,8 @@ final class ConfigTests: XCTestCase {
     }
 
     func testUnknownProviderSinkAndRouteTarget() throws {
-        let errors = try configErrors("""
+        let errors = try configErrors(
+            """
             [sinks.a]
             type = "pigeon"
             [[routes]]
@@ -118,16 +125,18 @@ final class ConfigTests: XCTestCase {
 
     func testPluginFilesBecomeSourcesAndIgnoredSuffixesAreIgnored() throws {
         let script = "#!/bin/sh\necho '{\"key\":\"k\",\"title\":\"t\"}'\n"
-        let c = try loadConfig("", plugins: [
-            "api.toml": ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\"\n", 0o644),
-            "probe": (script, 0o755),
-            "probe2": (script, 0o755),
-            "probe2.toml": ("format = \"jsonl\"\ninterval = \"1m\"\n", 0o644),
-            "old.toml~": ("garbage", 0o644),
-            "off.toml.disabled": ("garbage", 0o644),
-            "x.toml.dpkg-old": ("garbage", 0o644),
-            "README": ("not executable", 0o644),
-        ])
+        let c = try loadConfig(
+            "",
+            plugins: [
+                "api.toml": ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\"\n", 0o644),
+                "probe": (script, 0o755),
+                "probe2": (script, 0o755),
+                "probe2.toml": ("format = \"jsonl\"\ninterval = \"1m\"\n", 0o644),
+                "old.toml~": ("garbage", 0o644),
+                "off.toml.disabled": ("garbage", 0o644),
+                "x.toml.dpkg-old": ("garbage", 0o644),
+                "README": ("not executable", 0o644),
+            ])
         XCTAssertEqual(c.sources.map(\.name), ["api", "probe", "probe2"])
         XCTAssertEqual(c.sources.map(\.provider), ["http-json", "exec", "exec"])
         XCTAssertEqual(c.source(named: "probe2")?.settings.interval, 60)
@@ -178,7 +187,8 @@ final class ConfigTests: XCTestCase {
         let dir = try scratchDirectory()
         try write("tok-from-file\n", to: "\(dir)/tok")
         setenv("TIDINGS_TEST_TOKEN", "tok-from-env", 1)
-        let c = try loadConfig("""
+        let c = try loadConfig(
+            """
             [sources.a]
             provider = "http-json"
             url = "http://127.0.0.1:9/"
@@ -189,7 +199,8 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(Dictionary(uniqueKeysWithValues: p.headers.pairs)["X-Key"], "tok-from-env")
         XCTAssertEqual(Redactor.shared.scrub("got tok-from-file and tok-from-env"), "got ‹redacted› and ‹redacted›")
 
-        let missing = try configErrors("""
+        let missing = try configErrors(
+            """
             [sources.a]
             provider = "http-json"
             url = "http://127.0.0.1:9/"
@@ -200,7 +211,8 @@ final class ConfigTests: XCTestCase {
     }
 
     func testEveryUnknownKeyOfATableIsReported() throws {
-        let errors = try configErrors("""
+        let errors = try configErrors(
+            """
             [sinks.out]
             type = "stdout"
             colour = true
@@ -211,17 +223,20 @@ final class ConfigTests: XCTestCase {
     }
 
     func testErrorsOfEveryPluginAreReportedAfterABrokenOne() throws {
-        let errors = try configErrors("", plugins: [
-            "a.toml": ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\n", 0o600),
-            "b.toml": ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\"\nitmes = \"/x\"\n", 0o600),
-        ])
+        let errors = try configErrors(
+            "",
+            plugins: [
+                "a.toml": ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\n", 0o600),
+                "b.toml": ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\"\nitmes = \"/x\"\n", 0o600),
+            ])
         let text = errors.map(\.description).joined(separator: "\n")
         XCTAssertTrue(text.contains("a.toml:2: TOML syntax"), text)
         XCTAssertTrue(text.contains("b.toml:3: source \"b\": unknown key 'itmes'"), text)
     }
 
     func testRouteMatchNamingNoConfiguredSourceOrProviderIsAnError() throws {
-        let errors = try configErrors("""
+        let errors = try configErrors(
+            """
             [sinks.out]
             type = "stdout"
             [[routes]]
@@ -289,7 +304,8 @@ final class ConfigTests: XCTestCase {
         try write("Bearer cred-tok-9\n", to: "\(dir)/creds/hook-auth")
         setenv("CREDENTIALS_DIRECTORY", "\(dir)/creds", 1)
         defer { unsetenv("CREDENTIALS_DIRECTORY") }
-        let c = try loadConfig("""
+        let c = try loadConfig(
+            """
             [sinks.hook]
             type = "webhook"
             url = "http://127.0.0.1:9/hook"
@@ -306,7 +322,8 @@ final class ConfigTests: XCTestCase {
 
         unsetenv("CREDENTIALS_DIRECTORY")
 
-        let errors = try configErrors("""
+        let errors = try configErrors(
+            """
             [sources.a]
             provider = "http-json"
             url = "http://127.0.0.1:9/"
@@ -315,7 +332,8 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(errors.map(\.line), [4])
         XCTAssertTrue(errors[0].message.contains("CREDENTIALS_DIRECTORY") && errors[0].message.contains("not set"), errors[0].message)
         setenv("CREDENTIALS_DIRECTORY", "\(dir)/creds", 1)
-        let missing = try configErrors("""
+        let missing = try configErrors(
+            """
             [sources.a]
             provider = "alertmanager"
             base_url = "http://127.0.0.1:9/"
@@ -326,7 +344,8 @@ final class ConfigTests: XCTestCase {
     }
 
     func testCredentialLikeInlineHeadersAreSecretsOthersAreNot() throws {
-        let readable = try configErrors("""
+        let readable = try configErrors(
+            """
             [sinks.hook]
             type = "webhook"
             url = "http://127.0.0.1:9/hook"
@@ -334,7 +353,8 @@ final class ConfigTests: XCTestCase {
             """, mode: 0o644)
         XCTAssertEqual(readable.map(\.line), [4])
         XCTAssertTrue(readable[0].message.contains("inline secret 'X-Session-Id'"), readable[0].message)
-        let plain = try loadConfig("""
+        let plain = try loadConfig(
+            """
             [sources.a]
             provider = "http-json"
             url = "http://127.0.0.1:9/"
@@ -350,7 +370,8 @@ final class ConfigTests: XCTestCase {
     func testHeaderNamesAndValuesCannotAddHeaders() throws {
         let dir = try scratchDirectory()
         try write("tok\nX-Injected: 1\n", to: "\(dir)/tok")
-        let errors = try configErrors("""
+        let errors = try configErrors(
+            """
             [sources.a]
             provider = "http-json"
             url = "http://127.0.0.1:9/"

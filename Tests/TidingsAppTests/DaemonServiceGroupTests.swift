@@ -1,13 +1,14 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import TidingsTestSupport
+import XCTest
+
 @testable import TidingsApp
 @testable import TidingsEngine
 @testable import TidingsMonitoring
 @testable import TidingsPluginAPI
 @testable import TidingsSQLite
-import TidingsTestSupport
-import XCTest
 
 /// The daemon in-process, as `tidings run` assembles it (``Daemon/serviceGroup(_:)``): one
 /// ServiceGroup of the generations, the control socket, `[http]`, housekeeping, the status line,
@@ -76,9 +77,10 @@ final class DaemonServiceGroupTests: XCTestCase {
         let control = try ControlServer(path: ControlProtocol.socketPath(in: stateDir), logger: Logger(label: "test")) { await daemon.answer($0) }
         let (reloads, reload) = AsyncStream<Void>.makeStream()
         let (hostChanges, _) = AsyncStream<HostChange>.makeStream()
-        group = Daemon.serviceGroup(Daemon.Parts(
-            daemon: daemon, control: control, endpoint: endpoint, hostChanges: hostChanges, reloads: reloads,
-            shutdownTimeout: config.shutdownTimeout))
+        group = Daemon.serviceGroup(
+            Daemon.Parts(
+                daemon: daemon, control: control, endpoint: endpoint, hostChanges: hostChanges, reloads: reloads,
+                shutdownTimeout: config.shutdownTimeout))
         self.daemon = daemon
         self.reload = reload
         let group = self.group!

@@ -1,14 +1,15 @@
 import Foundation
 import TidingsCurl
+import TidingsSinks
 import TidingsTestSupport
 import XCTest
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
+
 @testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
 @testable import TidingsProviders
-import TidingsSinks
+@testable import TidingsSQLite
 
 /// Inputs that once crashed a `make fuzz` target, kept in FuzzRegressions/TARGET/ as raw bytes.
 ///
@@ -93,8 +94,9 @@ final class FuzzRegressionTests: XCTestCase {
 
     /// toml++ asserted (abort) on a table header whose key starts with a character that cannot start a key.
     func testTableHeaderWithBadKeyStartIsASyntaxError() throws {
-        try assertSyntaxError(mentioning: "table header", crasher: "toml-header-key-assert",
-                                   also: ["[é]\n", "[[{a]]\n", "[ =x]\n", "\u{FEFF}[%]\n", "a = 1\n  [\t!b]\n", "[[[a]]]\n"])
+        try assertSyntaxError(
+            mentioning: "table header", crasher: "toml-header-key-assert",
+            also: ["[é]\n", "[[{a]]\n", "[ =x]\n", "\u{FEFF}[%]\n", "a = 1\n  [\t!b]\n", "[[[a]]]\n"])
         // Not headers: brackets inside values, strings and comments; valid headers of every shape.
         let fine = """
             a = [
@@ -118,8 +120,9 @@ final class FuzzRegressionTests: XCTestCase {
 
     /// toml++ asserted (abort) on a date-time whose time does not start with a digit.
     func testDateTimeWithoutTimeIsASyntaxError() throws {
-        try assertSyntaxError(mentioning: "date-time", crasher: "toml-datetime-time-assert",
-                                   also: ["a = 1979-05-27T(07:32:00Z\n", "a = [1979-05-27t]\n", "a = { b = 1979-05-27Tx:00 }\n", "a = [1, 2026-01-01T]"])
+        try assertSyntaxError(
+            mentioning: "date-time", crasher: "toml-datetime-time-assert",
+            also: ["a = 1979-05-27T(07:32:00Z\n", "a = [1979-05-27t]\n", "a = { b = 1979-05-27Tx:00 }\n", "a = [1, 2026-01-01T]"])
         let fine = """
             a = 1979-05-27T07:32:00Z
             b = [1979-05-27t07:32:00, 1979-05-27 07:32:00+01:00, 1979-05-27, 07:32:00]
@@ -132,8 +135,9 @@ final class FuzzRegressionTests: XCTestCase {
 
     /// toml++ asserted (abort) on a `}` where an array expects an element.
     func testBraceInArrayIsASyntaxError() throws {
-        try assertSyntaxError(mentioning: "in an array, saw '}'", crasher: "toml-brace-in-array-assert",
-                                   also: ["a = [}\n", "a = [1, }\n", "a = [\n  1, # c\n  }\n", "a = { b = [[2], }\n"])
+        try assertSyntaxError(
+            mentioning: "in an array, saw '}'", crasher: "toml-brace-in-array-assert",
+            also: ["a = [}\n", "a = [1, }\n", "a = [\n  1, # c\n  }\n", "a = { b = [[2], }\n"])
         XCTAssertNoThrow(try ConfigTable.parse("a = [{}, { b = [] }, # c\n  1979-05-27T07:32:00Z]\nc = { d = [1] }\n", file: "t.toml"))
         // A date-time check after a comment inside an array (the comment used to end the value position).
         XCTAssertThrowsError(try ConfigTable.parse("a = [ # c\n 1979-05-27T]\n", file: "t.toml"))

@@ -1,14 +1,15 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
 
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A real AF_UNIX datagram socket standing in for the service manager's notify socket.

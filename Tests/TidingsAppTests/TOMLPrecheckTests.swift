@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 final class TOMLPrecheckTests: XCTestCase {
     private func error(_ text: String) -> ConfigError? {
@@ -44,7 +45,8 @@ final class TOMLPrecheckTests: XCTestCase {
 
     func testDepthUpToTheLimitLoadsAndDotsInStringsAndValuesDoNotCount() throws {
         let half = TOMLPrecheck.maxDepth / 2
-        let t = try ConfigTable.parse("""
+        let t = try ConfigTable.parse(
+            """
             [\(dotted(half))]
             \(dotted(half)) = 1
             "q.u.o.t.e.d.k.e.y.w.i.t.h.m.a.n.y.d.o.t.s.a.b.c.d.e.f.g.h.i.j.k.l.m" = "\(String(repeating: ".", count: 100))"
@@ -57,7 +59,8 @@ final class TOMLPrecheckTests: XCTestCase {
     func testImpliedTablesTakeTheirParentsLine() throws {
         let t = try ConfigTable.parse("x = 1\n[sources.web]\nheaders.Accept = \"json\"\nlist = [1, 2]\n", file: "/etc/t.toml")
         guard case .table(let sources) = t["sources"]?.value, case .table(let web) = sources["web"]?.value,
-              case .table(let headers) = web["headers"]?.value, case .array(let list) = web["list"]?.value else {
+            case .table(let headers) = web["headers"]?.value, case .array(let list) = web["list"]?.value
+        else {
             return XCTFail("unexpected shape")
         }
         XCTAssertEqual(t.keys, ["x", "sources"])

@@ -1,27 +1,32 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsCurl
 import TidingsTestSupport
 import XCTest
 
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A GET through `client`.
-private func fetch(_ client: CurlHTTPClient, _ url: String, headers: [(String, String)] = [], timeout: TimeInterval = 10,
-                   maxBody: Int = 10 << 20) async throws -> HTTPResponse {
+private func fetch(
+    _ client: CurlHTTPClient, _ url: String, headers: [(String, String)] = [], timeout: TimeInterval = 10,
+    maxBody: Int = 10 << 20
+) async throws -> HTTPResponse {
     try await client.send(HTTPRequest(url: URL(string: url)!, headers: headers, timeout: timeout, maxBody: maxBody))
 }
 
 /// ``CurlHTTPClient`` against a real loopback server.
 final class CurlHTTPClientTests: XCTestCase {
-    private func assertThrows(_ expected: String, _ body: () async throws -> HTTPResponse,
-                              file: StaticString = #filePath, line: UInt = #line) async {
+    private func assertThrows(
+        _ expected: String, _ body: () async throws -> HTTPResponse,
+        file: StaticString = #filePath, line: UInt = #line
+    ) async {
         do {
             let r = try await body()
             XCTFail("expected \(expected), got HTTP \(r.status)", file: file, line: line)
@@ -66,8 +71,10 @@ final class CurlHTTPClientTests: XCTestCase {
         let server = try LoopbackHTTPServer { r in .respond(status: 200, body: r.body) }
         let client = CurlHTTPClient()
         for method in ["POST", "PUT", "GET"] {
-            let r = try await client.send(HTTPRequest(method: method, url: URL(string: server.url)!,
-                                                      headers: [("Content-Type", "application/json")], body: Data(#"{"a":1}"#.utf8)))
+            let r = try await client.send(
+                HTTPRequest(
+                    method: method, url: URL(string: server.url)!,
+                    headers: [("Content-Type", "application/json")], body: Data(#"{"a":1}"#.utf8)))
             XCTAssertEqual(String(decoding: r.body, as: UTF8.self), #"{"a":1}"#)
             XCTAssertEqual(server.requests.last?.method, method)
             XCTAssertEqual(server.requests.last?.headers["content-type"], "application/json")
@@ -155,8 +162,10 @@ final class CurlHTTPClientTests: XCTestCase {
 
     // MARK: redirects (followed by the client under the request's policy, never by libcurl)
 
-    private func send(_ client: CurlHTTPClient, _ url: String, method: String = "GET", headers: [(String, String)] = [],
-                      body: Data? = nil, redirects: RedirectPolicy) async throws -> HTTPResponse {
+    private func send(
+        _ client: CurlHTTPClient, _ url: String, method: String = "GET", headers: [(String, String)] = [],
+        body: Data? = nil, redirects: RedirectPolicy
+    ) async throws -> HTTPResponse {
         try await client.send(HTTPRequest(method: method, url: URL(string: url)!, headers: headers, body: body, timeout: 10, redirects: redirects))
     }
 
@@ -201,7 +210,9 @@ final class CurlHTTPClientTests: XCTestCase {
         }
         let client = CurlHTTPClient()
         let body = Data(#"{"epost":"a@b","losen":"pw"}"#.utf8)
-        let r = await refusal { try await send(client, server.url + "/307", method: "POST", headers: [("Authorization", "Bearer tok")], body: body, redirects: .sameOrigin) }
+        let r = await refusal {
+            try await send(client, server.url + "/307", method: "POST", headers: [("Authorization", "Bearer tok")], body: body, redirects: .sameOrigin)
+        }
         XCTAssertEqual(r?.status, 307)
         XCTAssertEqual(r?.target, other.url + "/steal?x=1")
         XCTAssertEqual(r?.reason, .otherOrigin(allowed: Origin(URL(string: server.url)!)!))
@@ -217,8 +228,9 @@ final class CurlHTTPClientTests: XCTestCase {
     func testPublicRequestsFollowAnotherOriginWithoutCredentialHeaders() async throws {
         let other = try LoopbackHTTPServer { _ in .respond(status: 200, body: Data("moved here".utf8)) }
         let server = try LoopbackHTTPServer { _ in .respond(status: 301, headers: [("Location", other.url + "/new")]) }
-        let r = try await send(CurlHTTPClient(), server.url + "/old", headers: [("Authorization", "Bearer x"), ("Cookie", "a=b"), ("Accept", "application/json")],
-                               redirects: .anyOrigin)
+        let r = try await send(
+            CurlHTTPClient(), server.url + "/old", headers: [("Authorization", "Bearer x"), ("Cookie", "a=b"), ("Accept", "application/json")],
+            redirects: .anyOrigin)
         XCTAssertEqual(String(decoding: r.body, as: UTF8.self), "moved here")
         let seen = try XCTUnwrap(other.requests.first)
         XCTAssertEqual(seen.target, "/new")
@@ -284,8 +296,9 @@ final class CurlHTTPClientTests: XCTestCase {
         XCTAssertEqual(Redirect.display("http://[\u{1B}[2J"), "http://[%1B[2J", "a Location is shown without terminal escapes")
         XCTAssertEqual(try next("http://a.example/x", 302, "https://b.example/y", .anyOrigin)?.url.absoluteString, "https://b.example/y")
         XCTAssertEqual(try next("https://a.example/x", 302, "//A.EXAMPLE:443/y", .sameOrigin)?.url.absoluteString, "https://A.EXAMPLE:443/y")
-        XCTAssertEqual(reason { try next("http://127.0.0.1:8080/x", 302, "http://0.0.0.0:8080/y", .sameOrigin) },
-                       .otherOrigin(allowed: Origin(URL(string: "http://127.0.0.1:8080")!)!))
+        XCTAssertEqual(
+            reason { try next("http://127.0.0.1:8080/x", 302, "http://0.0.0.0:8080/y", .sameOrigin) },
+            .otherOrigin(allowed: Origin(URL(string: "http://127.0.0.1:8080")!)!))
         XCTAssertNil(try next("http://a.example/x", 302, "http://b.example/", .never))
         XCTAssertNil(try next("http://a.example/x", 304, "http://b.example/", .anyOrigin), "not a redirect")
         XCTAssertNil(try next("http://a.example/x", 302, nil, .anyOrigin), "no Location: the answer")

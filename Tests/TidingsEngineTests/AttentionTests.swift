@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// A sink that renders digests and records what it got: single events and digests apart.
 final class DigestRecordingSink: Sink, @unchecked Sendable {
@@ -71,11 +72,12 @@ final class QuietHoursTests: XCTestCase {
             XCTAssertTrue("\(e)".contains("unknown day 'someday'"), "\(e)")
         }
         XCTAssertThrowsError(try loadConfig(base + #"quiet_bypass = "urgent""#)) { e in XCTAssertTrue("\(e)".contains("unknown severity"), "\(e)") }
-        let ok = try loadConfig(base + """
-            quiet_hours = { start = "22:00", end = "07:00", days = ["mon", "Friday"], timezone = "Europe/Stockholm" }
-            quiet_bypass = "critical"
-            group_wait = "30s"
-            """)
+        let ok = try loadConfig(
+            base + """
+                quiet_hours = { start = "22:00", end = "07:00", days = ["mon", "Friday"], timezone = "Europe/Stockholm" }
+                quiet_bypass = "critical"
+                group_wait = "30s"
+                """)
         let a = ok.routes[0].attention
         XCTAssertEqual(a.quietHours?.days, [2, 6])
         XCTAssertEqual(a.quietBypass, .critical)
@@ -120,9 +122,11 @@ final class HoldAndDigestTests: XCTestCase {
         var route = Route(sinks: ["a"])
         route.attention = RouteAttention(quietHours: quiet, quietBypass: .critical)
         let router = Router(routes: [route], allSinks: ["a"])
-        var e = Event(id: "1", source: "s", provider: "p", kind: "k", event: .new, key: "k", title: "t", body: "", url: nil,
-                      severity: .warning, observedAt: t0, data: .object([:]))
-        XCTAssertEqual(router.decisions(for: e, at: t0), [RouteDecision(sink: "a", hold: .quietHours(until: Timestamp.parse("2026-11-24T07:00:00Z")!, route: 0))])
+        var e = Event(
+            id: "1", source: "s", provider: "p", kind: "k", event: .new, key: "k", title: "t", body: "", url: nil,
+            severity: .warning, observedAt: t0, data: .object([:]))
+        XCTAssertEqual(
+            router.decisions(for: e, at: t0), [RouteDecision(sink: "a", hold: .quietHours(until: Timestamp.parse("2026-11-24T07:00:00Z")!, route: 0))])
         XCTAssertEqual(router.decisions(for: e, at: t0.addingTimeInterval(10 * 3600)), [RouteDecision(sink: "a", hold: nil)], "after the window")
         e.severity = .critical
         XCTAssertEqual(router.decisions(for: e, at: t0), [RouteDecision(sink: "a", hold: nil)], "critical bypasses")
@@ -132,10 +136,12 @@ final class HoldAndDigestTests: XCTestCase {
     func testHeldRowsWaitAndGoAsOneDigestPerSinkWhenTheWindowEnds() async throws {
         let options = router(RouteAttention(quietHours: quiet, quietBypass: .critical))
         // Three polls inside the window: a, b, then c critical; d came and went.
-        try poll([[item("a")], [item("a"), item("b"), item("d")], [item("a"), item("b"), item("c", .critical)]], options: options,
-                 at: [t0, t0.addingTimeInterval(60), t0.addingTimeInterval(120)])
+        try poll(
+            [[item("a")], [item("a"), item("b"), item("d")], [item("a"), item("b"), item("c", .critical)]], options: options,
+            at: [t0, t0.addingTimeInterval(60), t0.addingTimeInterval(120)])
         let env = FixedEnvironment(time: t0.addingTimeInterval(180))
-        let mail = DigestRecordingSink(digests: true), hook = DigestRecordingSink(digests: false)
+        let mail = DigestRecordingSink(digests: true)
+        let hook = DigestRecordingSink(digests: false)
         let worker = OutboxWorker(store: store, sinks: ["mail": mail, "hook": hook], policy: RetryPolicy(), env: env, logger: quietLogger)
         _ = await worker.drainOnce()
         XCTAssertEqual(mail.singles.count, 1, "only the critical event went at once")
@@ -160,8 +166,9 @@ final class HoldAndDigestTests: XCTestCase {
     func testGroupWaitCollectsFromTheFirstEventThenOneDigest() async throws {
         let options = router(RouteAttention(groupWait: 30), sinks: ["mail"])
         let noon = Timestamp.parse("2026-11-23T12:00:00Z")!
-        try poll([(1...20).map { item("\($0)") }, (1...21).map { item("\($0)") }, (1...22).map { item("\($0)") }], options: options,
-                 at: [noon, noon.addingTimeInterval(10), noon.addingTimeInterval(40)])
+        try poll(
+            [(1...20).map { item("\($0)") }, (1...21).map { item("\($0)") }, (1...22).map { item("\($0)") }], options: options,
+            at: [noon, noon.addingTimeInterval(10), noon.addingTimeInterval(40)])
         let env = FixedEnvironment(time: noon.addingTimeInterval(29))
         let mail = DigestRecordingSink(digests: true)
         let worker = OutboxWorker(store: store, sinks: ["mail": mail], policy: RetryPolicy(), env: env, logger: quietLogger)
@@ -192,7 +199,8 @@ final class HoldAndDigestTests: XCTestCase {
         }
         let sink = Flaky()
         let env = FixedEnvironment(time: noon.addingTimeInterval(6))
-        let worker = OutboxWorker(store: store, sinks: ["mail": sink], policy: RetryPolicy(first: 1, cap: 1, jitter: 0, maxAge: 100), env: env, logger: quietLogger)
+        let worker = OutboxWorker(
+            store: store, sinks: ["mail": sink], policy: RetryPolicy(first: 1, cap: 1, jitter: 0, maxAge: 100), env: env, logger: quietLogger)
         _ = await worker.drainOnce()
         env.time = noon.addingTimeInterval(8)
         _ = await worker.drainOnce()

@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// The wire shapes of the control socket (DESIGN §7): each written and read in one place.
 final class ControlProtocolTests: XCTestCase {
@@ -14,8 +15,10 @@ final class ControlProtocolTests: XCTestCase {
         XCTAssertEqual(line, #"{"op":"poll","sources":["a","b"],"v":1}"#)
         XCTAssertEqual(try ControlRequest.parse(line), ControlRequest(sources: ["a", "b"]))
         XCTAssertEqual(try ControlRequest.parse(#"{"v":1,"op":"poll"}"#), ControlRequest(sources: []), "no sources: every enabled one")
-        for (bad, why) in [(#"{"v":2,"op":"poll"}"#, "version 1"), (#"{"v":1,"op":"drop"}"#, "unknown op"),
-                           (#"{"v":1,"op":"poll","sources":[1]}"#, "list of names"), ("[1]", "one JSON object"), ("{", "one JSON object")] {
+        for (bad, why) in [
+            (#"{"v":2,"op":"poll"}"#, "version 1"), (#"{"v":1,"op":"drop"}"#, "unknown op"),
+            (#"{"v":1,"op":"poll","sources":[1]}"#, "list of names"), ("[1]", "one JSON object"), ("{", "one JSON object"),
+        ] {
             XCTAssertThrowsError(try ControlRequest.parse(bad), bad) { XCTAssertTrue("\($0)".contains(why), "\(bad): \($0)") }
         }
     }
@@ -28,10 +31,13 @@ final class ControlProtocolTests: XCTestCase {
     }
 
     func testRepliesRoundTripWithTheEventJSONVerbatim() throws {
-        let event = Event(id: "01J", source: "s", provider: "exec", kind: "item", event: .new, key: "k", title: "T \u{1b}[31m", body: "b",
-                          url: nil, severity: .warning, observedAt: Date(timeIntervalSince1970: 1_800_000_000), data: ["n": 1, "deep": ["x": [true]]])
-        let replies: [ControlReply] = [.waiting, .event(event), .result(source: "s", outcome: .ok),
-                                       .result(source: "t", outcome: .failed("HTTP 500")), .done, .error("no source named 'x'")]
+        let event = Event(
+            id: "01J", source: "s", provider: "exec", kind: "item", event: .new, key: "k", title: "T \u{1b}[31m", body: "b",
+            url: nil, severity: .warning, observedAt: Date(timeIntervalSince1970: 1_800_000_000), data: ["n": 1, "deep": ["x": [true]]])
+        let replies: [ControlReply] = [
+            .waiting, .event(event), .result(source: "s", outcome: .ok),
+            .result(source: "t", outcome: .failed("HTTP 500")), .done, .error("no source named 'x'"),
+        ]
         for r in replies { XCTAssertEqual(try ControlReply.parse(r.line()), r, r.line()) }
         XCTAssertEqual(ControlReply.event(event).line(), #"{"event":"# + event.jsonLine() + #","type":"event","v":1}"#)
         XCTAssertEqual(try JSONValue.parse(Data(ControlReply.event(event).line().utf8))["event"]?.jsonString(), event.jsonLine())

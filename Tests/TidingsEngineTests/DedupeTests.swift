@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 final class DedupeTests: XCTestCase {
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
@@ -80,7 +81,9 @@ final class DedupeTests: XCTestCase {
     func testRepeatedKeysInAnyOrderAreStable() {
         let d = Deduplicator()
         var s: [String: StoredItem] = [:]
-        let a = item("x", "A"), b = item("x", "B"), c = item("x", "C")
+        let a = item("x", "A")
+        let b = item("x", "B")
+        let c = item("x", "C")
         _ = run(d, &s, [a, b, c], baseline: true, at: t0)
         XCTAssertEqual(run(d, &s, [c, a, b], at: t0 + 1), [])
         XCTAssertEqual(run(d, &s, [b, c, a], at: t0 + 2), [])
@@ -105,8 +108,9 @@ final class DedupeTests: XCTestCase {
         XCTAssertEqual(o.upserts.map(\.item.title), ["DISK WARNING - 93% used"])
         XCTAssertEqual(o.upserts.first?.changedAt, t0, "changed_at stays the last change")
         apply(o, to: &s)
-        XCTAssertTrue(d.run(previous: s, current: [check("DISK WARNING - 93% used")], baseline: false, notifyExisting: false, now: t0 + 120).upserts.isEmpty,
-                      "the same text again is not rewritten")
+        XCTAssertTrue(
+            d.run(previous: s, current: [check("DISK WARNING - 93% used")], baseline: false, notifyExisting: false, now: t0 + 120).upserts.isEmpty,
+            "the same text again is not rewritten")
     }
 
     func testFlapWithinWindowIsOneChangedEvent() {

@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// Items are bounded when a poll takes them in (issue 9, item 1): visible markers, never a
 /// failure at write time, and the same cut for the same input.
@@ -25,7 +26,10 @@ final class ItemIntakeTests: XCTestCase {
     }
 
     func testItemsWithinTheLimitsAreLeftAlone() {
-        let items = [Item(key: "a", kind: "k", title: "t", data: deep(64)), Item(key: "b", kind: "k", title: "t", data: ["s": .string(String(repeating: "x", count: 60_000))])]
+        let items = [
+            Item(key: "a", kind: "k", title: "t", data: deep(64)),
+            Item(key: "b", kind: "k", title: "t", data: ["s": .string(String(repeating: "x", count: 60_000))]),
+        ]
         let r = ItemIntake.take(items)
         XCTAssertEqual(r.items, items)
         XCTAssertTrue(r.cut.isEmpty)

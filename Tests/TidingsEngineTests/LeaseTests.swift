@@ -1,11 +1,12 @@
 import Foundation
 import TidingsTestSupport
 import XCTest
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
+
 @testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// Leases on sources and sinks (DESIGN §11), round by round with a controlled clock.
 final class LeaseTests: XCTestCase {
@@ -27,8 +28,10 @@ final class LeaseTests: XCTestCase {
 
     /// One round of `instance` at `t` seconds after t0.
     @discardableResult
-    func round(_ i: Instance, _ w: LeaseWants, at t: TimeInterval, liveWindow: TimeInterval = 1, grace: TimeInterval = 0.5,
-               known: inout Set<String>) throws -> LeaseBook.Held {
+    func round(
+        _ i: Instance, _ w: LeaseWants, at t: TimeInterval, liveWindow: TimeInterval = 1, grace: TimeInterval = 0.5,
+        known: inout Set<String>
+    ) throws -> LeaseBook.Held {
         try store.database.write { db in
             try LeaseBook.round(db, instance: i, wants: w, liveWindow: liveWindow, grace: grace, now: self.t0.addingTimeInterval(t), known: &known)
         }
@@ -37,7 +40,9 @@ final class LeaseTests: XCTestCase {
     func testThreeInstancesShareThreeHundredSourcesWithoutOverlap() throws {
         let w = wants(300)
         var known: [Set<String>] = [[], [], []]
-        let a = instance(1), b = instance(2), c = instance(3)
+        let a = instance(1)
+        let b = instance(2)
+        let c = instance(3)
         XCTAssertEqual(try round(a, w, at: 0, known: &known[0]).sources.count, 300, "alone, it takes every source")
         // b joins: it finds nothing free; a gives up half at its next round; b takes them at its next.
         XCTAssertEqual(try round(b, w, at: 0.1, known: &known[1]).sources.count, 0)
@@ -47,14 +52,17 @@ final class LeaseTests: XCTestCase {
         try round(c, w, at: 0.7, known: &known[2])
         var held: [LeaseBook.Held] = []
         for t in [1.0, 1.5] {
-            held = [try round(a, w, at: t, known: &known[0]), try round(b, w, at: t + 0.1, known: &known[1]),
-                    try round(c, w, at: t + 0.2, known: &known[2])]
+            held = [
+                try round(a, w, at: t, known: &known[0]), try round(b, w, at: t + 0.1, known: &known[1]),
+                try round(c, w, at: t + 0.2, known: &known[2]),
+            ]
         }
         XCTAssertEqual(held.map(\.sources.count), [100, 100, 100])
         XCTAssertEqual(held.map(\.live), [3, 3, 3])
         XCTAssertEqual(held[0].sources.union(held[1].sources).union(held[2].sources).count, 300, "every source has an owner")
-        XCTAssertTrue(held[0].sources.isDisjoint(with: held[1].sources) && held[1].sources.isDisjoint(with: held[2].sources)
-                      && held[0].sources.isDisjoint(with: held[2].sources), "and only one")
+        XCTAssertTrue(
+            held[0].sources.isDisjoint(with: held[1].sources) && held[1].sources.isDisjoint(with: held[2].sources)
+                && held[0].sources.isDisjoint(with: held[2].sources), "and only one")
         XCTAssertEqual(held.map(\.sinks.count).reduce(0, +), 1, "one instance delivers to the sink")
         let owners = try store.database.read { try LeaseBook.sourceOwners($0, now: self.t0.addingTimeInterval(1.8)) }
         XCTAssertEqual(owners.count, 300)
@@ -76,8 +84,9 @@ final class LeaseTests: XCTestCase {
             var known = Set<String>()
             do {
                 try store.database.write { db in
-                    try LeaseBook.round(db, instance: Instance(id: "instance-\(k)", host: "host\(k)", pid: Int32(k)), wants: w,
-                                        liveWindow: 1, grace: 0.5, now: t0, known: &known)
+                    try LeaseBook.round(
+                        db, instance: Instance(id: "instance-\(k)", host: "host\(k)", pid: Int32(k)), wants: w,
+                        liveWindow: 1, grace: 0.5, now: t0, known: &known)
                 }
             } catch {
                 errors.append("\(error)")
@@ -101,7 +110,8 @@ final class LeaseTests: XCTestCase {
         let dead = try round(insts[2], w, at: t, known: &known[2])
         XCTAssertEqual(dead.sources.count, 100)
         let killedAt = t
-        var a = LeaseBook.Held(), b = LeaseBook.Held()
+        var a = LeaseBook.Held()
+        var b = LeaseBook.Held()
         for step in 1...6 {
             let now = killedAt + 0.5 * Double(step)
             a = try round(insts[0], w, at: now, known: &known[0])
@@ -124,7 +134,8 @@ final class LeaseTests: XCTestCase {
     /// that still counts the dead one as live, say): never left unpolled.
     func testExpiredLeasesLeftForARoundAreTakenRegardlessOfShare() throws {
         let w = wants(20, length: 2)
-        var ka = Set<String>(), kb = Set<String>()
+        var ka = Set<String>()
+        var kb = Set<String>()
         try round(instance(1), w, at: 0, known: &ka)
         try round(instance(2), w, at: 0.1, known: &kb)
         try round(instance(1), w, at: 0.5, known: &ka)
@@ -139,7 +150,8 @@ final class LeaseTests: XCTestCase {
     /// A clean stop releases at once: the others need not wait for an expiry.
     func testACleanStopReleasesEveryLeaseAtOnce() throws {
         let w = wants(10)
-        var ka = Set<String>(), kb = Set<String>()
+        var ka = Set<String>()
+        var kb = Set<String>()
         try round(instance(1), w, at: 0, known: &ka)
         try round(instance(2), w, at: 0.1, known: &kb)
         try round(instance(1), w, at: 0.2, known: &ka)
@@ -152,8 +164,9 @@ final class LeaseTests: XCTestCase {
 
     /// A poll that outlived its lease records nothing: the new owner polls the source.
     func testAPollRecordedWithoutTheLeaseChangesNothing() throws {
-        let source = SourceConfig(name: "s000", provider: "test", settings: SourceSettings(), flapWindow: 0, instance: ScriptedProvider(),
-                                  file: "t", line: nil, configHash: "h")
+        let source = SourceConfig(
+            name: "s000", provider: "test", settings: SourceSettings(), flapWindow: 0, instance: ScriptedProvider(),
+            file: "t", line: nil, configHash: "h")
         var known = Set<String>()
         let w = wants(1)
         try round(instance(1), w, at: 0, known: &known)
@@ -161,18 +174,25 @@ final class LeaseTests: XCTestCase {
         options.fence = instance(1).id
         let recorder = PollRecorder(store: store)
         // Within the lease: recorded (a baseline).
-        XCTAssertEqual(try recorder.recordSuccess(source, result: .snapshot([Item(key: "a", kind: "k", title: "A")]), now: t0.addingTimeInterval(1),
-                                                  options: options).baselineCount, 1)
+        XCTAssertEqual(
+            try recorder.recordSuccess(
+                source, result: .snapshot([Item(key: "a", kind: "k", title: "A")]), now: t0.addingTimeInterval(1),
+                options: options
+            ).baselineCount, 1)
         // Expired, and another instance took it.
         var other = Set<String>()
         try round(instance(2), w, at: 3, known: &other)
-        XCTAssertThrowsError(try recorder.recordSuccess(source, result: .snapshot([Item(key: "b", kind: "k", title: "B")]), now: t0.addingTimeInterval(3.1),
-                                                        options: options)) { XCTAssertTrue($0 is LeaseLost, "\($0)") }
+        XCTAssertThrowsError(
+            try recorder.recordSuccess(
+                source, result: .snapshot([Item(key: "b", kind: "k", title: "B")]), now: t0.addingTimeInterval(3.1),
+                options: options)
+        ) { XCTAssertTrue($0 is LeaseLost, "\($0)") }
         XCTAssertEqual(try store.scalar("SELECT count(*) FROM event") as Int?, 0, "no event")
         XCTAssertEqual(try store.column("SELECT key FROM item ORDER BY key") as [String], ["a"], "no item")
         options.fence = instance(2).id
-        let taken = try recorder.recordSuccess(source, result: .snapshot([Item(key: "b", kind: "k", title: "B")]), now: t0.addingTimeInterval(3.2),
-                                               options: options)
+        let taken = try recorder.recordSuccess(
+            source, result: .snapshot([Item(key: "b", kind: "k", title: "B")]), now: t0.addingTimeInterval(3.2),
+            options: options)
         XCTAssertEqual(Set(taken.events.map { "\($0.event.rawValue) \($0.key)" }), ["new b", "removed a"], "the new owner carries on from the state")
     }
 

@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// Answers each poll with the next scripted result (the last one repeats).
 final class PacedProvider: Provider, @unchecked Sendable {
@@ -67,8 +68,10 @@ final class MinimumIntervalTests: XCTestCase {
 
     func testSuccessWaitsAtLeastTheRemoteMinimumAndStoresIt() async throws {
         let store = try makeTestStore()
-        let p = PacedProvider([.success(.snapshot([]).paced(every: 60)), .success(PollResult.notModified.paced(every: 120)),
-                               .success(.snapshot([]))])
+        let p = PacedProvider([
+            .success(.snapshot([]).paced(every: 60)), .success(PollResult.notModified.paced(every: 120)),
+            .success(.snapshot([])),
+        ])
         let src = source(p, interval: 1)
         let runner = PollRunner(store: store, http: testHTTP, env: env)
         let t0 = env.time
@@ -97,14 +100,17 @@ final class MinimumIntervalTests: XCTestCase {
 
     func testAConfiguredIntervalLongerThanTheMinimumIsKept() async throws {
         let store = try makeTestStore()
-        let out = await poll(PollRunner(store: store, http: testHTTP, env: env), source(PacedProvider([.success(.snapshot([]).paced(every: 60))]), interval: 300))
+        let out = await poll(
+            PollRunner(store: store, http: testHTTP, env: env), source(PacedProvider([.success(.snapshot([]).paced(every: 60))]), interval: 300))
         XCTAssertEqual(out.nextDue.timeIntervalSince(env.time), 300)
     }
 
     func testAFailureKeepsTheStoredMinimumAsAFloor() async throws {
         let store = try makeTestStore()
-        let p = PacedProvider([.success(.snapshot([]).paced(every: 60)), .failure(PollError(.transient, "HTTP 502")),
-                               .failure(PollError(.rateLimited, "HTTP 429", retryAfter: 600))])
+        let p = PacedProvider([
+            .success(.snapshot([]).paced(every: 60)), .failure(PollError(.transient, "HTTP 502")),
+            .failure(PollError(.rateLimited, "HTTP 429", retryAfter: 600)),
+        ])
         let src = source(p, interval: 1)
         let runner = PollRunner(store: store, http: testHTTP, env: env)
         _ = await poll(runner, src)

@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// `tidings outbox` on held deliveries (DESIGN §10): their status, when they go, and why.
 final class OutboxHeldTests: XCTestCase {
@@ -71,17 +72,20 @@ final class OutboxHeldTests: XCTestCase {
     /// marked in history as silenced, and the silence counts it.
     func testASilenceAddedWhileRowsAreHeldKeepsThemBackAtRelease() async throws {
         let store = try polled(RouteAttention(groupWait: 5))
-        let silence = try SilenceStore.add(store, matchers: [try SilenceMatcher(parsing: "key=a")], comment: "", createdBy: "me",
-                                           now: noon.addingTimeInterval(1), until: noon.addingTimeInterval(3600))
+        let silence = try SilenceStore.add(
+            store, matchers: [try SilenceMatcher(parsing: "key=a")], comment: "", createdBy: "me",
+            now: noon.addingTimeInterval(1), until: noon.addingTimeInterval(3600))
         let mail = DigestRecordingSink(digests: true)
-        let worker = OutboxWorker(store: store, sinks: ["mail": mail], policy: RetryPolicy(), env: FixedEnvironment(time: noon.addingTimeInterval(6)), logger: quietLogger)
+        let worker = OutboxWorker(
+            store: store, sinks: ["mail": mail], policy: RetryPolicy(), env: FixedEnvironment(time: noon.addingTimeInterval(6)), logger: quietLogger)
         _ = await worker.drainOnce()
         XCTAssertEqual(mail.received.count, 0, "one event left: not a digest")
         XCTAssertEqual(mail.singles.count, 1)
-        let silencedBy = Dictionary(try store.history(source: nil, limit: 10).compactMap { entry -> (String, String?)? in
-            guard case .event(let e, let by) = entry, e.event == .new else { return nil }
-            return (e.key, by)
-        }, uniquingKeysWith: { a, _ in a })
+        let silencedBy = Dictionary(
+            try store.history(source: nil, limit: 10).compactMap { entry -> (String, String?)? in
+                guard case .event(let e, let by) = entry, e.event == .new else { return nil }
+                return (e.key, by)
+            }, uniquingKeysWith: { a, _ in a })
         XCTAssertEqual(silencedBy["a"], .some(silence.id))
         XCTAssertEqual(silencedBy["b"], .some(nil))
         XCTAssertEqual(try SilenceStore.all(store).first?.silenced, 1)
@@ -95,11 +99,11 @@ final class OutboxHeldTests: XCTestCase {
         let utc = TimeZone(identifier: "UTC")!
         let night = QuietHours(start: .init("11:00")!, end: .init("18:00")!, timeZone: utc)
         for (now, routes, expected) in [
-            (noon, [Route(sinks: ["mail"])], noon),                                     // quiet hours gone
-            (noon, [] as [Route], noon),                                                // the route gone
+            (noon, [Route(sinks: ["mail"])], noon),  // quiet hours gone
+            (noon, [] as [Route], noon),  // the route gone
             (noon, [Self.route(QuietHours(start: .init("11:00")!, end: .init("13:00")!, timeZone: utc))], noon.addingTimeInterval(3600)),
             (noon, [Self.route(QuietHours(start: .init("20:00")!, end: .init("23:00")!, timeZone: utc))], noon),  // not quiet now
-            (noon, [Self.route(night)], noon.addingTimeInterval(6 * 3600)),             // unchanged: left alone
+            (noon, [Self.route(night)], noon.addingTimeInterval(6 * 3600)),  // unchanged: left alone
         ] {
             let store = try polled(RouteAttention(quietHours: night))
             let outbox = OutboxStore(store: store)
@@ -144,8 +148,9 @@ final class OutboxHeldTests: XCTestCase {
         // The first part is refused once (a lost answer), then goes; so does the second.
         let mail = FlakyDigestSink(failFirst: 1)
         let env = FixedEnvironment(time: noon.addingTimeInterval(6))
-        let worker = OutboxWorker(store: store, sinks: ["mail": mail], policy: RetryPolicy(), env: env, logger: quietLogger,
-                                  leases: nil, digestLimit: limit)
+        let worker = OutboxWorker(
+            store: store, sinks: ["mail": mail], policy: RetryPolicy(), env: env, logger: quietLogger,
+            leases: nil, digestLimit: limit)
         _ = await worker.drainOnce()
         env.time = noon.addingTimeInterval(60)  // past the retry's backoff
         _ = await worker.drainOnce()
@@ -161,7 +166,11 @@ final class OutboxHeldTests: XCTestCase {
 /// Records each digest it is given (id, count, event ids); refuses the first `failFirst` as
 /// retryable, as a lost answer would be.
 final class FlakyDigestSink: Sink, @unchecked Sendable {
-    struct Try { var id: String; var count: Int; var events: [String] }
+    struct Try {
+        var id: String
+        var count: Int
+        var events: [String]
+    }
     let lock = NSLock()
     private var failures: Int
     private var log: [Try] = []

@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// Pins behaviour that the `make bench` optimisations rewrote by hand.
 final class PerformanceGuardTests: XCTestCase {
@@ -37,12 +38,20 @@ final class PerformanceGuardTests: XCTestCase {
             return String(s[first...s.lastIndex(where: { !blank($0) })!])
         }
         func keyPath(_ raw: String) -> String {
-            var parts: [String] = [], cur = "", quote: Character? = nil
+            var parts: [String] = []
+            var cur = ""
+            var quote: Character? = nil
             for ch in raw {
-                if let q = quote { if ch == q { quote = nil } else { cur.append(ch) } }
-                else if ch == "\"" || ch == "'" { quote = ch }
-                else if ch == "." { parts.append(trimmed(cur[...])); cur = "" }
-                else { cur.append(ch) }
+                if let q = quote {
+                    if ch == q { quote = nil } else { cur.append(ch) }
+                } else if ch == "\"" || ch == "'" {
+                    quote = ch
+                } else if ch == "." {
+                    parts.append(trimmed(cur[...]))
+                    cur = ""
+                } else {
+                    cur.append(ch)
+                }
             }
             parts.append(trimmed(cur[...]))
             return parts.joined(separator: ".")

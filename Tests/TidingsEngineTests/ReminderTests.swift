@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// `repeat_interval` reminders (DESIGN §10), with explicit poll times.
 final class ReminderTests: XCTestCase {
@@ -149,7 +150,9 @@ final class ReminderTests: XCTestCase {
     func testANotModifiedPollStillReminds() throws {
         let routes = [route(sinks: ["a"], every: 60)]
         try poll([warning("1")], at: 0, routes: routes)
-        let events = try recorder.recordSuccess(source, result: .notModified, now: t0 + 60, options: RecordOptions(router: Router(routes: routes, allSinks: ["a"]))).events
+        let events = try recorder.recordSuccess(
+            source, result: .notModified, now: t0 + 60, options: RecordOptions(router: Router(routes: routes, allSinks: ["a"]))
+        ).events
         XCTAssertEqual(events.map(\.event), [.reminder])
     }
 
@@ -188,7 +191,8 @@ final class ReminderTests: XCTestCase {
     }
 
     func testRepeatIntervalIsParsedAndOneThatCannotRemindIsWarned() throws {
-        let c = try loadConfig("""
+        let c = try loadConfig(
+            """
             [sinks.out]
             type = "stdout"
             [[routes]]

@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 final class RoutingTests: XCTestCase {
     func event(source: String = "helpdesk", severity: Severity = .critical, type: EventType = .new, kind: String = "alert") -> Event {
@@ -26,8 +27,9 @@ final class RoutingTests: XCTestCase {
         XCTAssertEqual(r.sinks(for: event(severity: .info)), ["desktop"])
         XCTAssertEqual(r.sinks(for: event(source: "other")), ["desktop"])
 
-        let cont = Router(routes: [Route(kind: ["alert"], sinks: ["log"], continueMatching: true), Route(event: ["new"], sinks: ["ops", "log"])],
-                          allSinks: ["ops", "log"])
+        let cont = Router(
+            routes: [Route(kind: ["alert"], sinks: ["log"], continueMatching: true), Route(event: ["new"], sinks: ["ops", "log"])],
+            allSinks: ["ops", "log"])
         XCTAssertEqual(cont.sinks(for: event()), ["log", "ops"])
         XCTAssertEqual(cont.sinks(for: event(type: .removed)), ["log"])
     }

@@ -1,12 +1,13 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsCurl
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// Counts polls per source.
 final class CountingProvider: Provider, @unchecked Sendable {
@@ -40,8 +41,9 @@ final class SchedulerTests: XCTestCase {
         cfg.sources = sources
         let env = FixedEnvironment(draw: 0.5)
         let t0 = env.time
-        let scheduler = Scheduler(config: cfg, runner: PollRunner(store: store, http: CurlHTTPClient(), env: env),
-                                  router: Router(routes: [], allSinks: []), env: env, logger: quietLogger, onEvents: {})
+        let scheduler = Scheduler(
+            config: cfg, runner: PollRunner(store: store, http: CurlHTTPClient(), env: env),
+            router: Router(routes: [], allSinks: []), env: env, logger: quietLogger, onEvents: {})
         let task = Task { await scheduler.run() }
         let settle = { try await idle(scheduler, env) }
         try await settle()
@@ -158,8 +160,11 @@ final class SchedulerStateTests: XCTestCase {
         var config = try loadConfig("")
         config.sources = sources
         let runner = PollRunner(store: store, http: CurlHTTPClient(), env: env)
-        return (Scheduler(config: config, runner: runner, router: Router(routes: [], allSinks: []), env: env, host: host,
-                          logger: quietLogger, onEvents: {}), runner)
+        return (
+            Scheduler(
+                config: config, runner: runner, router: Router(routes: [], allSinks: []), env: env, host: host,
+                logger: quietLogger, onEvents: {}), runner
+        )
     }
 
     func status(_ name: String) throws -> SourceStatus { try XCTUnwrap(try store.statuses()[name]) }
@@ -192,7 +197,10 @@ final class SchedulerStateTests: XCTestCase {
     func waitUntil(_ what: String, _ cond: () throws -> Bool) async throws {
         let deadline = Date().addingTimeInterval(10)
         while try !cond() {
-            if Date() > deadline { XCTFail("timed out waiting for \(what)"); return }
+            if Date() > deadline {
+                XCTFail("timed out waiting for \(what)")
+                return
+            }
             try await Task.sleep(for: .milliseconds(20))
         }
     }

@@ -1,19 +1,22 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// Silences (DESIGN §10): matcher parsing and matching, the activity window, `--until`, the
 /// store (ids, prefixes, expiry) and their effect on a recorded poll.
 final class SilenceTests: XCTestCase {
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
-    func event(source: String = "helpdesk", kind: String = "ticket", type: EventType = .new, key: String = "T-1",
-               title: String = "Printer on fire", body: String = "", severity: Severity = .warning) -> Event {
+    func event(
+        source: String = "helpdesk", kind: String = "ticket", type: EventType = .new, key: String = "T-1",
+        title: String = "Printer on fire", body: String = "", severity: Severity = .warning
+    ) -> Event {
         Event(source: source, provider: "exec", kind: kind, event: type, key: key, title: title, body: body, severity: severity, observedAt: t0)
     }
 
@@ -85,8 +88,9 @@ final class SilenceTests: XCTestCase {
 
     func silence(_ matchers: [String], from start: Date? = nil, for seconds: TimeInterval = 3600) throws -> Silence {
         let s = start ?? t0
-        return Silence(id: "abcd123456", matchers: try matchers.map(m), comment: "", createdBy: "me@host", createdAt: s, startsAt: s,
-                       endsAt: s.addingTimeInterval(seconds))
+        return Silence(
+            id: "abcd123456", matchers: try matchers.map(m), comment: "", createdBy: "me@host", createdAt: s, startsAt: s,
+            endsAt: s.addingTimeInterval(seconds))
     }
 
     func testEveryMatcherMustHold() throws {
@@ -142,7 +146,8 @@ final class SilenceTests: XCTestCase {
     func testAddListAndExpireByPrefix() throws {
         let a = try SilenceStore.add(store, matchers: [try m("source=a")], comment: "why", createdBy: "me@host", now: t0, until: t0.addingTimeInterval(60))
         // Listed in the order they were made (the same instant: by id; no backend keeps rows in insertion order).
-        let b = try SilenceStore.add(store, matchers: [try m("source=b")], comment: "", createdBy: "me@host", now: t0.addingTimeInterval(1), until: t0.addingTimeInterval(60))
+        let b = try SilenceStore.add(
+            store, matchers: [try m("source=b")], comment: "", createdBy: "me@host", now: t0.addingTimeInterval(1), until: t0.addingTimeInterval(60))
         XCTAssertEqual(a.id.count, SilenceID.length)
         XCTAssertNotEqual(a.id, b.id)
         XCTAssertEqual(try SilenceStore.all(store), [a, b])
@@ -163,8 +168,9 @@ final class SilenceTests: XCTestCase {
 
     func testAmbiguousPrefixNamesTheCandidates() throws {
         for id in ["abcd000001", "abcd000002"] {
-            try store.exec("INSERT INTO silence(id, matchers, created_by, created_at, starts_at, ends_at) VALUES (?, '[{\"name\":\"key\",\"op\":\"=\",\"value\":\"x\"}]', 'me', ?, ?, ?)",
-                           id, t0, t0, t0.addingTimeInterval(60))
+            try store.exec(
+                "INSERT INTO silence(id, matchers, created_by, created_at, starts_at, ends_at) VALUES (?, '[{\"name\":\"key\",\"op\":\"=\",\"value\":\"x\"}]', 'me', ?, ?, ?)",
+                id, t0, t0, t0.addingTimeInterval(60))
         }
         XCTAssertThrowsError(try SilenceStore.expire(store, id: "ABCD", now: t0)) {
             XCTAssertEqual(($0 as? SilenceStore.ExpireError)?.candidates.map(\.id), ["abcd000001", "abcd000002"])
@@ -176,10 +182,12 @@ final class SilenceTests: XCTestCase {
         let provider = ScriptedProvider()
         var settings = SourceSettings()
         settings.notifyExisting = true
-        let source = SourceConfig(name: "helpdesk", provider: "scripted", settings: settings, flapWindow: 0, instance: provider,
-                                  file: "test", line: nil, configHash: "h1")
-        let s = try SilenceStore.add(store, matchers: [try m("source=helpdesk"), try m("title~=fire")], comment: "", createdBy: "me",
-                                     now: t0, until: t0.addingTimeInterval(60))
+        let source = SourceConfig(
+            name: "helpdesk", provider: "scripted", settings: settings, flapWindow: 0, instance: provider,
+            file: "test", line: nil, configHash: "h1")
+        let s = try SilenceStore.add(
+            store, matchers: [try m("source=helpdesk"), try m("title~=fire")], comment: "", createdBy: "me",
+            now: t0, until: t0.addingTimeInterval(60))
         let options = RecordOptions(router: Router(routes: [], allSinks: ["hook"]))
         let record = try PollRecorder(store: store).recordSuccess(
             source, result: .snapshot([Item(key: "1", kind: "ticket", title: "Printer on fire"), Item(key: "2", kind: "ticket", title: "Paper jam")]),
@@ -187,8 +195,10 @@ final class SilenceTests: XCTestCase {
         XCTAssertEqual(record.events.map(\.key), ["1", "2"], "silenced events are still events")
         let fire = record.events[0].id
         XCTAssertEqual(record.silenced, [fire: s.id])
-        let rows = try store.rows("SELECT e.key, e.silenced_by, count(d.id) FROM event e LEFT JOIN delivery d ON d.event_seq = e.seq GROUP BY e.seq, e.key, e.silenced_by ORDER BY e.key")
-            .map { [try $0[0] as String, (try $0[1] as String?) ?? "-", "\(try $0[2] as Int)"] }
+        let rows = try store.rows(
+            "SELECT e.key, e.silenced_by, count(d.id) FROM event e LEFT JOIN delivery d ON d.event_seq = e.seq GROUP BY e.seq, e.key, e.silenced_by ORDER BY e.key"
+        )
+        .map { [try $0[0] as String, (try $0[1] as String?) ?? "-", "\(try $0[2] as Int)"] }
         XCTAssertEqual(rows, [["1", s.id, "0"], ["2", "-", "1"]], "in history, no delivery row")
         XCTAssertEqual(try SilenceStore.all(store).map(\.silenced), [1])
         let history = try store.history(source: nil, limit: 10).compactMap { entry -> String? in
@@ -201,8 +211,11 @@ final class SilenceTests: XCTestCase {
 
         // After the end, the same kind of event is delivered again.
         let later = try PollRecorder(store: store).recordSuccess(
-            source, result: .snapshot([Item(key: "1", kind: "ticket", title: "Printer on fire"), Item(key: "2", kind: "ticket", title: "Paper jam"),
-                                       Item(key: "3", kind: "ticket", title: "Printer on fire again")]),
+            source,
+            result: .snapshot([
+                Item(key: "1", kind: "ticket", title: "Printer on fire"), Item(key: "2", kind: "ticket", title: "Paper jam"),
+                Item(key: "3", kind: "ticket", title: "Printer on fire again"),
+            ]),
             now: t0.addingTimeInterval(60), options: options)
         XCTAssertEqual(later.events.map(\.key), ["3"])
         XCTAssertEqual(later.silenced, [:])
@@ -211,8 +224,9 @@ final class SilenceTests: XCTestCase {
 
     func testAnUnreadableStoredSilenceIsSkippedNotAppliedToEverything() throws {
         try store.database.write { db in
-            try db.execute("INSERT INTO silence(id, matchers, created_by, created_at, starts_at, ends_at) VALUES ('bad0000000', '[{\"name\":\"host\",\"op\":\"=\",\"value\":\"x\"}]', 'me', ?, ?, ?)",
-                           t0, t0, t0.addingTimeInterval(60))
+            try db.execute(
+                "INSERT INTO silence(id, matchers, created_by, created_at, starts_at, ends_at) VALUES ('bad0000000', '[{\"name\":\"host\",\"op\":\"=\",\"value\":\"x\"}]', 'me', ?, ?, ?)",
+                t0, t0, t0.addingTimeInterval(60))
             XCTAssertEqual(try SilenceStore.active(db, at: t0), [])
         }
     }

@@ -1,13 +1,14 @@
 import Foundation
 import GRDB
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsCurl
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 final class StateAndOutboxTests: XCTestCase {
     var dir = ""
@@ -32,7 +33,8 @@ final class StateAndOutboxTests: XCTestCase {
         let now = Date()
         _ = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "one")]), now: now, options: route)
         XCTAssertEqual(try count("event"), 0, "baseline is silent")
-        let r = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "one"), Item(key: "2", kind: "k", title: "two")]), now: now, options: route)
+        let r = try rec.recordSuccess(
+            source, result: .snapshot([Item(key: "1", kind: "k", title: "one"), Item(key: "2", kind: "k", title: "two")]), now: now, options: route)
         XCTAssertEqual(r.events.map(\.key), ["2"])
         XCTAssertEqual(try count("event"), 1)
         XCTAssertEqual(try count("delivery"), 2, "one row per (event, sink)")
@@ -42,7 +44,8 @@ final class StateAndOutboxTests: XCTestCase {
     func testDryRunChangesNothing() throws {
         let rec = PollRecorder(store: store)
         _ = try rec.recordSuccess(source, result: .snapshot([]), now: Date(), options: RecordOptions(router: nil))
-        let r = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "one")]), now: Date(), options: RecordOptions(router: nil, dryRun: true))
+        let r = try rec.recordSuccess(
+            source, result: .snapshot([Item(key: "1", kind: "k", title: "one")]), now: Date(), options: RecordOptions(router: nil, dryRun: true))
         XCTAssertEqual(r.events.count, 1)
         XCTAssertEqual(try count("event"), 0)
         XCTAssertEqual(try count("item"), 0)
@@ -123,19 +126,22 @@ final class StateAndOutboxTests: XCTestCase {
         var stale = try await store.database.read { try SourceState.read($0, source: "s") }
         XCTAssertNotNil(stale?.baselineAt)
         _ = try await rec.recordFailure(source, error: PollError(.transient, "HTTP 500"), now: Date(), options: opts)
-        let failed = try await rec.record(source, .failure(PollError(.transient, "HTTP 500"), notBefore: nil, nextDue: { _ in nil }), now: Date(),
-                                          options: opts, prior: .read(stale))
+        let failed = try await rec.record(
+            source, .failure(PollError(.transient, "HTTP 500"), notBefore: nil, nextDue: { _ in nil }), now: Date(),
+            options: opts, prior: .read(stale))
         XCTAssertEqual(failed.failures, 2, "counted on the row as it is, not as read")
 
         stale = try await store.database.read { try SourceState.read($0, source: "s") }
         try store.forget(source: "s")
-        let afterForget = try await rec.record(source, .success(.snapshot([Item(key: "1", kind: "k", title: "one"), Item(key: "2", kind: "k", title: "two")]), nextDue: nil),
-                                               now: Date(), options: opts, prior: .read(stale))
+        let afterForget = try await rec.record(
+            source, .success(.snapshot([Item(key: "1", kind: "k", title: "one"), Item(key: "2", kind: "k", title: "two")]), nextDue: nil),
+            now: Date(), options: opts, prior: .read(stale))
         XCTAssertEqual(afterForget.baselineCount, 2, "forgotten meanwhile: a silent baseline, not two new items")
         XCTAssertEqual(afterForget.events.count, 0)
 
-        let none = try await rec.record(source, .failure(PollError(.transient, "HTTP 500"), notBefore: nil, nextDue: { _ in nil }), now: Date(),
-                                        options: opts, prior: .read(nil))
+        let none = try await rec.record(
+            source, .failure(PollError(.transient, "HTTP 500"), notBefore: nil, nextDue: { _ in nil }), now: Date(),
+            options: opts, prior: .read(nil))
         XCTAssertEqual(none.failures, 1, "a row made meanwhile is not inserted over")
     }
 
@@ -144,7 +150,8 @@ final class StateAndOutboxTests: XCTestCase {
     func testRemovedItemThatReturnsIsNewAgain() throws {
         let rec = PollRecorder(store: store)
         let opts = RecordOptions(router: nil)
-        let a = Item(key: "a", kind: "k", title: "A"), b = Item(key: "b", kind: "k", title: "B")
+        let a = Item(key: "a", kind: "k", title: "A")
+        let b = Item(key: "b", kind: "k", title: "B")
         let t0 = Date(timeIntervalSince1970: 1_790_000_000)
         _ = try rec.recordSuccess(source, result: .snapshot([a, b]), now: t0, options: opts)
         let removed = try rec.recordSuccess(source, result: .snapshot([a]), now: t0 + 60, options: opts)
@@ -182,11 +189,14 @@ final class StateAndOutboxTests: XCTestCase {
         let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
         let t0 = Date()
         _ = try await rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
-        let events = try await rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: t0, options: route).events
+        let events = try await rec.recordSuccess(
+            source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: t0, options: route
+        ).events
         let sink = ScriptedSink()
         sink.failures = [DeliveryError(.retryable, "503")]
         let env = FixedEnvironment(time: t0)
-        let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(first: 2, cap: 60, jitter: 0, maxAge: 100), env: env, logger: quietLogger)
+        let worker = OutboxWorker(
+            store: store, sinks: ["x": sink], policy: RetryPolicy(first: 2, cap: 60, jitter: 0, maxAge: 100), env: env, logger: quietLogger)
 
         let failed = await worker.drainOnce()
         XCTAssertEqual(failed["x"], OutboxWorker.Failure(outcome: .queued, message: "503"))
@@ -201,9 +211,12 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(try count("delivery"), 0)
 
         // A permanent failure is dead at once; a retryable one past max_age too.
-        let more = try await rec.recordSuccess(source, result: .snapshot([
-            Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b"), Item(key: "3", kind: "k", title: "c"),
-        ]), now: env.time, options: route).events
+        let more = try await rec.recordSuccess(
+            source,
+            result: .snapshot([
+                Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b"), Item(key: "3", kind: "k", title: "c"),
+            ]), now: env.time, options: route
+        ).events
         XCTAssertEqual(more.map(\.key), ["3"])
         sink.failures = [DeliveryError(.permanent, "400 bad request")]
         _ = await worker.drainOnce()
@@ -221,7 +234,10 @@ final class StateAndOutboxTests: XCTestCase {
         let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
         let t0 = Date()
         _ = try await rec.recordSuccess(source, result: .snapshot([]), now: t0, options: route)
-        let events = try await rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b"), Item(key: "3", kind: "k", title: "c")]), now: t0, options: route).events
+        let events = try await rec.recordSuccess(
+            source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b"), Item(key: "3", kind: "k", title: "c")]),
+            now: t0, options: route
+        ).events
         try XCTSkipIf(store.database.dialect != .sqlite, "a SQLite file edited by hand (foreign keys off)")
         try await store.sqlitePool.writeWithoutTransaction { db in
             try db.execute(sql: "UPDATE event SET payload = '{}' WHERE id = ?", arguments: [events[0].id])
@@ -242,8 +258,12 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(sink.delivered, [events[2].id], "the sink goes on with the next row")
         let rows = try store.rows("SELECT status, last_error, attempts FROM delivery ORDER BY id")
         XCTAssertEqual(try rows.map { try $0[0] as String }, ["dead", "dead"])
-        XCTAssertEqual(try rows.map { try $0[1] as String }, ["cannot read the stored event: event: missing 'event'",
-                                                      "cannot read the stored event: its event is missing from the state"])
+        XCTAssertEqual(
+            try rows.map { try $0[1] as String },
+            [
+                "cannot read the stored event: event: missing 'event'",
+                "cannot read the stored event: its event is missing from the state",
+            ])
         XCTAssertEqual(try rows.map { try $0[2] as Int }, [0, 0], "never attempted")
         XCTAssertEqual(failures["x"]?.outcome, .dead)
         let json = try XCTUnwrap(OutboxStore(store: store).entries().first?.json)
@@ -258,7 +278,9 @@ final class StateAndOutboxTests: XCTestCase {
         let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
         let env = FixedEnvironment()
         _ = try await rec.recordSuccess(source, result: .snapshot([]), now: env.time, options: route)
-        let events = try await rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: env.time, options: route).events
+        let events = try await rec.recordSuccess(
+            source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: env.time, options: route
+        ).events
         try store.exec("UPDATE event SET payload = '{}' WHERE id = ?", events[0].id)
         let sink = ScriptedSink()
         let worker = OutboxWorker(store: store, sinks: ["x": sink], policy: RetryPolicy(), env: env, logger: quietLogger)
@@ -330,10 +352,15 @@ final class StateAndOutboxTests: XCTestCase {
         let rec = PollRecorder(store: store)
         let route = RecordOptions(router: Router(routes: [], allSinks: ["x"]))
         let t0 = Date()
-        let first = try await rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 1))]), now: t0, options: route)
-        XCTAssertEqual(first.warnings, ["cut 1 item to size (key 'd': data nested deeper than 64 levels); the stored item and its events carry a visible marker"])
-        let changed = try await rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 2))]), now: t0, options: route)
-        let later = try await rec.recordSuccess(source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 2)), Item(key: "n", kind: "k", title: "next")]), now: t0, options: route)
+        let first = try await rec.recordSuccess(
+            source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 1))]), now: t0, options: route)
+        XCTAssertEqual(
+            first.warnings, ["cut 1 item to size (key 'd': data nested deeper than 64 levels); the stored item and its events carry a visible marker"])
+        let changed = try await rec.recordSuccess(
+            source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 2))]), now: t0, options: route)
+        let later = try await rec.recordSuccess(
+            source, result: .snapshot([Item(key: "d", kind: "k", title: "deep", data: deep(509, leaf: 2)), Item(key: "n", kind: "k", title: "next")]), now: t0,
+            options: route)
         XCTAssertEqual(later.warnings, [], "an unchanged item cut the same way is not reported again")
         let payloads: [String] = try store.column("SELECT payload FROM event ORDER BY seq")
         XCTAssertEqual(payloads.count, 2)
@@ -365,7 +392,8 @@ final class StateAndOutboxTests: XCTestCase {
         XCTAssertEqual(r.warnings, [summary.title + "; recorded the state and sent one summary event instead"])
         XCTAssertEqual(try count("event"), 1)
         XCTAssertEqual(try count("delivery"), 1)
-        let next = try rec.recordSuccess(capped, result: .snapshot(Array(items[1...]) + [Item(key: "9", kind: "alert", title: "nine")]), now: Date(), options: route)
+        let next = try rec.recordSuccess(
+            capped, result: .snapshot(Array(items[1...]) + [Item(key: "9", kind: "alert", title: "nine")]), now: Date(), options: route)
         XCTAssertEqual(next.events.map(\.key), ["9"], "the state was recorded: the next poll is normal")
         XCTAssertEqual(next.warnings, [])
     }
@@ -426,8 +454,9 @@ final class StateAndOutboxTests: XCTestCase {
         let old = Date().addingTimeInterval(-40 * 86_400)
         _ = try rec.recordSuccess(source, result: .snapshot([]), now: old, options: RecordOptions(router: nil))
         _ = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a")]), now: old, options: RecordOptions(router: nil))
-        _ = try rec.recordSuccess(source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: old,
-                                  options: RecordOptions(router: Router(routes: [], allSinks: ["x"])))
+        _ = try rec.recordSuccess(
+            source, result: .snapshot([Item(key: "1", kind: "k", title: "a"), Item(key: "2", kind: "k", title: "b")]), now: old,
+            options: RecordOptions(router: Router(routes: [], allSinks: ["x"])))
         let r = try store.prune(olderThanDays: 30)
         XCTAssertEqual(r.events, 1)
         XCTAssertEqual(try count("event"), 1, "the undelivered event stays")
@@ -463,7 +492,8 @@ final class StateAndOutboxTests: XCTestCase {
     func testForgetDropsItemsStatusAndNotices() throws {
         let rec = PollRecorder(store: store)
         _ = try rec.recordSuccess(source, result: .snapshot([]), now: Date(), options: RecordOptions(router: nil))
-        _ = try rec.recordSuccess(source, result: .snapshot([Item(key: "n", kind: "notice", title: "maintenance")]), now: Date(), options: RecordOptions(router: nil))
+        _ = try rec.recordSuccess(
+            source, result: .snapshot([Item(key: "n", kind: "notice", title: "maintenance")]), now: Date(), options: RecordOptions(router: nil))
         XCTAssertEqual(try count("notice"), 1)
         XCTAssertEqual(try store.forget(source: "s"), 1)
         XCTAssertEqual(try count("notice"), 0)
@@ -495,8 +525,9 @@ final class PollRunnerStateErrorTests: XCTestCase {
     func testAnUnreadableStateFailsThePollWithoutPolling() async throws {
         let store = try makeTestStore()
         let provider = CountingProvider()
-        let source = SourceConfig(name: "s", provider: "counting", settings: SourceSettings(), flapWindow: 0, instance: provider,
-                                  file: "t", line: nil, configHash: "h")
+        let source = SourceConfig(
+            name: "s", provider: "counting", settings: SourceSettings(), flapWindow: 0, instance: provider,
+            file: "t", line: nil, configHash: "h")
         try store.exec("ALTER TABLE source_state RENAME COLUMN etag TO etag_gone")
         let outcome = await PollRunner(store: store, http: CurlHTTPClient()).poll(source, options: RecordOptions(router: nil), logger: quietLogger)
         XCTAssertEqual(provider.count, 0, "not polled blind")

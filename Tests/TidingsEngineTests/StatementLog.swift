@@ -1,10 +1,11 @@
 import Foundation
 import Synchronization
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsApp
 import TidingsTestSupport
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// A state database that records every statement run through it, then runs it on `base`.
 final class StatementLog: StateDatabase {

@@ -1,13 +1,14 @@
 import Foundation
 import Synchronization
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsMonitoring
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// `[http]` (DESIGN §8): its configuration, its routes, and the metrics it exports.
 final class MonitoringTests: XCTestCase {
@@ -27,8 +28,10 @@ final class MonitoringTests: XCTestCase {
     }
 
     func testBadListenValuesAreErrorsAtTheirLine() throws {
-        for bad in ["localhost:9464", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:-1", "::1:9464",
-                    "[::1]9464", "[::1]:", "256.0.0.1:80", "127.0.0.1: 80", "[127.0.0.1]:80", ""] {
+        for bad in [
+            "localhost:9464", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:-1", "::1:9464",
+            "[::1]9464", "[::1]:", "256.0.0.1:80", "127.0.0.1: 80", "[127.0.0.1]:80", "",
+        ] {
             let errors = try configErrors("state_dir = \"/tmp\"\n\n[http]\nlisten = \"\(bad)\"\n")
             XCTAssertEqual(errors.map(\.line), [4], "\(bad): \(errors)")
             XCTAssertTrue(errors[0].description.contains("tidings.toml:4:"), errors[0].description)
@@ -53,8 +56,9 @@ final class MonitoringTests: XCTestCase {
             XCTAssertEqual(ListenAddress(address)?.isLoopback, false, address)
             XCTAssertThrowsError(try loadConfig("# monitoring\n[http]\nlisten = \"\(address)\"\n"), address) { error in
                 let text = "\(error)"
-                XCTAssertTrue(text.contains("tidings.toml:3:") && text.contains("not a loopback address")
-                              && text.contains("needs [http.auth]"), text)
+                XCTAssertTrue(
+                    text.contains("tidings.toml:3:") && text.contains("not a loopback address")
+                        && text.contains("needs [http.auth]"), text)
             }
         }
         for loopback in ["127.0.0.1:1", "127.1.2.3:1", "[::1]:1", "[::ffff:127.0.0.1]:1"] {
@@ -93,21 +97,26 @@ final class MonitoringTests: XCTestCase {
         PrometheusExporter.bootstrap()
         PrometheusExporter.bootstrap()  // once per process: a second call must not trap
         var record = PollRecord()
-        record.events = [Event(id: "01J", source: "unit-a", provider: "exec", kind: "item", event: .new, key: "k", title: "t", body: "",
-                               url: nil, severity: .info, observedAt: Date(timeIntervalSince1970: 1_700_000_000))]
+        record.events = [
+            Event(
+                id: "01J", source: "unit-a", provider: "exec", kind: "item", event: .new, key: "k", title: "t", body: "",
+                url: nil, severity: .info, observedAt: Date(timeIntervalSince1970: 1_700_000_000))
+        ]
         record.silenced = ["01J": "abcd123456"]
         record.health = .ok
         TidingsMetrics.polled("unit-a", .succeeded(record, next: Date()), accounting: .counted, seconds: 0.2, now: Date(timeIntervalSince1970: 1_700_000_000))
         TidingsMetrics.delivered(sink: "unit-sink", .retry, count: 3)
         TidingsMetrics.outbox(["unit-sink": OutboxBacklog(pending: 3, dead: 1)])
         var text = String(decoding: PrometheusExporter.exposition(), as: UTF8.self)
-        for line in ["# TYPE tidings_polls_total counter", "# HELP tidings_polls_total ", "# TYPE tidings_poll_duration_seconds histogram",
-                     #"tidings_polls_total{source="unit-a",outcome="success"} 1"#, #"tidings_source_up{source="unit-a"} 1.0"#,
-                     #"tidings_source_last_success_timestamp_seconds{source="unit-a"} 1700000000.0"#,
-                     #"tidings_events_total{source="unit-a",type="new"} 1"#, #"tidings_events_silenced_total{source="unit-a"} 1"#,
-                     "# HELP tidings_events_silenced_total Events a silence kept", #"tidings_deliveries_total{sink="unit-sink",outcome="retry"} 3"#,
-                     #"tidings_outbox_pending{sink="unit-sink"} 3.0"#, #"tidings_outbox_dead{sink="unit-sink"} 1.0"#,
-                     #"tidings_poll_duration_seconds_bucket{le="0.25"}"#, #"tidings_build_info{version="\#(TidingsVersion.string)"} 1.0"#] {
+        for line in [
+            "# TYPE tidings_polls_total counter", "# HELP tidings_polls_total ", "# TYPE tidings_poll_duration_seconds histogram",
+            #"tidings_polls_total{source="unit-a",outcome="success"} 1"#, #"tidings_source_up{source="unit-a"} 1.0"#,
+            #"tidings_source_last_success_timestamp_seconds{source="unit-a"} 1700000000.0"#,
+            #"tidings_events_total{source="unit-a",type="new"} 1"#, #"tidings_events_silenced_total{source="unit-a"} 1"#,
+            "# HELP tidings_events_silenced_total Events a silence kept", #"tidings_deliveries_total{sink="unit-sink",outcome="retry"} 3"#,
+            #"tidings_outbox_pending{sink="unit-sink"} 3.0"#, #"tidings_outbox_dead{sink="unit-sink"} 1.0"#,
+            #"tidings_poll_duration_seconds_bucket{le="0.25"}"#, #"tidings_build_info{version="\#(TidingsVersion.string)"} 1.0"#,
+        ] {
             XCTAssertTrue(text.contains(line), "missing \(line) in\n\(text)")
         }
         TidingsMetrics.forget(sources: ["unit-a"])

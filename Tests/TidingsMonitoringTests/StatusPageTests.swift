@@ -1,13 +1,14 @@
 import Crypto
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsMonitoring
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// The status page (DESIGN §13): `[http] status_page` and `[http.auth]`, its guards (CSRF token,
 /// same origin, authentication) and its rendering of hostile text, without a socket.
@@ -52,8 +53,10 @@ final class StatusPageTests: XCTestCase {
         let bearer = try loadConfig("[http]\nlisten = \"127.0.0.1:1\"\n[http.auth]\ntoken_file = \"\(dir)/tok\"\n")
         guard case .bearer(let token)? = bearer.http?.auth else { return XCTFail() }
         XCTAssertEqual(token.value, "tok-abcdef")
-        for (body, line) in [("user = \"ops\"", 3), ("user = \"ops\"\ntoken_file = \"\(dir)/tok\"", 3), ("", 3),
-                             ("user = \"a:b\"\npassword_file = \"\(dir)/tok\"", 4), ("pasword = 1", 4), ("pasword = 1", 3)] {
+        for (body, line) in [
+            ("user = \"ops\"", 3), ("user = \"ops\"\ntoken_file = \"\(dir)/tok\"", 3), ("", 3),
+            ("user = \"a:b\"\npassword_file = \"\(dir)/tok\"", 4), ("pasword = 1", 4), ("pasword = 1", 3),
+        ] {
             let errors = try configErrors("[http]\nlisten = \"127.0.0.1:1\"\n[http.auth]\n\(body)\n")
             XCTAssertTrue(errors.contains { $0.line == line }, "\(body): \(errors)")
         }
@@ -63,7 +66,8 @@ final class StatusPageTests: XCTestCase {
 
     func testCSRFTokensAreThisProcesssAndExpire() {
         let now = Date(timeIntervalSince1970: 2_000_000_000)
-        let a = WebSecurity(), b = WebSecurity()
+        let a = WebSecurity()
+        let b = WebSecurity()
         let token = a.csrfToken(now: now)
         XCTAssertTrue(a.validCSRF(token, now: now))
         XCTAssertTrue(a.validCSRF(token, now: now.addingTimeInterval(WebSecurity.tokenLifetime - 1)))
@@ -113,8 +117,10 @@ final class StatusPageTests: XCTestCase {
         let store = try TestState.make(directory: try scratchDirectory())
         let pages = StatusPages(clock: { now })
         pages.configure(config.http)
-        pages.attach(.init(config: { config }, store: store, pid: 4242, startedAt: now.addingTimeInterval(-60),
-                           pollNow: { _ in [] }, outboxChanged: {}))
+        pages.attach(
+            .init(
+                config: { config }, store: store, pid: 4242, startedAt: now.addingTimeInterval(-60),
+                pollNow: { _ in [] }, outboxChanged: {}))
         return (pages, store)
     }
 
@@ -123,8 +129,9 @@ final class StatusPageTests: XCTestCase {
         let config = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\nstatus_page = true\n[sinks.out]\ntype = \"stdout\"\n")
         let (pages, store) = try makePages(config, now: now)
         let hostile = "<script>alert(1)</script>\"'&"
-        try SilenceStore.add(store, matchers: [try SilenceMatcher(parsing: "source=x")], comment: hostile, createdBy: "t",
-                             now: now, until: now.addingTimeInterval(3600))
+        try SilenceStore.add(
+            store, matchers: [try SilenceMatcher(parsing: "source=x")], comment: hostile, createdBy: "t",
+            now: now, until: now.addingTimeInterval(3600))
         let answer = await pages.respond(WebRequest(method: "GET", path: "/silences"))
         let html = try XCTUnwrap(answer)
         XCTAssertEqual(html.status, 200)
@@ -148,7 +155,8 @@ final class StatusPageTests: XCTestCase {
             XCTAssertEqual(answer?.status, 403, "\(r.headers)")
         }
         XCTAssertEqual(try SilenceStore.all(store).count, 1)
-        let ok = await pages.respond(WebRequest(method: "POST", path: "/silences", headers: host.merging(["origin": "http://127.0.0.1:9464"]) { $1 }, body: form))
+        let ok = await pages.respond(
+            WebRequest(method: "POST", path: "/silences", headers: host.merging(["origin": "http://127.0.0.1:9464"]) { $1 }, body: form))
         XCTAssertEqual(ok?.status, 303)
         XCTAssertEqual(ok?.headers["Location"], "/silences?done=added")
         XCTAssertEqual(try SilenceStore.all(store).count, 2)
@@ -190,12 +198,15 @@ final class StatusPageTests: XCTestCase {
     func testTheChartCountsPollsAndEventsPerHourOfTheLastDay() {
         let now = Date()
         func event(_ ago: TimeInterval) -> Event {
-            Event(id: UUID().uuidString, source: "s", provider: "p", kind: "item", event: .new, key: "k", title: "t", body: "",
-                  url: nil, severity: .info, observedAt: now.addingTimeInterval(-ago), data: .null)
+            Event(
+                id: UUID().uuidString, source: "s", provider: "p", kind: "item", event: .new, key: "k", title: "t", body: "",
+                url: nil, severity: .info, observedAt: now.addingTimeInterval(-ago), data: .null)
         }
-        let polls = [RecentPolls.Poll(at: now.addingTimeInterval(-5), seconds: 0.2, error: nil, events: 2),
-                     RecentPolls.Poll(at: now.addingTimeInterval(-7200), seconds: 0.3, error: "HTTP 500", events: 0),
-                     RecentPolls.Poll(at: now.addingTimeInterval(-90_000), seconds: 0.1, error: nil, events: 0)]
+        let polls = [
+            RecentPolls.Poll(at: now.addingTimeInterval(-5), seconds: 0.2, error: nil, events: 2),
+            RecentPolls.Poll(at: now.addingTimeInterval(-7200), seconds: 0.3, error: "HTTP 500", events: 0),
+            RecentPolls.Poll(at: now.addingTimeInterval(-90_000), seconds: 0.1, error: nil, events: 0),
+        ]
         let svg = StatusChart.hours(events: [event(10), event(20), event(3 * 3600 + 5), event(2 * 86_400)], polls: polls, now: now)
         XCTAssertTrue(svg.contains("<title>last 24 h: 2 polls (1 failed), 3 events</title>"), svg)
         // The axis; polls in two hours, one of them failed; events in two hours.

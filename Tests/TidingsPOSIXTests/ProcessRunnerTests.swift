@@ -1,17 +1,21 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
 
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
+
 final class ProcessRunnerTests: XCTestCase {
-    private func sh(_ script: String, stdin: Data? = nil, directory: String? = nil, timeout: TimeInterval = 10,
-                    maxOutput: Int = 1 << 20, exitWatch: ProcessRunner.ExitWatch = .pidfd) async throws -> ProcessRunner.Output {
-        try await ProcessRunner.run(["/bin/sh", "-c", script], directory: directory, environment: nil, stdin: stdin,
-                                    timeout: timeout, maxOutput: maxOutput, exitWatch: exitWatch)
+    private func sh(
+        _ script: String, stdin: Data? = nil, directory: String? = nil, timeout: TimeInterval = 10,
+        maxOutput: Int = 1 << 20, exitWatch: ProcessRunner.ExitWatch = .pidfd
+    ) async throws -> ProcessRunner.Output {
+        try await ProcessRunner.run(
+            ["/bin/sh", "-c", script], directory: directory, environment: nil, stdin: stdin,
+            timeout: timeout, maxOutput: maxOutput, exitWatch: exitWatch)
     }
 
     private func text(_ d: Data) -> String { String(decoding: d, as: UTF8.self) }
@@ -19,7 +23,8 @@ final class ProcessRunnerTests: XCTestCase {
     /// The daemon blocks signals for its own handling and ignores SIGPIPE; a child must start
     /// with neither (a plugin could not time itself out, `timeout 1 sleep 4` took 4 s).
     func testChildStartsWithAnEmptySignalMaskAndDefaultDispositions() async throws {
-        var blocked = sigset_t(), previous = sigset_t()
+        var blocked = sigset_t()
+        var previous = sigset_t()
         sigemptyset(&blocked)
         for s in [SIGTERM, SIGINT, SIGHUP, SIGALRM, SIGCHLD, SIGUSR1] { sigaddset(&blocked, s) }
         pthread_sigmask(SIG_BLOCK, &blocked, &previous)
@@ -80,8 +85,9 @@ final class ProcessRunnerTests: XCTestCase {
 
     func testCancellationKillsTheChild() async throws {
         let task = Task {
-            try await ProcessRunner.run(["/bin/sleep", "30"], directory: nil, environment: nil, stdin: nil,
-                                        timeout: 60, maxOutput: 1 << 20, exitWatch: .pidfd)
+            try await ProcessRunner.run(
+                ["/bin/sleep", "30"], directory: nil, environment: nil, stdin: nil,
+                timeout: 60, maxOutput: 1 << 20, exitWatch: .pidfd)
         }
         try await Task.sleep(for: .milliseconds(200))
         task.cancel()
@@ -134,7 +140,8 @@ final class ProcessRunnerTests: XCTestCase {
 
     private func isRunning(_ pid: Int32) -> Bool {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return false }
+            let close = stat.lastIndex(of: ")")
+        else { return false }
         let state = stat[stat.index(close, offsetBy: 2)]
         return state != "Z" && state != "X"
     }

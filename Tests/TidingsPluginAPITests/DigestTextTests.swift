@@ -1,22 +1,26 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
-@testable import TidingsSinks
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
+@testable import TidingsSinks
 
 /// How a digest (quiet hours, group_wait) reads in each channel that shows it as one message:
 /// the shared lines (DigestText), escaping, cutting to each channel's limit, "came and went".
 /// (End to end: Tests/e2e/test_attention.py.)
 final class DigestTextTests: XCTestCase {
     /// An item's event: `key` names the item, so two events with one key are one line.
-    func item(_ id: String, key: String, _ type: EventType = .new, severity: Severity = .info, title: String? = nil,
-              url: String? = nil, source: String = "helpdesk") -> Event {
-        Event(id: id, source: source, provider: "exec", kind: "message", event: type, key: key, title: title ?? "item \(key)",
-              url: url, severity: severity, observedAt: Date(timeIntervalSince1970: 1_700_000_000 + Double(id.count)))
+    func item(
+        _ id: String, key: String, _ type: EventType = .new, severity: Severity = .info, title: String? = nil,
+        url: String? = nil, source: String = "helpdesk"
+    ) -> Event {
+        Event(
+            id: id, source: source, provider: "exec", kind: "message", event: type, key: key, title: title ?? "item \(key)",
+            url: url, severity: severity, observedAt: Date(timeIntervalSince1970: 1_700_000_000 + Double(id.count)))
     }
 
     func digest(_ events: [Event], reason: Digest.Reason = .quietHours, id: String = "dg-1") -> Digest {
@@ -42,20 +46,24 @@ final class DigestTextTests: XCTestCase {
         let text = DigestText(d, title: plainTitle)
         XCTAssertEqual(text.heading, "5 events from helpdesk (held for quiet hours)")
         XCTAssertEqual(text.severity, .critical)
-        XCTAssertEqual(text.plainLines, [
-            "[warning] Disk full (new) https://example.org/a?x=1&y=2",
-            "[info] Came (came and went)",
-            "[critical] Draft 2 (new, then changed (2 events))",
-        ], "an item that came and went is one line; a javascript: URL is no link")
+        XCTAssertEqual(
+            text.plainLines,
+            [
+                "[warning] Disk full (new) https://example.org/a?x=1&y=2",
+                "[info] Came (came and went)",
+                "[critical] Draft 2 (new, then changed (2 events))",
+            ], "an item that came and went is one line; a javascript: URL is no link")
         XCTAssertEqual(text.plainLines(links: false)[0], "[warning] Disk full (new)")
     }
 
     func testHTMLLinesEscapeRemoteTextAndLinks() {
         let d = digest([item("1", key: "a", severity: .warning, title: "<b>x</b> & \"y\"", url: "https://example.org/?a=1&b=\"2\"")])
-        XCTAssertEqual(DigestText(d, title: htmlTitle).htmlLines,
-                       ["⚠️ <a href=\"https://example.org/?a=1&amp;b=&quot;2&quot;\">&lt;b&gt;x&lt;/b&gt; &amp; &quot;y&quot;</a> (new)"])
-        XCTAssertEqual(DigestText(d, title: plainTitle).plainLines, ["[warning] <b>x</b> & \"y\" (new) https://example.org/?a=1&b=\"2\""],
-                       "plain channels show remote text as it is")
+        XCTAssertEqual(
+            DigestText(d, title: htmlTitle).htmlLines,
+            ["⚠️ <a href=\"https://example.org/?a=1&amp;b=&quot;2&quot;\">&lt;b&gt;x&lt;/b&gt; &amp; &quot;y&quot;</a> (new)"])
+        XCTAssertEqual(
+            DigestText(d, title: plainTitle).plainLines, ["[warning] <b>x</b> & \"y\" (new) https://example.org/?a=1&b=\"2\""],
+            "plain channels show remote text as it is")
     }
 
     func testTheSinksTitleTemplateNamesEachItem() throws {
@@ -112,8 +120,9 @@ final class DigestTextTests: XCTestCase {
         let g = gotify.body(d)
         XCTAssertEqual(g["priority"]?.doubleValue, 10)
         XCTAssertEqual(g["message"]?.stringValue, "[critical] item a (new) https://example.org/a\n[info] item b (new)")
-        let pushover = PushoverSink(userKey: Secret("u" + String(repeating: "1", count: 29)), apiToken: Secret("a" + String(repeating: "2", count: 29)),
-                                    text: try pushText(), client: Failing())
+        let pushover = PushoverSink(
+            userKey: Secret("u" + String(repeating: "1", count: 29)), apiToken: Secret("a" + String(repeating: "2", count: 29)),
+            text: try pushText(), client: Failing())
         let p = pushover.body(many(200))
         XCTAssertLessThanOrEqual(try XCTUnwrap(p["message"]?.stringValue).unicodeScalars.count, 1024)
         XCTAssertNil(p["url"])
@@ -125,11 +134,14 @@ final class DigestTextTests: XCTestCase {
             endpoint: URL(string: "https://api.telegram.org/bot123:SECRETTOKEN/sendMessage")!, chat: .init("-100123"),
             title: htmlTitle, body: MessageTemplate.builtin("{{body}}", markup: .html), client: Failing())
         XCTAssertTrue(sink.rendersDigests)
-        let small = sink.message(for: digest([
-            item("1", key: "a", severity: .warning, title: "<script>&", url: "https://example.org/?a=1&b=2"),
-            item("2", key: "b", title: "gone"), item("3", key: "b", .removed, title: "gone"),
-        ]))
-        XCTAssertEqual(small.text, """
+        let small = sink.message(
+            for: digest([
+                item("1", key: "a", severity: .warning, title: "<script>&", url: "https://example.org/?a=1&b=2"),
+                item("2", key: "b", title: "gone"), item("3", key: "b", .removed, title: "gone"),
+            ]))
+        XCTAssertEqual(
+            small.text,
+            """
             ⚠️ <b>3 events from helpdesk (held for quiet hours)</b>
             ⚠️ <a href="https://example.org/?a=1&amp;b=2">&lt;script&gt;&amp;</a> (new)
             ℹ️ gone (came and went)
@@ -145,12 +157,19 @@ final class DigestTextTests: XCTestCase {
     }
 
     func testSlackDigestIsOneMrkdwnMessageWithEscapedLinkedLines() throws {
-        let sink = SlackSink(url: URL(string: "https://hooks.slack.com/services/T0/B0/SECRETSECRETSECRET")!,
-                             title: try MessageTemplate("{{title}}", markup: .slack), body: try MessageTemplate("{{body}}", markup: .slack), client: Failing())
+        let sink = SlackSink(
+            url: URL(string: "https://hooks.slack.com/services/T0/B0/SECRETSECRETSECRET")!,
+            title: try MessageTemplate("{{title}}", markup: .slack), body: try MessageTemplate("{{body}}", markup: .slack), client: Failing())
         XCTAssertTrue(sink.rendersDigests)
-        let p = sink.payload(for: digest([item("1", key: "a", severity: .critical, title: "<!channel> & @here", url: "https://example.org/a?b=1&c=2|x>y"),
-                                          item("2", key: "b")], reason: .grouped))
-        XCTAssertEqual(p.text, """
+        let p = sink.payload(
+            for: digest(
+                [
+                    item("1", key: "a", severity: .critical, title: "<!channel> & @here", url: "https://example.org/a?b=1&c=2|x>y"),
+                    item("2", key: "b"),
+                ], reason: .grouped))
+        XCTAssertEqual(
+            p.text,
+            """
             🚨 *2 events from helpdesk (grouped)*
             🚨 <https://example.org/a?b=1&amp;c=2%7Cx%3Ey|&lt;!channel&gt; &amp; @\u{2060}here> (new)
             ℹ️ item b (new)
@@ -162,15 +181,21 @@ final class DigestTextTests: XCTestCase {
     }
 
     func testDiscordDigestIsOneEmbedWithMaskedLinks() throws {
-        let sink = DiscordSink(url: URL(string: "https://discord.com/api/webhooks/1/SECRETSECRETSECRET")!,
-                               title: try MessageTemplate("{{title}}", markup: .markdown), body: try MessageTemplate("{{body}}", markup: .markdown), client: Failing())
+        let sink = DiscordSink(
+            url: URL(string: "https://discord.com/api/webhooks/1/SECRETSECRETSECRET")!,
+            title: try MessageTemplate("{{title}}", markup: .markdown), body: try MessageTemplate("{{body}}", markup: .markdown), client: Failing())
         XCTAssertTrue(sink.rendersDigests)
-        let p = sink.payload(for: digest([item("1", key: "a", severity: .warning, title: "**x** ](evil)", url: "https://example.org/a_(b)"),
-                                          item("2", key: "b", url: "https://example.org/other")]))
+        let p = sink.payload(
+            for: digest([
+                item("1", key: "a", severity: .warning, title: "**x** ](evil)", url: "https://example.org/a_(b)"),
+                item("2", key: "b", url: "https://example.org/other"),
+            ]))
         let embed = try XCTUnwrap(p.embeds.first)
         XCTAssertEqual(p.embeds.count, 1)
         XCTAssertEqual(embed.title, "⚠️ 2 events from helpdesk \\(held for quiet hours\\)")
-        XCTAssertEqual(embed.description, """
+        XCTAssertEqual(
+            embed.description,
+            """
             ⚠️ [\\*\\*x\\*\\* \\]\\(evil\\)](https://example.org/a_%28b%29) (new)
             ℹ️ [item b](https://example.org/other) (new)
             """)
@@ -189,9 +214,12 @@ final class DigestTextTests: XCTestCase {
         let events = [item("1", key: "a", severity: .critical, title: "<b>Down</b> & out", url: "https://example.org/a"), item("2", key: "b")]
         let d = digest(events)
         let c = sink.message.content(for: d)
-        XCTAssertEqual(c.body, "Critical: 2 events from helpdesk (held for quiet hours)\n[critical] <b>Down</b> & out (new) https://example.org/a\n[info] item b (new)")
+        XCTAssertEqual(
+            c.body, "Critical: 2 events from helpdesk (held for quiet hours)\n[critical] <b>Down</b> & out (new) https://example.org/a\n[info] item b (new)")
         XCTAssertEqual(c.format, "org.matrix.custom.html")
-        XCTAssertEqual(c.formatted_body, """
+        XCTAssertEqual(
+            c.formatted_body,
+            """
             <strong><font color="#d00000" data-mx-color="#d00000">Critical:</font> 2 events from helpdesk (held for quiet hours)</strong><ul>
             <li>🚨 <a href="https://example.org/a">&lt;b&gt;Down&lt;/b&gt; &amp; out</a> (new)</li>
             <li>ℹ️ item b (new)</li>
@@ -210,13 +238,17 @@ final class DigestTextTests: XCTestCase {
     func testEmailDigestIsOneMessageWithAStableMessageID() throws {
         let sink = try emailSink("html_template = \"<p>{{title}}</p>\"")
         XCTAssertTrue(sink.rendersDigests)
-        let events = [item("1", key: "a", severity: .warning, title: "Disk <full> & more", url: "https://example.org/a?x=1&y=2"),
-                      item("2", key: "b", title: "Blip"), item("3", key: "b", .removed, title: "Blip")]
+        let events = [
+            item("1", key: "a", severity: .warning, title: "Disk <full> & more", url: "https://example.org/a?x=1&y=2"),
+            item("2", key: "b", title: "Blip"), item("3", key: "b", .removed, title: "Blip"),
+        ]
         let m = sink.message(for: digest(events, id: "01JDIGEST"))
         XCTAssertEqual(m.subject, "3 events from helpdesk (held for quiet hours)")
         XCTAssertEqual(m.messageID, "digest-01JDIGEST.mail@example.org")
         XCTAssertEqual(sink.message(for: digest(events, id: "01JDIGEST")).messageID, m.messageID, "a retry is the same message")
-        XCTAssertEqual(m.text, """
+        XCTAssertEqual(
+            m.text,
+            """
             3 events from helpdesk (held for quiet hours)
 
             [warning] Disk <full> & more (new) https://example.org/a?x=1&y=2
@@ -241,7 +273,10 @@ final class DigestTextTests: XCTestCase {
         let d = digest((1...8).map { item("e\($0)", key: "k\($0)", severity: $0 == 3 ? .critical : .info, title: "T<\($0)>", url: "https://example.org/same") })
         let n = style.notification(for: d)
         XCTAssertEqual(n.summary, "8 events from helpdesk (held for quiet hours)")
-        XCTAssertEqual(n.body, "• [info] T&lt;1&gt; (new)\n• [info] T&lt;2&gt; (new)\n• [critical] T&lt;3&gt; (new)\n• [info] T&lt;4&gt; (new)\n• [info] T&lt;5&gt; (new)\n…and 3 more")
+        XCTAssertEqual(
+            n.body,
+            "• [info] T&lt;1&gt; (new)\n• [info] T&lt;2&gt; (new)\n• [critical] T&lt;3&gt; (new)\n• [info] T&lt;4&gt; (new)\n• [info] T&lt;5&gt; (new)\n…and 3 more"
+        )
         XCTAssertEqual(n.urgency, .critical)
         XCTAssertEqual(n.openURL, "https://example.org/same")
         XCTAssertEqual(n.category, "x-tidings.message")
@@ -254,7 +289,9 @@ final class DigestTextTests: XCTestCase {
     }
 
     private func emailSink(_ options: String) throws -> EmailSink {
-        let text = "[sinks.mail]\ntype = \"email\"\nfrom = \"Tidings <tidings@example.org>\"\nsmtp_url = \"smtps://mail.example.org\"\nto = \"ops@example.org\"\n" + options
+        let text =
+            "[sinks.mail]\ntype = \"email\"\nfrom = \"Tidings <tidings@example.org>\"\nsmtp_url = \"smtps://mail.example.org\"\nto = \"ops@example.org\"\n"
+            + options
         return try XCTUnwrap(loadConfig(text).sink(named: "mail")?.instance as? EmailSink)
     }
 }

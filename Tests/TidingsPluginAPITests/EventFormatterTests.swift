@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 final class EventFormatterTests: XCTestCase {
     func testPlainLineHasTimeSeveritySourceTitleBodyURL() {
@@ -32,7 +33,8 @@ final class EventFormatterTests: XCTestCase {
     /// Bidi overrides and isolates reorder what a reader sees ("txt.exe" shows as "exe.txt");
     /// other invisible format characters hide text. They are shown as escapes, like controls.
     func testBidiAndInvisibleFormatCharactersAreVisible() {
-        let e = event("1", title: "invoice \u{202E}exe.txt", body: "\u{2066}a\u{2069} \u{200F}b\u{200E} \u{061C}c\u{200B}d\u{FEFF}", url: "https://h/\u{202A}x\u{202C}")
+        let e = event(
+            "1", title: "invoice \u{202E}exe.txt", body: "\u{2066}a\u{2069} \u{200F}b\u{200E} \u{061C}c\u{200B}d\u{FEFF}", url: "https://h/\u{202A}x\u{202C}")
         let line = EventFormatter(color: false).line(e)
         for s in line.unicodeScalars {
             XCTAssertFalse(s.properties.isBidiControl || s.properties.generalCategory == .format, "U+\(String(s.value, radix: 16)) in \(line)")
@@ -58,7 +60,10 @@ final class EventFormatterTests: XCTestCase {
         let line = StderrLogHandler.line(
             at: Date(timeIntervalSince1970: 0), level: .warning, metadata: ["source": "api\u{1B}[2J"],
             message: "HTTP 500: line1\r\u{1B}[1A\u{1B}[Kforged\n2026-01-01T00:00:00Z error fake \u{202E}txt log-secret-123")
-        XCTAssertEqual(line, #"1970-01-01T00:00:00Z warning source=api\u{1B}[2J HTTP 500: line1 \u{1B}[1A\u{1B}[Kforged 2026-01-01T00:00:00Z error fake \u{202E}txt ‹redacted›"# + "\n")
+        XCTAssertEqual(
+            line,
+            #"1970-01-01T00:00:00Z warning source=api\u{1B}[2J HTTP 500: line1 \u{1B}[1A\u{1B}[Kforged 2026-01-01T00:00:00Z error fake \u{202E}txt ‹redacted›"#
+                + "\n")
     }
 
     func testColourOnlyWhenAsked() {

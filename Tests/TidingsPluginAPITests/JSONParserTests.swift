@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// `JSONParser` replaced `JSONDecoder` for `JSONValue`. Providers feed it whatever a remote
 /// server sends, so it must accept and refuse what `JSONDecoder` does: that is the oracle.
@@ -18,7 +19,8 @@ final class JSONParserTests: XCTestCase {
     }
 
     private func assertAgrees(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) {
-        let expected = oracle(bytes), got = ours(bytes)
+        let expected = oracle(bytes)
+        let got = ours(bytes)
         XCTAssertEqual(got, expected, "input: \(String(decoding: bytes, as: UTF8.self).debugDescription) \(bytes.prefix(16))", file: file, line: line)
     }
 
@@ -93,8 +95,9 @@ final class JSONParserTests: XCTestCase {
     private static let damage = Array("{}[],:\"\\ 0-e.tn\u{1}".utf8)
 
     func testStoredEventsReadBack() throws {
-        let e = Event(source: "s", provider: "p", kind: "k", event: .changed, key: "a/b", title: "T \"q\"", body: "",
-                      url: nil, severity: .critical, observedAt: Date(timeIntervalSince1970: 1_790_000_000), data: ["n": 1.5, "x": [true, .null]])
+        let e = Event(
+            source: "s", provider: "p", kind: "k", event: .changed, key: "a/b", title: "T \"q\"", body: "",
+            url: nil, severity: .critical, observedAt: Date(timeIntervalSince1970: 1_790_000_000), data: ["n": 1.5, "x": [true, .null]])
         XCTAssertEqual(try Event.decode(jsonLine: e.jsonLine()), e)
         XCTAssertThrowsError(try Event.decode(jsonLine: #"{"id":"x"}"#))
         XCTAssertThrowsError(try Event.decode(jsonLine: e.jsonLine().replacingOccurrences(of: "\"changed\"", with: "\"exploded\"")))

@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// Each JSON shape is defined once (`JSONObjectShape`); these pin the shapes themselves: the
 /// event (DESIGN §4), the stored item snapshot and the `items --json` line.
@@ -25,9 +26,13 @@ final class JSONShapeTests: XCTestCase {
     }
 
     func testEventLine() throws {
-        let e = Event(id: "01JD3V0000000000000000000A", source: "s", provider: "p", kind: "message", event: .new, key: "k",
-                      title: "T", body: "B", url: nil, severity: .warning, observedAt: t, data: ["n": 1])
-        XCTAssertEqual(e.jsonLine(), #"{"body":"B","data":{"n":1},"event":"new","id":"01JD3V0000000000000000000A","key":"k","kind":"message","observed_at":"2026-09-21T14:13:20Z","provider":"p","severity":"warning","source":"s","title":"T","url":null}"#)
+        let e = Event(
+            id: "01JD3V0000000000000000000A", source: "s", provider: "p", kind: "message", event: .new, key: "k",
+            title: "T", body: "B", url: nil, severity: .warning, observedAt: t, data: ["n": 1])
+        XCTAssertEqual(
+            e.jsonLine(),
+            #"{"body":"B","data":{"n":1},"event":"new","id":"01JD3V0000000000000000000A","key":"k","kind":"message","observed_at":"2026-09-21T14:13:20Z","provider":"p","severity":"warning","source":"s","title":"T","url":null}"#
+        )
         XCTAssertEqual(try Event.decode(jsonLine: e.jsonLine()), e)
         XCTAssertEqual(try JSONParser.parse(e.jsonLine()), e.jsonValue)
     }
@@ -43,6 +48,9 @@ final class JSONShapeTests: XCTestCase {
 
     func testCurrentItemLine() {
         let c = CurrentItem(source: "s", item: Item(key: "k", kind: "alert", title: "T", severity: .critical), firstSeen: t, changedAt: t + 60, missing: false)
-        XCTAssertEqual(c.jsonLine(), #"{"body":"","changed_at":"2026-09-21T14:14:20Z","data":{},"first_seen":"2026-09-21T14:13:20Z","key":"k","kind":"alert","missing":false,"severity":"critical","source":"s","title":"T","url":null}"#)
+        XCTAssertEqual(
+            c.jsonLine(),
+            #"{"body":"","changed_at":"2026-09-21T14:14:20Z","data":{},"first_seen":"2026-09-21T14:13:20Z","key":"k","kind":"alert","missing":false,"severity":"critical","source":"s","title":"T","url":null}"#
+        )
     }
 }

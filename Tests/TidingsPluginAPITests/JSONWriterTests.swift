@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// `CompactJSONWriter` replaced `JSONEncoder` on the hot path. Fingerprints hash its output
 /// and are stored, so it must write the very same bytes: `JSONEncoder` is the oracle here.
@@ -49,11 +50,13 @@ final class JSONWriterTests: XCTestCase {
         var deep = JSONValue.null
         for _ in 0..<600 { deep = .array([deep]) }
         let text = deep.jsonString()
-        XCTAssertEqual(try JSONParser.parse(text), {
-            var cut = JSONValue.string(CompactJSONWriter.tooDeepMarker)
-            for _ in 0..<(CompactJSONWriter.maximumDepth - 1) { cut = .array([cut]) }
-            return cut
-        }())
+        XCTAssertEqual(
+            try JSONParser.parse(text),
+            {
+                var cut = JSONValue.string(CompactJSONWriter.tooDeepMarker)
+                for _ in 0..<(CompactJSONWriter.maximumDepth - 1) { cut = .array([cut]) }
+                return cut
+            }())
         var fine = JSONValue.null
         for _ in 0..<100 { fine = .object(["k": fine]) }
         XCTAssertEqual(fine.jsonString(), oracle(fine))

@@ -3,11 +3,11 @@ import Logging
 import TidingsTestSupport
 import XCTest
 
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
 @testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 final class LogDestinationTests: XCTestCase {
     /// Under journald: the syslog priority first, no timestamp, the same escaping and scrubbing.

@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 final class LoopbackTests: XCTestCase {
     func testLoopbackHostsAndLookalikes() {

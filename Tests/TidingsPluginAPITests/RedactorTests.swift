@@ -1,11 +1,12 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// What the ``Redactor`` recognises of a secret: its token parts and its encoded forms.
 final class RedactorTests: XCTestCase {
@@ -24,20 +25,22 @@ final class RedactorTests: XCTestCase {
     func testBearerHeaderValueAndItsTokenInEveryEncoding() {
         let token = #"Tok"en\Sec/ret+pl&us! é"#
         let r = redactor([("Bearer " + token, .headerValue)])
-        assertScrubbed(r, [
-            "Bearer " + token, token,
-            #"Tok\"en\\Sec/ret+pl&us! é"#,  // JSON
-            #"Tok\"en\\Sec/ret+pl&us! \u00e9"#,  // JSON, ASCII only (Python)
-            #"Tok\"en\\Sec\/ret+pl&us! \u00e9"#,  // PHP
-            #"Tok\"en\\Sec/ret+pl\u0026us! é"#,  // Go
-            #"Tok\\\"en\\\\Sec/ret+pl&us! é"#,  // JSON inside JSON
-            "Tok%22en%5CSec%2Fret%2Bpl%26us%21%20%C3%A9",  // RFC 3986
-            "Tok%22en%5cSec%2fret%2bpl%26us%21%20%c3%a9",  // lower-case hex
-            "Tok%22en%5CSec%2Fret%2Bpl%26us%21+%C3%A9",  // form
-            "Tok%22en%5CSec%2Fret%2Bpl%26us!%20%C3%A9",  // encodeURIComponent
-            "Tok%22en%5CSec/ret%2Bpl%26us%21%20%C3%A9",  // path
-            "Bearer%20Tok%22en%5CSec%2Fret%2Bpl%26us%21%20%C3%A9",
-        ])
+        assertScrubbed(
+            r,
+            [
+                "Bearer " + token, token,
+                #"Tok\"en\\Sec/ret+pl&us! é"#,  // JSON
+                #"Tok\"en\\Sec/ret+pl&us! \u00e9"#,  // JSON, ASCII only (Python)
+                #"Tok\"en\\Sec\/ret+pl&us! \u00e9"#,  // PHP
+                #"Tok\"en\\Sec/ret+pl\u0026us! é"#,  // Go
+                #"Tok\\\"en\\\\Sec/ret+pl&us! é"#,  // JSON inside JSON
+                "Tok%22en%5CSec%2Fret%2Bpl%26us%21%20%C3%A9",  // RFC 3986
+                "Tok%22en%5cSec%2fret%2bpl%26us%21%20%c3%a9",  // lower-case hex
+                "Tok%22en%5CSec%2Fret%2Bpl%26us%21+%C3%A9",  // form
+                "Tok%22en%5CSec%2Fret%2Bpl%26us!%20%C3%A9",  // encodeURIComponent
+                "Tok%22en%5CSec/ret%2Bpl%26us%21%20%C3%A9",  // path
+                "Bearer%20Tok%22en%5CSec%2Fret%2Bpl%26us%21%20%C3%A9",
+            ])
         XCTAssertEqual(r.scrub("Bearer of bad news"), "Bearer of bad news", "the scheme alone is no secret")
     }
 
@@ -88,6 +91,7 @@ final class RedactorTests: XCTestCase {
     func testFormsAreFewForAPlainToken() {
         // A typical API token has one form: the scrubbing table stays small.
         XCTAssertEqual(SecretForms.of("a1b2c3d4e5f6-_.", shape: .opaque).count, 1)
-        XCTAssertEqual(SecretForms.of("Bearer a1b2c3d4e5f6", shape: .headerValue), ["Bearer a1b2c3d4e5f6", "Bearer%20a1b2c3d4e5f6", "Bearer+a1b2c3d4e5f6", "a1b2c3d4e5f6"])
+        XCTAssertEqual(
+            SecretForms.of("Bearer a1b2c3d4e5f6", shape: .headerValue), ["Bearer a1b2c3d4e5f6", "Bearer%20a1b2c3d4e5f6", "Bearer+a1b2c3d4e5f6", "a1b2c3d4e5f6"])
     }
 }

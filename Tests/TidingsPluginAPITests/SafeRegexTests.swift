@@ -1,10 +1,11 @@
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// SafeRegex: the linear-time engine for user patterns (silences, feed include/exclude, page ignore).
 final class SafeRegexTests: XCTestCase {
@@ -20,7 +21,9 @@ final class SafeRegexTests: XCTestCase {
     }
 
     private func assertNoMatch(_ pattern: String, _ texts: String..., file: StaticString = #filePath, line: UInt = #line) {
-        for t in texts { XCTAssertFalse(matches(pattern, t, file: file, line: line), "'\(pattern)' should not match \(t.debugDescription)", file: file, line: line) }
+        for t in texts {
+            XCTAssertFalse(matches(pattern, t, file: file, line: line), "'\(pattern)' should not match \(t.debugDescription)", file: file, line: line)
+        }
     }
 
     /// The refusal's text, or nil when the pattern compiles.
@@ -168,7 +171,7 @@ final class SafeRegexTests: XCTestCase {
         assertNoMatch("(?i)a(?-i)b", "AB")
         assertMatches("(a(?i)b)c", "aBc")
         assertNoMatch("(a(?i)b)c", "aBC")  // a flag set in a group ends with it
-        assertMatches("(?i)x|y", "Y")     // ... but carries to later alternatives
+        assertMatches("(?i)x|y", "Y")  // ... but carries to later alternatives
         assertMatches("(?im)^disk$", "a\nDISK\nb")
         assertMatches("(?s-i:a.b)", "a\nb")
         assertMatches("(?x) d i s k \\  f # comment\n u l l", "disk full")

@@ -1,17 +1,24 @@
 import Foundation
 import Synchronization
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 final class TimeoutTests: XCTestCase {
     func testFastBodyWinsAndItsTimerStopsWithIt() async throws {
         let fired = Atomic<Int>(0)
-        let v = try await withTimeout(0.2, onTimeout: { fired.add(1, ordering: .relaxed); return CancellationError() }) { 42 }
+        let v = try await withTimeout(
+            0.2,
+            onTimeout: {
+                fired.add(1, ordering: .relaxed)
+                return CancellationError()
+            }
+        ) { 42 }
         XCTAssertEqual(v, 42)
         // The timer is cancelled when the body finishes: it never reaches onTimeout.
         try await Task.sleep(for: .milliseconds(400))

@@ -1,13 +1,14 @@
 import Foundation
 import Logging
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsPostgres
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// The PostgreSQL backend of the storage seam, against a real server (``PostgresTestServer``).
 final class PostgresStateDatabaseTests: XCTestCase {
@@ -74,15 +75,18 @@ final class PostgresStateDatabaseTests: XCTestCase {
     func testServerTypesDecodeToSQLValues() throws {
         let db = try open()
         let row = try db.read {
-            try $0.fetchOne("""
+            try $0.fetchOne(
+                """
                 SELECT 1::int2, 2::int4, 3::int8, 1.5::float4, 2.5::float8, 3.25::numeric, true, false,
                        'v'::varchar, 'n'::name, 'u', NULL, 'x'::text || ?, ? + 1, ? * 2.0
                 """, [.text("y"), .integer(41), .real(1.25)])
         }
-        XCTAssertEqual(row?.values, [
-            .integer(1), .integer(2), .integer(3), .real(1.5), .real(2.5), .real(3.25), .integer(1), .integer(0),
-            .text("v"), .text("n"), .text("u"), .null, .text("xy"), .integer(42), .real(2.5),
-        ])
+        XCTAssertEqual(
+            row?.values,
+            [
+                .integer(1), .integer(2), .integer(3), .real(1.5), .real(2.5), .real(3.25), .integer(1), .integer(0),
+                .text("v"), .text("n"), .text("u"), .null, .text("xy"), .integer(42), .real(2.5),
+            ])
     }
 
     func testExecuteCountsChangedRows() throws {
@@ -103,10 +107,12 @@ final class PostgresStateDatabaseTests: XCTestCase {
     func testThrowingBodyRollsBack() throws {
         let db = try open()
         struct Boom: Error {}
-        XCTAssertThrowsError(try db.write { sql in
-            try sql.execute("INSERT INTO silence(id, matchers, created_by, created_at, starts_at, ends_at) VALUES ('s1', '[]', 'me', 1, 1, 2)", [])
-            throw Boom()
-        }) { XCTAssertTrue($0 is Boom) }
+        XCTAssertThrowsError(
+            try db.write { sql in
+                try sql.execute("INSERT INTO silence(id, matchers, created_by, created_at, starts_at, ends_at) VALUES ('s1', '[]', 'me', 1, 1, 2)", [])
+                throw Boom()
+            }
+        ) { XCTAssertTrue($0 is Boom) }
         let n: Int? = try db.read { try $0.scalar("SELECT count(*) FROM silence") }
         XCTAssertEqual(n, 0)
         // The connection is usable afterwards (one connection: the same one).
@@ -117,10 +123,12 @@ final class PostgresStateDatabaseTests: XCTestCase {
 
     func testFailedStatementRollsBackAndNamesTheDatabase() throws {
         let db = try open(poolSize: 1)
-        XCTAssertThrowsError(try db.write { sql in
-            try sql.execute("INSERT INTO lease(name, expires_at) VALUES ('a', 1)", [])
-            try sql.execute("INSERT INTO lease(name, expires_at) VALUES ('a', 2)", [])
-        }) { error in
+        XCTAssertThrowsError(
+            try db.write { sql in
+                try sql.execute("INSERT INTO lease(name, expires_at) VALUES ('a', 1)", [])
+                try sql.execute("INSERT INTO lease(name, expires_at) VALUES ('a', 2)", [])
+            }
+        ) { error in
             let text = "\(error)"
             XCTAssertTrue(text.contains(db.location), text)
             XCTAssertTrue(text.contains("23505"), text)
@@ -136,10 +144,12 @@ final class PostgresStateDatabaseTests: XCTestCase {
         }
         XCTAssertEqual(seen, 1, "the dry run sees its own writes")
         XCTAssertEqual(try db.read { try $0.scalar("SELECT count(*) FROM lease") as Int? }, 0)
-        let async: Int? = try awaitResult { try await db.perform(.dryRun) { sql in
-            try sql.execute("INSERT INTO lease(name, expires_at) VALUES ('dry', 1)", [])
-            return try sql.scalar("SELECT count(*) FROM lease")
-        } }
+        let async: Int? = try awaitResult {
+            try await db.perform(.dryRun) { sql in
+                try sql.execute("INSERT INTO lease(name, expires_at) VALUES ('dry', 1)", [])
+                return try sql.scalar("SELECT count(*) FROM lease")
+            }
+        }
         XCTAssertEqual(async, 1)
         XCTAssertEqual(try db.read { try $0.scalar("SELECT count(*) FROM lease") as Int? }, 0)
     }
@@ -225,19 +235,38 @@ final class PostgresStateDatabaseTests: XCTestCase {
     func testSchemaMatchesSQLite() throws {
         let sqlite = try TestState.makeDatabase(directory: try scratchDirectory(), backend: .sqlite)
         let db = try open()
-        let tables = try sqlite.read { try $0.fetchAll("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'grdb_%' ORDER BY name", []).map { try $0[0] as String } }
-        let pgTables = try db.read { try $0.fetchAll("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_name <> 'schema_migrations' ORDER BY table_name", []).map { try $0[0] as String } }
+        let tables = try sqlite.read {
+            try $0.fetchAll("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'grdb_%' ORDER BY name", []).map
+            { try $0[0] as String }
+        }
+        let pgTables = try db.read {
+            try $0.fetchAll(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_name <> 'schema_migrations' ORDER BY table_name",
+                []
+            ).map { try $0[0] as String }
+        }
         XCTAssertEqual(pgTables, tables)
         let mapped = ["INTEGER": "bigint", "DOUBLE": "double precision", "TEXT": "text"]
         for table in tables {
             let expected = try sqlite.read { try $0.fetchAll("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?) ORDER BY cid", [.text(table)]) }
                 .map { "\(try $0[0] as String) \(mapped[try $0[1] as String] ?? "?") \(try $0[2] as Int == 1 || (try $0[3] as Int) > 0 ? "NOT NULL" : "NULL")" }
-            let actual = try db.read { try $0.fetchAll("SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position", [.text(table)]) }
-                .map { "\(try $0[0] as String) \(try $0[1] as String) \(try $0[2] as String == "NO" ? "NOT NULL" : "NULL")" }
+            let actual = try db.read {
+                try $0.fetchAll(
+                    "SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position",
+                    [.text(table)])
+            }
+            .map { "\(try $0[0] as String) \(try $0[1] as String) \(try $0[2] as String == "NO" ? "NOT NULL" : "NULL")" }
             XCTAssertEqual(actual, expected, table)
         }
-        let indexes = try sqlite.read { try $0.fetchAll("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name", []).map { try $0[0] as String } }
-        let pgIndexes = try db.read { try $0.fetchAll("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname NOT LIKE '%_pkey' AND indexname NOT LIKE '%_key' ORDER BY indexname", []).map { try $0[0] as String } }
+        let indexes = try sqlite.read {
+            try $0.fetchAll("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name", []).map { try $0[0] as String }
+        }
+        let pgIndexes = try db.read {
+            try $0.fetchAll(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname NOT LIKE '%_pkey' AND indexname NOT LIKE '%_key' ORDER BY indexname",
+                []
+            ).map { try $0[0] as String }
+        }
         XCTAssertEqual(pgIndexes, indexes)
     }
 

@@ -1,17 +1,20 @@
 import Foundation
 import TidingsTestSupport
+import XCTest
+
 @testable import TidingsEngine
 @testable import TidingsPostgres
 @testable import TidingsSQLite
-import XCTest
 
 /// The backends' migrations are derived from ``Schema``; these pin that what they derive is what
 /// shipped, statement for statement (whitespace aside): a database made by an older build and
 /// one made now have the same tables, and the recorded migration ids stay the same.
 final class SchemaDerivationTests: XCTestCase {
     /// PostgreSQL's migrations as tidings 0.x shipped them, written by hand before ``Schema``.
-        let shipped: [(id: String, statements: [String])] = [
-            ("pg1-as-sqlite-v6-leases", [
+    let shipped: [(id: String, statements: [String])] = [
+        (
+            "pg1-as-sqlite-v6-leases",
+            [
                 """
                 CREATE TABLE source_state(
                   source TEXT PRIMARY KEY,
@@ -139,14 +142,19 @@ final class SchemaDerivationTests: XCTestCase {
                 )
                 """,
                 "CREATE INDEX lease_by_owner ON lease(owner)",
-            ]),
-            ("pg2-as-sqlite-v7-schedule-min-interval", [
-                "ALTER TABLE source_state ADD COLUMN min_interval DOUBLE PRECISION",
-            ]),
-        ]
+            ]
+        ),
+        (
+            "pg2-as-sqlite-v7-schedule-min-interval",
+            [
+                "ALTER TABLE source_state ADD COLUMN min_interval DOUBLE PRECISION"
+            ]
+        ),
+    ]
 
     func normalized(_ sql: String) -> String {
-        sql.split(whereSeparator: { $0.isWhitespace }).joined(separator: " ").replacingOccurrences(of: "( ", with: "(").replacingOccurrences(of: " )", with: ")")
+        sql.split(whereSeparator: { $0.isWhitespace }).joined(separator: " ").replacingOccurrences(of: "( ", with: "(").replacingOccurrences(
+            of: " )", with: ")")
     }
 
     func testPostgresMigrationsAreTheShippedOnes() {
@@ -157,7 +165,11 @@ final class SchemaDerivationTests: XCTestCase {
     }
 
     func testSQLiteMigrationIdsAreTheShippedOnes() {
-        XCTAssertEqual(Schema.migrations.map(\.id), ["v1", "v2-notices", "v3-schedule-not-before", "v3-item-content-hash",
-                                                    "v4-attention", "v5-reminders", "v6-leases", "v7-schedule-min-interval"])
+        XCTAssertEqual(
+            Schema.migrations.map(\.id),
+            [
+                "v1", "v2-notices", "v3-schedule-not-before", "v3-item-content-hash",
+                "v4-attention", "v5-reminders", "v6-leases", "v7-schedule-min-interval",
+            ])
     }
 }

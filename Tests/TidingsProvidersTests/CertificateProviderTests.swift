@@ -3,12 +3,13 @@ import Logging
 import Synchronization
 import TidingsTestSupport
 import XCTest
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
+
 @testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
 @testable import TidingsProviders
+@testable import TidingsSQLite
 
 /// `provider = "certificate"` (DESIGN §12): targets, libcurl's certinfo, bands with an injected
 /// `now`, what makes an event, and a poll against a scripted ``CertificateProbe``.
@@ -32,8 +33,10 @@ final class CertificateProviderTests: XCTestCase {
     /// `openssl x509 -fingerprint -sha256` of it, without colons.
     static let sha256 = "ec715f6f3b733e8bf4696413a44176edcda5baf09d563896e4cbbf312ef498d1"
 
-    static func peer(subject: String = "CN = soon", expire: String = "Nov 29 14:26:58 2026 GMT", pem: String = pem,
-                     extra: Int = 0) -> PeerCertificates {
+    static func peer(
+        subject: String = "CN = soon", expire: String = "Nov 29 14:26:58 2026 GMT", pem: String = pem,
+        extra: Int = 0
+    ) -> PeerCertificates {
         let leaf: [PeerCertificates.Field] = [
             .init("Subject", subject), .init("Issuer", "O = Tidings Tests, CN = Tidings Test CA"), .init("Version", "2"),
             .init("Serial Number", "1001"), .init("Signature Algorithm", "ecdsa-with-SHA256"),
@@ -91,32 +94,49 @@ final class CertificateProviderTests: XCTestCase {
     }
 
     func testConfigErrorsNameEachBadEntryAndLine() throws {
-        let errors = try configErrors("", plugins: ["certs.toml": ("""
-            provider = "certificate"
-            targets = [
-              "ok.example.com:443",
-              "ftp://x:21",
-              "x:99999",
-              "ok.example.com:443",
-            ]
-            warn_before = "7d"
-            critical_before = "soon"
+        let errors = try configErrors(
+            "",
+            plugins: [
+                "certs.toml": (
+                    """
+                    provider = "certificate"
+                    targets = [
+                      "ok.example.com:443",
+                      "ftp://x:21",
+                      "x:99999",
+                      "ok.example.com:443",
+                    ]
+                    warn_before = "7d"
+                    critical_before = "soon"
 
-            """, 0o600)])
+                    """, 0o600
+                )
+            ])
         let text = errors.map(\.description)
-        XCTAssertTrue(text.contains { $0.hasSuffix("certs.toml:4: source \"certs\": 'targets': \"ftp://x:21\" has an unknown scheme \"ftp\" (use host:port, smtp://host:587 or imap://host:143)") }, "\(text)")
+        XCTAssertTrue(
+            text.contains {
+                $0.hasSuffix(
+                    "certs.toml:4: source \"certs\": 'targets': \"ftp://x:21\" has an unknown scheme \"ftp\" (use host:port, smtp://host:587 or imap://host:143)"
+                )
+            }, "\(text)")
         XCTAssertTrue(text.contains { $0.contains("certs.toml:5: ") && $0.contains("invalid port") }, "\(text)")
         XCTAssertTrue(text.contains { $0.contains("certs.toml:6: ") && $0.contains("listed twice") }, "\(text)")
         XCTAssertTrue(text.contains { $0.contains("certs.toml:9: ") && $0.contains("'critical_before'") }, "\(text)")
         XCTAssertEqual(errors.count, 4, "\(text)")
 
-        let order = try configErrors("", plugins: ["certs.toml": ("""
-            provider = "certificate"
-            targets = ["ok.example.com:443"]
-            warn_before = "7d"
-            critical_before = "8d"
+        let order = try configErrors(
+            "",
+            plugins: [
+                "certs.toml": (
+                    """
+                    provider = "certificate"
+                    targets = ["ok.example.com:443"]
+                    warn_before = "7d"
+                    critical_before = "8d"
 
-            """, 0o600)])
+                    """, 0o600
+                )
+            ])
         XCTAssertEqual(order.map(\.description).count, 1)
         XCTAssertTrue(order[0].description.contains("certs.toml:4: ") && order[0].description.contains("must not be longer"), "\(order)")
 
@@ -191,12 +211,12 @@ final class CertificateProviderTests: XCTestCase {
             XCTAssertEqual(item.severity, severity, now)
         }
         check("2026-09-01T00:00:00Z", 89, .info)
-        check("2026-11-08T14:26:58Z", 21, .info)       // exactly 21 days: not below warn_before
-        check("2026-11-08T14:26:59Z", 20, .warning)    // a second later: 20 whole days
+        check("2026-11-08T14:26:58Z", 21, .info)  // exactly 21 days: not below warn_before
+        check("2026-11-08T14:26:59Z", 20, .warning)  // a second later: 20 whole days
         check("2026-11-22T14:26:58Z", 7, .warning)
         check("2026-11-22T14:26:59Z", 6, .critical)
         check("2026-11-29T14:26:57Z", 0, .critical)
-        check("2026-11-29T14:26:59Z", -1, .critical)   // expired a second ago: rounded down
+        check("2026-11-29T14:26:59Z", -1, .critical)  // expired a second ago: rounded down
         check("2026-12-02T00:00:00Z", -3, .critical)
     }
 
@@ -235,8 +255,9 @@ final class CertificateProviderTests: XCTestCase {
         let p = CertificateProvider(targets: [target])
         let leaf = try LeafCertificate(Self.peer())
         let now = Self.date("2026-10-01T00:00:00Z")
-        let item = p.item(target, leaf: leaf, chainLength: 1,
-                          verifyError: "SSL: no alternative certificate subject name matches target host name '127.0.0.1'", now: now)
+        let item = p.item(
+            target, leaf: leaf, chainLength: 1,
+            verifyError: "SSL: no alternative certificate subject name matches target host name '127.0.0.1'", now: now)
         XCTAssertEqual(item.severity, .critical)
         XCTAssertEqual(item.data["reason"], "wrong name")
         XCTAssertEqual(item.data["verified"], false)
@@ -268,10 +289,12 @@ final class CertificateProviderTests: XCTestCase {
         func item(_ now: String, leaf: LeafCertificate = leaf, error: String? = nil) -> Item {
             p.item(target, leaf: leaf, chainLength: 1, verifyError: error, now: Self.date(now))
         }
-        let day60 = item("2026-09-30T14:00:00Z"), day59 = item("2026-10-01T14:00:00Z")
+        let day60 = item("2026-09-30T14:00:00Z")
+        let day59 = item("2026-10-01T14:00:00Z")
         XCTAssertEqual(day60.fingerprint, day59.fingerprint, "a day less inside the info band")
         XCTAssertNotEqual(day60.contentHash, day59.contentHash, "the stored text follows the count")
-        let warn20 = item("2026-11-09T00:00:00Z"), warn19 = item("2026-11-10T00:00:00Z")
+        let warn20 = item("2026-11-09T00:00:00Z")
+        let warn19 = item("2026-11-10T00:00:00Z")
         XCTAssertEqual(warn20.fingerprint, warn19.fingerprint)
         XCTAssertNotEqual(day59.fingerprint, warn20.fingerprint, "info → warning")
         let crit6 = item("2026-11-23T00:00:00Z")
@@ -284,8 +307,9 @@ final class CertificateProviderTests: XCTestCase {
         let untrusted = item("2026-09-30T14:00:00Z", error: "unable to get local issuer certificate")
         XCTAssertNotEqual(untrusted.fingerprint, day60.fingerprint, "a verification failure")
         XCTAssertEqual(untrusted.fingerprint, item("2026-10-01T14:00:00Z", error: "unable to get local issuer certificate").fingerprint)
-        XCTAssertNotEqual(untrusted.fingerprint, item("2026-09-30T14:00:00Z", error: "certificate has expired").fingerprint,
-                          "another reason")
+        XCTAssertNotEqual(
+            untrusted.fingerprint, item("2026-09-30T14:00:00Z", error: "certificate has expired").fingerprint,
+            "another reason")
     }
 
     // MARK: polls
@@ -310,8 +334,10 @@ final class CertificateProviderTests: XCTestCase {
 
     func testStartTLSTargetsReachTheProbeAsTheirScheme() async throws {
         let probe = ScriptedProbe { _ in Self.peer() }
-        let p = CertificateProvider(targets: [try CertificateTarget(parsing: "imap://127.0.0.1:1143"),
-                                              try CertificateTarget(parsing: "smtp://127.0.0.1:2525")])
+        let p = CertificateProvider(targets: [
+            try CertificateTarget(parsing: "imap://127.0.0.1:1143"),
+            try CertificateTarget(parsing: "smtp://127.0.0.1:2525"),
+        ])
         guard case .snapshot(let items, _) = try await p.poll(context(probe)).content else { return XCTFail() }
         XCTAssertEqual(items.map(\.key), ["imap://127.0.0.1:1143", "smtp://127.0.0.1:2525"])
         XCTAssertEqual(Set(probe.requests.map(\.endpoint.absoluteString)), ["imap://127.0.0.1:1143/", "smtp://127.0.0.1:2525/"])

@@ -1,20 +1,22 @@
 import Foundation
 import TidingsTestSupport
 import XCTest
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
+
 @testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
 @testable import TidingsProviders
+@testable import TidingsSQLite
 
 /// `provider = "feed"` (DESIGN §12): the formats, keys, text, links and real-world breakage.
 final class FeedProviderTests: XCTestCase {
     let feedURL = URL(string: "https://example.org/blog/feed.xml")!
 
     func provider(include: [String] = [], exclude: [String] = [], maxEntries: Int = 500) throws -> FeedProvider {
-        FeedProvider(url: feedURL, include: try include.map { try SafeRegex($0) }, exclude: try exclude.map { try SafeRegex($0) },
-                     maxEntries: maxEntries)
+        FeedProvider(
+            url: feedURL, include: try include.map { try SafeRegex($0) }, exclude: try exclude.map { try SafeRegex($0) },
+            maxEntries: maxEntries)
     }
 
     func decode(_ text: String, charset: String? = nil) throws -> [Item] {
@@ -28,7 +30,8 @@ final class FeedProviderTests: XCTestCase {
     // MARK: RSS
 
     func testRSS20WithGuid() throws {
-        let items = try decode("""
+        let items = try decode(
+            """
             <?xml version="1.0" encoding="UTF-8"?>
             <rss version="2.0" xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:content="http://purl.org/rss/1.0/modules/content/">
               <channel>
@@ -82,8 +85,9 @@ final class FeedProviderTests: XCTestCase {
         let tracked = try decode(feed("?utm_source=feedburner&amp;utm_medium=feed&amp;fbclid=x1"))
         XCTAssertEqual(tracked.map(\.key), plain.map(\.key))
         XCTAssertEqual(tracked.map(\.key), ["https://example.org/blog/linked", "https://example.org/p/7"])
-        XCTAssertEqual(tracked[0].url, "https://example.org/blog/linked?utm_source=feedburner&utm_medium=feed&fbclid=x1",
-                       "the link itself is left as the publisher wrote it")
+        XCTAssertEqual(
+            tracked[0].url, "https://example.org/blog/linked?utm_source=feedburner&utm_medium=feed&fbclid=x1",
+            "the link itself is left as the publisher wrote it")
         // Other parameters are part of the identity, in their order.
         let other = try decode(feed("?id=3&amp;utm_campaign=x&amp;page=2"))
         XCTAssertEqual(other[0].key, "https://example.org/blog/linked?id=3&page=2")
@@ -111,7 +115,8 @@ final class FeedProviderTests: XCTestCase {
     }
 
     func testRDF10() throws {
-        let items = try decode("""
+        let items = try decode(
+            """
             <?xml version="1.0"?>
             <rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns="http://purl.org/rss/1.0/"
                      xmlns:dc="http://purl.org/dc/elements/1.1/">
@@ -184,8 +189,9 @@ final class FeedProviderTests: XCTestCase {
         XCTAssertNotEqual(v1[0].fingerprint, v2[0].fingerprint, "edited upstream: changed")
         XCTAssertEqual(v1[1].fingerprint, v2[1].fingerprint)
         // Same `updated`, other text: not a change (the date says what an edit is).
-        let retitled = try decode(atom.replacingOccurrences(of: "UPDATED", with: "2026-11-20T10:00:00Z")
-            .replacingOccurrences(of: "Summary  text", with: "Summary text, typo fixed"))
+        let retitled = try decode(
+            atom.replacingOccurrences(of: "UPDATED", with: "2026-11-20T10:00:00Z")
+                .replacingOccurrences(of: "Summary  text", with: "Summary text, typo fixed"))
         XCTAssertEqual(retitled[1].fingerprint, v1[1].fingerprint)
         // No date: the text is the fingerprint.
         let rss = { (t: String) in "<rss><channel><item><guid>g</guid><title>\(t)</title></item></channel></rss>" }
@@ -194,7 +200,8 @@ final class FeedProviderTests: XCTestCase {
     }
 
     func testAtom03() throws {
-        let items = try decode("""
+        let items = try decode(
+            """
             <?xml version="1.0" encoding="utf-8"?>
             <feed version="0.3" xmlns="http://purl.org/atom/ns#">
               <title>Old</title>
@@ -217,7 +224,8 @@ final class FeedProviderTests: XCTestCase {
     }
 
     func testAtomNamespaceByURINotPrefix() throws {
-        let items = try decode("""
+        let items = try decode(
+            """
             <a:feed xmlns:a="http://www.w3.org/2005/Atom"><a:entry><a:id>x1</a:id><a:title>Prefixed</a:title>
             <a:link href="https://example.org/x1"/></a:entry><entry><id>not atom</id></entry></a:feed>
             """)
@@ -228,7 +236,8 @@ final class FeedProviderTests: XCTestCase {
     // MARK: JSON Feed
 
     func testJSONFeed10WithNumericIds() throws {
-        let items = try decode("""
+        let items = try decode(
+            """
             {"version": "https://jsonfeed.org/version/1", "title": "J", "items": [
               {"id": 42, "url": "/posts/42", "title": "Forty-two", "content_html": "<p>Hi &amp; <b>bye</b></p>",
                "date_published": "2026-11-20T10:00:00+02:00", "author": {"name": "Cleo"}},
@@ -244,7 +253,8 @@ final class FeedProviderTests: XCTestCase {
     }
 
     func testJSONFeed11() throws {
-        let items = try decode("""
+        let items = try decode(
+            """
             \u{FEFF}{"version": "https://jsonfeed.org/version/1.1", "title": "J", "items": [
               {"id": "abc", "url": "https://example.org/abc", "title": "ABC", "summary": "Sum",
                "date_modified": "2026-11-21T10:00:00Z", "authors": [{"name": "Dee"}], "tags": ["a", "b"],
@@ -264,7 +274,8 @@ final class FeedProviderTests: XCTestCase {
     // MARK: real-world breakage
 
     func testUndeclaredHTMLEntitiesKeepTheirText() throws {
-        let items = try decode("""
+        let items = try decode(
+            """
             <rss><channel><item><guid>n</guid><title>Hello&nbsp;World &amp; caf&eacute; &copy;2026 &bogus; end</title>
             <description>a&nbsp;b</description></item></channel></rss>
             """)
@@ -275,7 +286,8 @@ final class FeedProviderTests: XCTestCase {
 
     func testWindows1252BytesDeclaredAsUTF8KeepTheRest() throws {
         let head = Array(#"<?xml version="1.0" encoding="UTF-8"?><rss><channel><item><guid>1</guid><title>caf"#.utf8)
-        let bytes = head + [0xE9, 0x20, 0x93] + Array("quoted".utf8) + [0x94]
+        let bytes =
+            head + [0xE9, 0x20, 0x93] + Array("quoted".utf8) + [0x94]
             + Array("</title></item><item><guid>2</guid><title>second é</title></item></channel></rss>".utf8)
         let items = try decode(bytes: bytes)
         XCTAssertEqual(items.map(\.key), ["1", "2"])
@@ -287,7 +299,8 @@ final class FeedProviderTests: XCTestCase {
     }
 
     func testCDATA() throws {
-        let items = try decode("""
+        let items = try decode(
+            """
             <rss><channel><item><guid>c</guid><title><![CDATA[Fish & <i>Chips</i>]]></title>
             <description><![CDATA[<p>One &amp; <b>two</b></p><script>alert(1)</script><p>three</p>]]></description>
             </item></channel></rss>
@@ -297,11 +310,13 @@ final class FeedProviderTests: XCTestCase {
     }
 
     func testDeclaredAndHTTPCharsets() throws {
-        let latin1 = Array(#"<?xml version="1.0" encoding="ISO-8859-1"?><rss><channel><item><guid>e</guid><title>caf"#.utf8)
+        let latin1 =
+            Array(#"<?xml version="1.0" encoding="ISO-8859-1"?><rss><channel><item><guid>e</guid><title>caf"#.utf8)
             + [0xE9] + Array("</title></item></channel></rss>".utf8)
         XCTAssertEqual(try decode(bytes: latin1)[0].title, "café")
         XCTAssertEqual(try decode(bytes: latin1, charset: "UTF-8")[0].title, "café", "the declaration wins over HTTP")
-        let undeclared = Array("<rss><channel><item><guid>e</guid><title>caf".utf8) + [0xE9, 0x80]
+        let undeclared =
+            Array("<rss><channel><item><guid>e</guid><title>caf".utf8) + [0xE9, 0x80]
             + Array("</title></item></channel></rss>".utf8)
         XCTAssertEqual(try decode(bytes: undeclared, charset: "windows-1252")[0].title, "café€", "the HTTP charset, when undeclared")
         XCTAssertEqual(FeedProvider.charset(ofContentType: #"application/rss+xml; charset="ISO-8859-1""#), "ISO-8859-1")
@@ -361,7 +376,8 @@ final class FeedProviderTests: XCTestCase {
     }
 
     func testLinksAreHTTPOnlyAndCut() throws {
-        let items = try decode("""
+        let items = try decode(
+            """
             <rss><channel><item><guid>j</guid><title>\(String(repeating: "long ", count: 100))</title>
             <link>javascript:alert(1)</link><description>\(String(repeating: "word ", count: 1000))</description></item></channel></rss>
             """)
@@ -374,7 +390,8 @@ final class FeedProviderTests: XCTestCase {
     // MARK: configuration
 
     func testConfigOptionsAndABadPatternNamesItsLine() throws {
-        let c = try loadConfig("""
+        let c = try loadConfig(
+            """
             [sources.blog]
             provider = "feed"
             url = "https://example.org/feed.xml"
@@ -386,7 +403,8 @@ final class FeedProviderTests: XCTestCase {
         XCTAssertEqual(p.include.map(\.pattern), ["(?i)swift"])
         XCTAssertEqual(p.exclude.map(\.pattern), ["beta"])
         XCTAssertEqual(p.maxEntries, 20)
-        let errors = try configErrors("""
+        let errors = try configErrors(
+            """
             [sources.blog]
             provider = "feed"
             url = "https://example.org/feed.xml"
@@ -395,10 +413,13 @@ final class FeedProviderTests: XCTestCase {
         XCTAssertEqual(errors.count, 1)
         XCTAssertEqual(errors.first?.line, 4)
         XCTAssertTrue(errors.first?.message.contains("'include': invalid regular expression") ?? false, "\(errors)")
-        XCTAssertFalse(try configErrors("""
-            [sources.blog]
-            provider = "feed"
-            url = "ftp://example.org/feed.xml"
-            """).isEmpty)
+        XCTAssertFalse(
+            try configErrors(
+                """
+                [sources.blog]
+                provider = "feed"
+                url = "ftp://example.org/feed.xml"
+                """
+            ).isEmpty)
     }
 }

@@ -1,12 +1,13 @@
 import Foundation
 import TidingsTestSupport
 import XCTest
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
+
 @testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
 @testable import TidingsProviders
+@testable import TidingsSQLite
 
 /// Answers requests from a script keyed by URL; records what was asked.
 private final class ScriptedHTTP: HTTPClient, @unchecked Sendable {
@@ -29,8 +30,9 @@ final class GitHubProviderTests: XCTestCase {
     let now = Date(timeIntervalSince1970: 1_800_000_000)
 
     func provider(_ watch: GitHubProvider.Watch = .notifications, api: URL? = nil, prereleases: Bool = false) -> GitHubProvider {
-        GitHubProvider(watch: watch, apiURL: api ?? self.api, repo: watch == .releases ? "octo/hello" : nil,
-                       token: Secret("ghp_unitTestToken123"), prereleases: prereleases)
+        GitHubProvider(
+            watch: watch, apiURL: api ?? self.api, repo: watch == .releases ? "octo/hello" : nil,
+            token: Secret("ghp_unitTestToken123"), prereleases: prereleases)
     }
 
     func context(_ http: any HTTPClient, validators: Validators = Validators()) -> PollContext {
@@ -53,27 +55,31 @@ final class GitHubProviderTests: XCTestCase {
     // MARK: items
 
     func testNotificationItemsAndWebURLs() throws {
-        let body = "[" + [
-            thread("1", url: "https://api.github.com/repos/octo/hello/issues/12", title: "Crash on start"),
-            thread("2", type: "PullRequest", url: "https://api.github.com/repos/octo/hello/pulls/13", reason: "review_requested"),
-            thread("3", type: "Commit", url: "https://api.github.com/repos/octo/hello/commits/abc123"),
-            thread("4", type: "Release", url: "https://api.github.com/repos/octo/hello/releases/987654"),
-            thread("5", type: "CheckSuite"),
-            thread("6", url: "https://evil.example/repos/octo/hello/issues/1"),
-            thread("7", url: "https://api.github.com/repos/octo/hello/issues/1%0a\\u001b[31m"),
-            thread("8", reason: "security_alert", title: "\\u001b]0;owned\\u0007Alert\\nline"),
-        ].joined(separator: ",") + "]"
+        let body =
+            "["
+            + [
+                thread("1", url: "https://api.github.com/repos/octo/hello/issues/12", title: "Crash on start"),
+                thread("2", type: "PullRequest", url: "https://api.github.com/repos/octo/hello/pulls/13", reason: "review_requested"),
+                thread("3", type: "Commit", url: "https://api.github.com/repos/octo/hello/commits/abc123"),
+                thread("4", type: "Release", url: "https://api.github.com/repos/octo/hello/releases/987654"),
+                thread("5", type: "CheckSuite"),
+                thread("6", url: "https://evil.example/repos/octo/hello/issues/1"),
+                thread("7", url: "https://api.github.com/repos/octo/hello/issues/1%0a\\u001b[31m"),
+                thread("8", reason: "security_alert", title: "\\u001b]0;owned\\u0007Alert\\nline"),
+            ].joined(separator: ",") + "]"
         let items = try provider().decode(Data(body.utf8))
         XCTAssertEqual(items.map(\.key), ["1", "2", "3", "4", "5", "6", "7", "8"])
         XCTAssertEqual(items[0].kind, "notification")
         XCTAssertEqual(items[0].title, "Crash on start")
         XCTAssertEqual(items[0].body, "mention · octo/hello")
         let repoPage = "https://github.com/octo/hello"
-        XCTAssertEqual(items.map(\.url), [
-            "https://github.com/octo/hello/issues/12", "https://github.com/octo/hello/pull/13",
-            "https://github.com/octo/hello/commit/abc123", "https://github.com/octo/hello/releases",
-            repoPage, repoPage, repoPage, repoPage,
-        ], "a release's API URL names its id: the releases page; no URL, another origin or odd segments: the repository")
+        XCTAssertEqual(
+            items.map(\.url),
+            [
+                "https://github.com/octo/hello/issues/12", "https://github.com/octo/hello/pull/13",
+                "https://github.com/octo/hello/commit/abc123", "https://github.com/octo/hello/releases",
+                repoPage, repoPage, repoPage, repoPage,
+            ], "a release's API URL names its id: the releases page; no URL, another origin or odd segments: the repository")
         XCTAssertEqual(items[1].body, "review requested · octo/hello")
         XCTAssertEqual(items[7].severity, .warning)
         XCTAssertEqual(items[7].title, "]0;ownedAlert line", "control characters removed")
@@ -121,7 +127,8 @@ final class GitHubProviderTests: XCTestCase {
 
     func testNextLink() {
         let base = URL(string: "https://api.github.com/notifications")!
-        let h = #"<https://api.github.com/notifications?page=1>; rel="prev", <https://api.github.com/notifications?page=3&a=b,c>; rel="next", <https://api.github.com/notifications?page=9>; rel="last""#
+        let h =
+            #"<https://api.github.com/notifications?page=1>; rel="prev", <https://api.github.com/notifications?page=3&a=b,c>; rel="next", <https://api.github.com/notifications?page=9>; rel="last""#
         XCTAssertEqual(GitHubProvider.nextLink(h, base: base)?.absoluteString, "https://api.github.com/notifications?page=3&a=b,c")
         XCTAssertEqual(GitHubProvider.nextLink(#"</x?page=2>; title="a, b"; rel="next""#, base: base)?.absoluteString, "https://api.github.com/x?page=2")
         XCTAssertNil(GitHubProvider.nextLink(#"<https://api.github.com/n?page=9>; rel="last""#, base: base))
@@ -136,7 +143,8 @@ final class GitHubProviderTests: XCTestCase {
         let p1 = "https://api.github.com/notifications?per_page=50"
         let p2 = "https://api.github.com/notifications?per_page=50&page=2"
         let http = ScriptedHTTP([
-            p1: response(200, "[\(thread("1"))]", ["link": "<\(p2)>; rel=\"next\"", "x-poll-interval": "60", "last-modified": "Thu, 26 Nov 2026 10:00:00 GMT"]),
+            p1: response(
+                200, "[\(thread("1"))]", ["link": "<\(p2)>; rel=\"next\"", "x-poll-interval": "60", "last-modified": "Thu, 26 Nov 2026 10:00:00 GMT"]),
             p2: response(200, "[\(thread("2")), \(thread("1"))]", ["x-poll-interval": "120"]),
         ])
         let result = try await provider().poll(context(http, validators: Validators(lastModified: "Wed, 25 Nov 2026 10:00:00 GMT")))
@@ -162,8 +170,10 @@ final class GitHubProviderTests: XCTestCase {
     }
 
     func testANextPageOnAnotherOriginIsNotFollowed() async throws {
-        let http = ScriptedHTTP(["https://api.github.com/notifications?per_page=50":
-            response(200, "[]", ["link": "<https://api.github.com.evil.test/notifications?page=2>; rel=\"next\""])])
+        let http = ScriptedHTTP([
+            "https://api.github.com/notifications?per_page=50":
+                response(200, "[]", ["link": "<https://api.github.com.evil.test/notifications?page=2>; rel=\"next\""])
+        ])
         do {
             _ = try await provider().poll(context(http))
             XCTFail("followed")
@@ -177,7 +187,8 @@ final class GitHubProviderTests: XCTestCase {
         var answers: [String: HTTPResponse] = [:]
         for page in 1...GitHubProvider.maxNotificationPages {
             let url = "https://api.github.com/notifications?per_page=50" + (page == 1 ? "" : "&page=\(page)")
-            answers[url] = response(200, "[\(thread(String(page)))]", ["link": "<https://api.github.com/notifications?per_page=50&page=\(page + 1)>; rel=\"next\""])
+            answers[url] = response(
+                200, "[\(thread(String(page)))]", ["link": "<https://api.github.com/notifications?per_page=50&page=\(page + 1)>; rel=\"next\""])
         }
         let http = ScriptedHTTP(answers)
         do {
@@ -191,7 +202,9 @@ final class GitHubProviderTests: XCTestCase {
         var rel: [String: HTTPResponse] = [:]
         for page in 1...5 {
             let url = "https://api.github.com/repos/octo/hello/releases?per_page=100" + (page == 1 ? "" : "&page=\(page)")
-            rel[url] = response(200, "[{\"id\": \(page), \"tag_name\": \"v\(page)\"}]", ["link": "<https://api.github.com/repos/octo/hello/releases?per_page=100&page=\(page + 1)>; rel=\"next\""])
+            rel[url] = response(
+                200, "[{\"id\": \(page), \"tag_name\": \"v\(page)\"}]",
+                ["link": "<https://api.github.com/repos/octo/hello/releases?per_page=100&page=\(page + 1)>; rel=\"next\""])
         }
         let r = try await provider(.releases).poll(context(ScriptedHTTP(rel)))
         guard case .snapshot(let items, _) = r.content else { return XCTFail() }
@@ -203,11 +216,15 @@ final class GitHubProviderTests: XCTestCase {
     func testRateLimitsAreRateLimitedNeverAuth() {
         let p = provider()
         let reset = String(Int(now.timeIntervalSince1970) + 600)
-        let primary = p.error(response(403, #"{"message": "API rate limit exceeded for user ID 1."}"#,
-                                       ["x-ratelimit-remaining": "0", "x-ratelimit-reset": reset]), now: now)
+        let primary = p.error(
+            response(
+                403, #"{"message": "API rate limit exceeded for user ID 1."}"#,
+                ["x-ratelimit-remaining": "0", "x-ratelimit-reset": reset]), now: now)
         XCTAssertEqual(primary.category, .rateLimited)
         XCTAssertEqual(primary.retryAfter, 601)
-        XCTAssertTrue(primary.message.hasPrefix("HTTP 403 (rate limited: rate limit exhausted, resets at 2027-01-15T08:10:00Z): API rate limit exceeded"), primary.message)
+        XCTAssertTrue(
+            primary.message.hasPrefix("HTTP 403 (rate limited: rate limit exhausted, resets at 2027-01-15T08:10:00Z): API rate limit exceeded"), primary.message
+        )
         let secondary = p.error(response(429, #"{"message": "You have exceeded a secondary rate limit."}"#, ["retry-after": "30"]), now: now)
         XCTAssertEqual(secondary.category, .rateLimited)
         XCTAssertEqual(secondary.retryAfter, 30)
@@ -227,8 +244,10 @@ final class GitHubProviderTests: XCTestCase {
 
     func testRepoNames() {
         for ok in ["octo/hello", "a/b", "my-org/repo.name_2", "x/.github"] { XCTAssertTrue(GitHubProvider.isRepoName(ok), ok) }
-        for bad in ["octo", "octo/", "/x", "a/b/c", "-a/b", "a-/b", "a--b/c", "a/..", "a/.", "a b/c", "a/b c", "a/b?x", "ö/b",
-                    String(repeating: "a", count: 40) + "/b"] {
+        for bad in [
+            "octo", "octo/", "/x", "a/b/c", "-a/b", "a-/b", "a--b/c", "a/..", "a/.", "a b/c", "a/b c", "a/b?x", "ö/b",
+            String(repeating: "a", count: 40) + "/b",
+        ] {
             XCTAssertFalse(GitHubProvider.isRepoName(bad), bad)
         }
     }

@@ -3,12 +3,13 @@ import Logging
 import Synchronization
 import TidingsTestSupport
 import XCTest
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
+
 @testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
 @testable import TidingsProviders
+@testable import TidingsSQLite
 
 /// `provider = "imap"` (DESIGN §12): header and body decoding, the IMAP answer parser, and what
 /// one poll sends and makes of the answers (through a scripted ``MailboxSession``; the real
@@ -110,13 +111,15 @@ final class IMAPProviderTests: XCTestCase {
     }
 
     func testBodyTextHTMLOnlyAndBase64() {
-        let html = Data("<html><head><style>p{}</style></head><body><p>Hello <b>there</b> &amp; welcome</p><p>Line 2</p></body></html>".utf8).base64EncodedString()
+        let html = Data("<html><head><style>p{}</style></head><body><p>Hello <b>there</b> &amp; welcome</p><p>Line 2</p></body></html>".utf8)
+            .base64EncodedString()
         let text = MailText.bodyText(Array(html.utf8), contentType: Array("text/html; charset=\"UTF-8\"".utf8), transferEncoding: Array(" Base64".utf8))
         XCTAssertEqual(text, "Hello there & welcome\nLine 2")
         // A multipart cut before its end (the text is read in part) still yields what is there.
         let cut = "--b\r\nContent-Type: text/plain\r\n\r\nfirst line\r\nsecond li"
-        XCTAssertEqual(MailText.bodyText(Array(cut.utf8), contentType: Array("multipart/alternative; boundary=b".utf8), transferEncoding: nil)
-            .split(whereSeparator: \.isNewline), ["first line", "second li"])
+        XCTAssertEqual(
+            MailText.bodyText(Array(cut.utf8), contentType: Array("multipart/alternative; boundary=b".utf8), transferEncoding: nil)
+                .split(whereSeparator: \.isNewline), ["first line", "second li"])
         // Not text: nothing (an image is no preview).
         XCTAssertEqual(MailText.bodyText(Array("GIF89a".utf8), contentType: Array("image/gif".utf8), transferEncoding: nil), "")
     }
@@ -133,18 +136,22 @@ final class IMAPProviderTests: XCTestCase {
         // The literal holds a line that looks like a response and a ")" : only the byte count decides.
         let header = "Subject: =?utf-8?q?caf=C3=A9?=\r\nFrom: \"Bob\" <bob@example.org>\r\n\r\n"
         let text = "* 9 FETCH (UID 99)\r\n) trailing paren\r\n"
-        let answer = "* OK [CAPABILITY IMAP4rev1] ready\r\nA001 OK Logged in\r\n" + Self.fetchAnswer(uid: 7, header: header, text: text) + "A004 OK Fetch completed.\r\n"
+        let answer =
+            "* OK [CAPABILITY IMAP4rev1] ready\r\nA001 OK Logged in\r\n" + Self.fetchAnswer(uid: 7, header: header, text: text) + "A004 OK Fetch completed.\r\n"
         let responses = try IMAPResponseParser.parse(Data(answer.utf8))
         XCTAssertEqual(responses.count, 2)
         XCTAssertEqual(responses.first, .capabilities(["IMAP4REV1"]))
         guard case .fetch(let a) = responses.last else { return XCTFail("\(responses)") }
         XCTAssertEqual(a["UID"], .atom("7"))
         XCTAssertEqual(a["BODY[TEXT]"], .string(Array(text.utf8)))
-        XCTAssertEqual(a.keys.sorted(), ["BODY[HEADER.FIELDS (SUBJECT FROM TO DATE MESSAGE-ID CONTENT-TYPE CONTENT-TRANSFER-ENCODING)]", "BODY[TEXT]", "RFC822.SIZE", "UID"])
+        XCTAssertEqual(
+            a.keys.sorted(),
+            ["BODY[HEADER.FIELDS (SUBJECT FROM TO DATE MESSAGE-ID CONTENT-TYPE CONTENT-TRANSFER-ENCODING)]", "BODY[TEXT]", "RFC822.SIZE", "UID"])
     }
 
     func testFetchParserOddSpacingCaseQuotedAndNil() throws {
-        let answer = "*  3   fetch   ( uid  12 body[header.fields (subject)]  \"Subject: a \\\"quoted\\\" \\\\ one\"  Body[Text]<0> NIL  FLAGS (\\Seen  \\Flagged) )\r\n"
+        let answer =
+            "*  3   fetch   ( uid  12 body[header.fields (subject)]  \"Subject: a \\\"quoted\\\" \\\\ one\"  Body[Text]<0> NIL  FLAGS (\\Seen  \\Flagged) )\r\n"
         let responses = try IMAPResponseParser.parse(Data(answer.utf8))
         guard case .fetch(let a)? = responses.first else { return XCTFail("\(responses)") }
         XCTAssertEqual(a["UID"]?.number, 12)
@@ -190,8 +197,9 @@ final class IMAPProviderTests: XCTestCase {
     // MARK: One poll
 
     func provider(readLimit: Int = IMAPProvider.defaultReadLimit, watchLimit: Int = IMAPProvider.defaultWatchLimit) -> IMAPProvider {
-        IMAPProvider(server: URL(string: "imaps://127.0.0.1:993/")!, security: .implicitTLS, mailbox: "INBOX", username: "me",
-                     password: Secret("unit-test-imap-password"), readLimit: readLimit, watchLimit: watchLimit)
+        IMAPProvider(
+            server: URL(string: "imaps://127.0.0.1:993/")!, security: .implicitTLS, mailbox: "INBOX", username: "me",
+            password: Secret("unit-test-imap-password"), readLimit: readLimit, watchLimit: watchLimit)
     }
 
     func context(_ reader: ScriptedMailbox, etag: String? = nil) -> PollContext {
@@ -199,7 +207,8 @@ final class IMAPProviderTests: XCTestCase {
     }
 
     func testPollExaminesSearchesAndPeeks() async throws {
-        let header = "Subject: =?utf-8?B?8J+Ms8O8?= Hi\r\nFrom: =?utf-8?q?J=C3=B6rg?= <j@example.org>\r\nTo: me@example.org\r\n"
+        let header =
+            "Subject: =?utf-8?B?8J+Ms8O8?= Hi\r\nFrom: =?utf-8?q?J=C3=B6rg?= <j@example.org>\r\nTo: me@example.org\r\n"
             + "Date: Tue, 10 Jun 2003 04:00:00 +0200\r\nMessage-ID: <abc@example.org>\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
         let reader = ScriptedMailbox { command in
             if command.hasPrefix("EXAMINE") { return "* OK [UIDVALIDITY 77] ok\r\nA1 OK [READ-ONLY] done\r\n" }
@@ -208,10 +217,12 @@ final class IMAPProviderTests: XCTestCase {
                 + Self.fetchAnswer(uid: 5, header: "Subject: older\r\n\r\n", text: "") + "A3 OK\r\n"
         }
         let result = try await provider().poll(context(reader))
-        XCTAssertEqual(reader.commands, [
-            "EXAMINE \"INBOX\"", "UID SEARCH UNSEEN",
-            "UID FETCH 5,8 (UID RFC822.SIZE BODY.PEEK[HEADER.FIELDS (SUBJECT FROM TO DATE MESSAGE-ID CONTENT-TYPE CONTENT-TRANSFER-ENCODING)]<0.2048> BODY.PEEK[TEXT]<0.4096>)",
-        ])
+        XCTAssertEqual(
+            reader.commands,
+            [
+                "EXAMINE \"INBOX\"", "UID SEARCH UNSEEN",
+                "UID FETCH 5,8 (UID RFC822.SIZE BODY.PEEK[HEADER.FIELDS (SUBJECT FROM TO DATE MESSAGE-ID CONTENT-TYPE CONTENT-TRANSFER-ENCODING)]<0.2048> BODY.PEEK[TEXT]<0.4096>)",
+            ])
         XCTAssertTrue(reader.closed)
         guard case .snapshot(let items, let validators) = result.content else { return XCTFail("\(result)") }
         XCTAssertEqual(validators.etag, "uidvalidity 77")
@@ -249,12 +260,16 @@ final class IMAPProviderTests: XCTestCase {
         XCTAssertEqual(items.count, IMAPProvider.defaultWatchLimit)
         XCTAssertEqual(items.first?.key, "1/100000")
         XCTAssertEqual(reader.commands.count, 2 + 13)  // EXAMINE, SEARCH, 200 messages in batches of 16
-        XCTAssertEqual(reader.commands.last, "UID FETCH 99993:100000 (UID RFC822.SIZE BODY.PEEK[HEADER.FIELDS (SUBJECT FROM TO DATE MESSAGE-ID CONTENT-TYPE CONTENT-TRANSFER-ENCODING)]<0.2048> BODY.PEEK[TEXT]<0.4096>)")
+        XCTAssertEqual(
+            reader.commands.last,
+            "UID FETCH 99993:100000 (UID RFC822.SIZE BODY.PEEK[HEADER.FIELDS (SUBJECT FROM TO DATE MESSAGE-ID CONTENT-TYPE CONTENT-TRANSFER-ENCODING)]<0.2048> BODY.PEEK[TEXT]<0.4096>)"
+        )
     }
 
     func testESEARCHRangesWhenTheServerHasIt() async throws {
-        XCTAssertEqual(try IMAPResponseParser.parse(Data("* ESEARCH (TAG \"A3\") UID ALL 4,1:2,9:7 COUNT 6\r\n* ESEARCH (TAG \"A4\") UID\r\n".utf8)),
-                       [.esearch([4...4, 1...2, 7...9]), .esearch([])])
+        XCTAssertEqual(
+            try IMAPResponseParser.parse(Data("* ESEARCH (TAG \"A3\") UID ALL 4,1:2,9:7 COUNT 6\r\n* ESEARCH (TAG \"A4\") UID\r\n".utf8)),
+            [.esearch([4...4, 1...2, 7...9]), .esearch([])])
         XCTAssertEqual(MatchingUIDs([4...4, 1...2, 7...9, 3...3]).ranges, [1...4, 7...9])
         XCTAssertEqual(MatchingUIDs([1...4_000_000_000]).newest(3), [3_999_999_998, 3_999_999_999, 4_000_000_000])
         XCTAssertEqual(MatchingUIDs([1...2, 5...6]).newest(3), [2, 5, 6])
@@ -263,7 +278,8 @@ final class IMAPProviderTests: XCTestCase {
 
         let reader = ScriptedMailbox { command in
             if command.hasPrefix("EXAMINE") {
-                return "* OK [CAPABILITY IMAP4rev1 LITERAL+] ready\r\n* CAPABILITY IMAP4rev1 ESEARCH CONDSTORE\r\nA2 OK Logged in\r\n* OK [UIDVALIDITY 3] ok\r\n"
+                return
+                    "* OK [CAPABILITY IMAP4rev1 LITERAL+] ready\r\n* CAPABILITY IMAP4rev1 ESEARCH CONDSTORE\r\nA2 OK Logged in\r\n* OK [UIDVALIDITY 3] ok\r\n"
             }
             if command.hasPrefix("UID SEARCH") { return "* ESEARCH (TAG \"A4\") UID ALL 1:4000000000\r\n" }
             return ""
@@ -275,9 +291,11 @@ final class IMAPProviderTests: XCTestCase {
     }
 
     func testLoginRefusedIsAuthFailedAndOtherErrorsAreTransient() async throws {
-        for (error, category) in [(MailboxError.loginRefused("NO [AUTHENTICATIONFAILED] Authentication failed."), PollError.Category.auth),
-                                  (.unreachable("Failed to connect"), .transient), (.timeout(30), .transient),
-                                  (.refused(command: "EXAMINE", text: "NO Mailbox doesn't exist"), .transient)] {
+        for (error, category) in [
+            (MailboxError.loginRefused("NO [AUTHENTICATIONFAILED] Authentication failed."), PollError.Category.auth),
+            (.unreachable("Failed to connect"), .transient), (.timeout(30), .transient),
+            (.refused(command: "EXAMINE", text: "NO Mailbox doesn't exist"), .transient),
+        ] {
             let reader = ScriptedMailbox { _ in throw error }
             do {
                 _ = try await provider().poll(context(reader))
@@ -293,7 +311,8 @@ final class IMAPProviderTests: XCTestCase {
     // MARK: Configuration
 
     func testConfig() throws {
-        let c = try loadConfig("""
+        let c = try loadConfig(
+            """
             [sources.mail]
             provider = "imap"
             url = "imap://127.0.0.1:1143/Lists/Entw%C3%BCrfe"
@@ -306,13 +325,16 @@ final class IMAPProviderTests: XCTestCase {
         XCTAssertEqual(p.mailbox, "Lists/Entwürfe")
         XCTAssertEqual(p.security, .startTLSIfOffered)
         XCTAssertEqual(p.search, "UNSEEN FROM \"boss\"")
-        let imaps = try XCTUnwrap(try loadConfig("""
-            [sources.mail]
-            provider = "imap"
-            url = "imaps://mail.example.org"
-            username = "me"
-            password = "imap-config-test-pw"
-            """).sources[0].instance as? IMAPProvider)
+        let imaps = try XCTUnwrap(
+            try loadConfig(
+                """
+                [sources.mail]
+                provider = "imap"
+                url = "imaps://mail.example.org"
+                username = "me"
+                password = "imap-config-test-pw"
+                """
+            ).sources[0].instance as? IMAPProvider)
         XCTAssertEqual(imaps.mailbox, "INBOX")
         XCTAssertEqual(imaps.security, .implicitTLS)
         XCTAssertEqual(imaps.search, "UNSEEN")
@@ -324,7 +346,8 @@ final class IMAPProviderTests: XCTestCase {
             ("url = \"imap://mail.example.org/INBOX\"\nstarttls = false", "allowed only to a loopback host"),
             ("url = \"imaps://mail.example.org/INBOX\"\nstarttls = true", "'starttls' is for imap://"),
         ] {
-            let errors = try configErrors("""
+            let errors = try configErrors(
+                """
                 [sources.mail]
                 provider = "imap"
                 username = "me"

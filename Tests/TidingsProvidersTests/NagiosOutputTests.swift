@@ -1,12 +1,13 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsProviders
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 final class NagiosOutputTests: XCTestCase {
     typealias Datum = NagiosOutput.PerfDatum
@@ -14,16 +15,17 @@ final class NagiosOutputTests: XCTestCase {
     /// The layout of the Monitoring Plugins guidelines: perfdata after `|` on the first line
     /// and on the last long-text line, then perfdata lines.
     func testLongTextAndPerfdataFromEverySection() {
-        let o = NagiosOutput(parsing: """
-            DISK OK - free space: / 3326 MB (56%); | /=2643MB;5948;5958;0;5968
-            / 15272 MB (77%);
-            /boot 68 MB (69%);
-            /home 69357 MB (27%);
-            /var/log 819 MB (84%); | /boot=68MB;88;93;0;98
-            /home=69357MB;253404;253409;0;253414
-            /var/log=818MB;970;975;0;980
+        let o = NagiosOutput(
+            parsing: """
+                DISK OK - free space: / 3326 MB (56%); | /=2643MB;5948;5958;0;5968
+                / 15272 MB (77%);
+                /boot 68 MB (69%);
+                /home 69357 MB (27%);
+                /var/log 819 MB (84%); | /boot=68MB;88;93;0;98
+                /home=69357MB;253404;253409;0;253414
+                /var/log=818MB;970;975;0;980
 
-            """)
+                """)
         XCTAssertEqual(o.text, "DISK OK - free space: / 3326 MB (56%);")
         XCTAssertEqual(o.longText, "/ 15272 MB (77%);\n/boot 68 MB (69%);\n/home 69357 MB (27%);\n/var/log 819 MB (84%);")
         XCTAssertEqual(o.perfdata.map(\.label), ["/", "/boot", "/home", "/var/log"])
@@ -34,12 +36,14 @@ final class NagiosOutputTests: XCTestCase {
         let o = NagiosOutput(parsing: "OK | 'in use'=12.5%;@10:20;~:30 'it''s'=U time=0.003s;;;0 c=5c bogus 'unterminated=1 x=abc\n")
         XCTAssertEqual(o.text, "OK")
         XCTAssertEqual(o.longText, "")
-        XCTAssertEqual(o.perfdata, [
-            Datum(label: "in use", value: 12.5, uom: "%", warn: "@10:20", crit: "~:30", min: nil, max: nil),
-            Datum(label: "it's", value: nil, uom: "", warn: nil, crit: nil, min: nil, max: nil),
-            Datum(label: "time", value: 0.003, uom: "s", warn: nil, crit: nil, min: 0, max: nil),
-            Datum(label: "c", value: 5, uom: "c", warn: nil, crit: nil, min: nil, max: nil),
-        ])
+        XCTAssertEqual(
+            o.perfdata,
+            [
+                Datum(label: "in use", value: 12.5, uom: "%", warn: "@10:20", crit: "~:30", min: nil, max: nil),
+                Datum(label: "it's", value: nil, uom: "", warn: nil, crit: nil, min: nil, max: nil),
+                Datum(label: "time", value: 0.003, uom: "s", warn: nil, crit: nil, min: 0, max: nil),
+                Datum(label: "c", value: 5, uom: "c", warn: nil, crit: nil, min: nil, max: nil),
+            ])
         XCTAssertEqual(o.perfdata[1].json, .object(["label": .string("it's"), "value": .null]))
         XCTAssertEqual(o.perfdata[2].json, .object(["label": .string("time"), "value": .number(0.003), "uom": .string("s"), "min": .number(0)]))
     }

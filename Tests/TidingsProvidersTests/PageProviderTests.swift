@@ -2,12 +2,13 @@ import Foundation
 import Logging
 import TidingsTestSupport
 import XCTest
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
+
 @testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
 @testable import TidingsProviders
+@testable import TidingsSQLite
 
 /// `provider = "page"` (DESIGN §12): the CSS selector engine, rendered text, the line diff and
 /// what a page becomes as items.
@@ -155,10 +156,12 @@ final class PageProviderTests: XCTestCase {
             line</pre>
             </body></html>
             """
-        XCTAssertEqual(try lines(html), [
-            "Jobs & more", "First line continues bold ital", "A", "B", "cell 1 cell 2", "cell 3", "one", "two",
-            "keep this", "line",
-        ])
+        XCTAssertEqual(
+            try lines(html),
+            [
+                "Jobs & more", "First line continues bold ital", "A", "B", "cell 1 cell 2", "cell 3", "one", "two",
+                "keep this", "line",
+            ])
     }
 
     func testBrokenNestingIsRepairedAsABrowserWould() throws {
@@ -192,7 +195,8 @@ final class PageProviderTests: XCTestCase {
         let meta: [UInt8] = Array("<html><head><meta charset=\"windows-1252\"></head><body><p>Caf".utf8) + [0xE9] + Array("</p></body></html>".utf8)
         XCTAssertEqual(try text(meta, nil), ["Café"])
         // The header wins over a meta that disagrees: UTF-8 bytes, meta says windows-1252.
-        let utf8 = Array("<html><head><meta http-equiv=\"Content-Type\" content=\"text/html; charset=windows-1252\"></head><body><p>Café</p></body></html>".utf8)
+        let utf8 = Array(
+            "<html><head><meta http-equiv=\"Content-Type\" content=\"text/html; charset=windows-1252\"></head><body><p>Café</p></body></html>".utf8)
         XCTAssertEqual(try text(utf8, "utf-8"), ["Café"])
         XCTAssertEqual(PageDocument.metaCharset(Data(utf8)), "windows-1252")
         XCTAssertEqual(try text(utf8, nil), ["CafÃ©"], "without the header the meta counts, even when it is wrong")
@@ -200,8 +204,9 @@ final class PageProviderTests: XCTestCase {
 
     func testDeepNestingIsAClearFailureAndShallowerIsRead() throws {
         func page(_ depth: Int) -> Data {
-            Data(("<html><body>" + String(repeating: "<div>", count: depth) + "deep" + String(repeating: "</div>", count: depth)
-                + "<p>after</p></body></html>").utf8)
+            Data(
+                ("<html><body>" + String(repeating: "<div>", count: depth) + "deep" + String(repeating: "</div>", count: depth)
+                    + "<p>after</p></body></html>").utf8)
         }
         let start = Date()
         XCTAssertThrowsError(try provider().decode(page(100_000), contentType: "text/html")) { error in
@@ -221,7 +226,9 @@ final class PageProviderTests: XCTestCase {
         b.insert("inserted", at: 10)
         let diff = TextDiff.lines(a, b)
         XCTAssertTrue(diff.minimal)
-        XCTAssertEqual(TextDiff.unified(diff.ops), """
+        XCTAssertEqual(
+            TextDiff.unified(diff.ops),
+            """
             --- before
             +++ after
             @@ -1,5 +1,5 @@
@@ -296,8 +303,9 @@ final class PageProviderTests: XCTestCase {
         XCTAssertEqual(whole[0].key, "page")
         XCTAssertEqual(whole[0].data["text"]?.stringValue, "Alpha Updated 12:00:01\nBeta\nGamma\nGamma")
         let later = html.replacingOccurrences(of: "Generated at 12:00:01", with: "Generated at 12:05:09")
-        XCTAssertEqual(try provider(ignore: ["^Generated at "]).decode(Data(later.utf8), contentType: "text/html").items[0].fingerprint,
-                       whole[0].fingerprint, "an ignored line changes nothing")
+        XCTAssertEqual(
+            try provider(ignore: ["^Generated at "]).decode(Data(later.utf8), contentType: "text/html").items[0].fingerprint,
+            whole[0].fingerprint, "an ignored line changes nothing")
     }
 
     func testEachTakesAtMostTenThousandElementsAndSaysSo() throws {
@@ -312,8 +320,9 @@ final class PageProviderTests: XCTestCase {
         XCTAssertEqual(text[0].data["text"]?.stringValue, "version: 1.2\nstatus: ok <b>", "text/plain is not parsed as HTML")
         XCTAssertThrowsError(try provider().decode(Data([0x89, 0x50]), contentType: "image/png"))
         XCTAssertThrowsError(try provider(select: "p").decode(Data("{}".utf8), contentType: "application/json"))
-        XCTAssertThrowsError(try provider(select: "p.none").decode(Data("<p>x</p>".utf8), contentType: "text/html"),
-                             "each = false and nothing selected is a failed poll")
+        XCTAssertThrowsError(
+            try provider(select: "p.none").decode(Data("<p>x</p>".utf8), contentType: "text/html"),
+            "each = false and nothing selected is a failed poll")
     }
 
     func testXPathStringsAndNumbers() throws {
@@ -326,8 +335,9 @@ final class PageProviderTests: XCTestCase {
         let p = try provider()
         let before = try p.decode(Data("<p>one</p><p>two</p><p>three</p>".utf8), contentType: "text/html").items[0]
         let after = try p.decode(Data("<p>one</p><p>2</p><p>three</p><p>four</p>".utf8), contentType: "text/html").items[0]
-        var event = Event(source: "s", provider: "page", kind: "page", event: .changed, key: "page", title: after.title, body: after.body,
-                          url: nil, severity: .info, observedAt: Date(), data: ["text": after.data["text"]!, "changes": ["text": ["old": "x"], "title": ["old": "y"]]])
+        var event = Event(
+            source: "s", provider: "page", kind: "page", event: .changed, key: "page", title: after.title, body: after.body,
+            url: nil, severity: .info, observedAt: Date(), data: ["text": after.data["text"]!, "changes": ["text": ["old": "x"], "title": ["old": "y"]]])
         p.describe(&event, change: Deduplicator.Change(type: .changed, item: after, previous: before), firstSeen: Date())
         XCTAssertEqual(event.body, "--- before\n+++ after\n@@ -1,3 +1,4 @@\n one\n-two\n+2\n three\n+four")
         XCTAssertEqual(event.data["added"], ["2", "four"])

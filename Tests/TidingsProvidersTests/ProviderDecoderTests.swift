@@ -1,12 +1,13 @@
 import Foundation
 import TidingsTestSupport
 import XCTest
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
+
 @testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
 @testable import TidingsProviders
+@testable import TidingsSQLite
 
 final class ProviderDecoderTests: XCTestCase {
     func json(_ s: String) throws -> JSONValue { try JSONValue.parse(Data(s.utf8)) }
@@ -14,7 +15,8 @@ final class ProviderDecoderTests: XCTestCase {
     // MARK: sportdate
 
     func testSportdateKindsKeysAndUTF8() throws {
-        let j = try json("""
+        let j = try json(
+            """
             {"messages": [
               {"type": "notify", "messagetext": "Du har ett nytt meddelande från Åsa", "actionURL": "https://www.sportdate.se/mobile/mail.aspx"},
               {"type": "messagebox", "messagetext": "Se vårt nya erbjudande", "actionURL": "/mobile/nyhet.aspx"},
@@ -45,7 +47,8 @@ final class ProviderDecoderTests: XCTestCase {
     // MARK: economic
 
     func testDraftTitleBodyAndDifferences() throws {
-        let j = try json("""
+        let j = try json(
+            """
             {"draftInvoiceNumber": 6, "date": "2026-11-20", "dueDate": "2026-12-04", "currency": "DKK",
              "netAmount": 3360.0, "vatAmount": 840.0, "grossAmount": 4200.0,
              "customer": {"customerNumber": 106}, "recipient": {"name": "Kunde 106 ApS"}, "notes": {"heading": "Order 1"},
@@ -58,9 +61,13 @@ final class ProviderDecoderTests: XCTestCase {
         // Round trip through the item (what state keeps) gives the same draft.
         XCTAssertEqual(Draft(item: d.item), d)
         var e = d
-        e.gross = 625; e.net = 500; e.vat = 125
+        e.gross = 625
+        e.net = 500
+        e.vat = 125
         var old = d
-        old.gross = 500; old.net = 400; old.vat = 100
+        old.gross = 500
+        old.net = 400
+        old.vat = 100
         XCTAssertEqual(e.differences(from: old), ["gross 500.00 → 625.00 DKK", "net 400.00 → 500.00 DKK", "VAT 100.00 → 125.00 DKK"])
         XCTAssertNotEqual(e.item.fingerprint, old.item.fingerprint)
         XCTAssertEqual(Draft.money(1234567.891), "1,234,567.89")
@@ -91,7 +98,8 @@ final class ProviderDecoderTests: XCTestCase {
 
     func testAlertItems() throws {
         let now = Timestamp.parse("2026-11-22T08:10:00Z")!
-        let list = try json("""
+        let list = try json(
+            """
             [{"fingerprint": "a1", "labels": {"alertname": "DiskFull", "severity": "critical", "instance": "db1:9100"},
               "annotations": {"summary": "Disk almost full on db1", "description": "/var is 97% full"},
               "startsAt": "2026-11-22T08:00:00.000Z", "endsAt": "2026-11-22T09:00:00.000Z", "updatedAt": "2026-11-22T08:00:00.000Z",
@@ -99,7 +107,8 @@ final class ProviderDecoderTests: XCTestCase {
              {"fingerprint": "b2", "labels": {"alertname": "HighLoad", "severity": "page", "instance": "web1"},
               "annotations": {}, "endsAt": "2026-11-22T09:00:00Z"},
              {"fingerprint": "c3", "labels": {"alertname": "Old", "severity": "warning"}, "endsAt": "2026-11-22T08:05:00Z"}]
-            """).arrayValue!
+            """
+        ).arrayValue!
         let items = AlertmanagerProvider.items(list, now: now)
         XCTAssertEqual(items.map(\.key), ["a1", "b2"])  // c3's endsAt has passed
         XCTAssertEqual(items[0].title, "Disk almost full on db1")
@@ -115,7 +124,9 @@ final class ProviderDecoderTests: XCTestCase {
     func testAlertFingerprintStableAcrossResends() throws {
         let now = Timestamp.parse("2026-11-22T08:10:00Z")!
         func alert(_ updated: String) throws -> [JSONValue] {
-            try json(#"[{"fingerprint": "a1", "labels": {"alertname": "X"}, "startsAt": "2026-11-22T08:00:00Z", "endsAt": "\#(updated)", "updatedAt": "\#(updated)"}]"#).arrayValue!
+            try json(
+                #"[{"fingerprint": "a1", "labels": {"alertname": "X"}, "startsAt": "2026-11-22T08:00:00Z", "endsAt": "\#(updated)", "updatedAt": "\#(updated)"}]"#
+            ).arrayValue!
         }
         let a = AlertmanagerProvider.items(try alert("2026-11-22T08:20:00Z"), now: now)
         let b = AlertmanagerProvider.items(try alert("2026-11-22T08:25:00Z"), now: now)
@@ -125,7 +136,8 @@ final class ProviderDecoderTests: XCTestCase {
     // MARK: statuspage
 
     func testStatuspageItems() throws {
-        let inc = try json("""
+        let inc = try json(
+            """
             {"id": "i1", "name": "Actions degraded", "status": "identified", "impact": "major", "shortlink": "https://stspg.io/i1",
              "incident_updates": [{"id": "u1", "body": "Investigating", "created_at": "2026-11-21T08:00:00Z"},
                                   {"id": "u2", "body": "Identified the cause", "created_at": "2026-11-21T09:00:00Z"}]}
@@ -136,7 +148,8 @@ final class ProviderDecoderTests: XCTestCase {
         XCTAssertEqual(item.severity, .critical)
         XCTAssertEqual(item.body, "Identified the cause")
         XCTAssertNil(item.expiresAt)
-        let m = try json("""
+        let m = try json(
+            """
             {"id": "m1", "name": "DB maintenance", "status": "scheduled", "impact": "maintenance",
              "scheduled_for": "2026-11-25T01:00:00Z", "scheduled_until": "2026-11-25T03:00:00Z", "incident_updates": []}
             """)
@@ -150,8 +163,9 @@ final class ProviderDecoderTests: XCTestCase {
     }
 
     func testEconomicNextPageMustStayOnTheConfiguredHost() throws {
-        let p = EconomicProvider(base: URL(string: "https://restapi.e-conomic.com")!, appSecret: Secret("app-token-x"),
-                                 grant: Secret("grant-token-x"), pageSize: 1000, interval: 300)
+        let p = EconomicProvider(
+            base: URL(string: "https://restapi.e-conomic.com")!, appSecret: Secret("app-token-x"),
+            grant: Secret("grant-token-x"), pageSize: 1000, interval: 300)
         let same = try json(#"{"pagination": {"nextPage": "https://restapi.e-conomic.com:443/invoices/drafts?skippages=1&pagesize=1000"}}"#)
         XCTAssertEqual(try p.nextPage(same)?.query, "skippages=1&pagesize=1000")
         XCTAssertNil(try p.nextPage(try json(#"{"pagination": {"lastPage": "x"}}"#)))
@@ -161,8 +175,9 @@ final class ProviderDecoderTests: XCTestCase {
     }
 
     func testQueryEncodingOfMatchers() {
-        let url = ProviderSupport.join(URL(string: "http://127.0.0.1:9093/am")!, "/api/v2/alerts",
-                                       query: [URLQueryItem(name: "filter", value: #"team=~"help+desk""#)])
+        let url = ProviderSupport.join(
+            URL(string: "http://127.0.0.1:9093/am")!, "/api/v2/alerts",
+            query: [URLQueryItem(name: "filter", value: #"team=~"help+desk""#)])
         XCTAssertEqual(url.absoluteString, "http://127.0.0.1:9093/am/api/v2/alerts?filter=team%3D~%22help%2Bdesk%22")
     }
 }

@@ -1,10 +1,11 @@
 import Foundation
 import GRDB
 import TidingsTestSupport
+import XCTest
+
 @testable import TidingsEngine
 @testable import TidingsPluginAPI
 @testable import TidingsSQLite
-import XCTest
 
 /// A state file written before the schema was described once (``Schema``): by the release build
 /// of main at 75138c9's schema (migrations v1 … v7), after two `tidings check` runs of an exec
@@ -27,17 +28,21 @@ final class OldStateFileTests: XCTestCase {
         let db = try DatabaseQueue(path: path)
         return try db.read { db in
             var out: [String] = []
-            let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'grdb_%' ORDER BY name")
+            let tables = try String.fetchAll(
+                db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'grdb_%' ORDER BY name")
             for t in tables {
                 for r in try Row.fetchAll(db, sql: "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?)", arguments: [t]) {
                     out.append("\(t).\(r[0] as String) \(r[1] as String) notnull=\(r[2] as Int) default=\((r[3] as String?) ?? "-") pk=\(r[4] as Int)")
                 }
                 for r in try Row.fetchAll(db, sql: "SELECT name, \"unique\" FROM pragma_index_list(?) ORDER BY name", arguments: [t]) {
                     let columns = try String.fetchAll(db, sql: "SELECT name FROM pragma_index_info(?) ORDER BY seqno", arguments: [r[0] as String])
-                    out.append("\(t) index \((r[0] as String).hasPrefix("sqlite_autoindex") ? "auto" : r[0] as String) unique=\(r[1] as Int) (\(columns.joined(separator: ",")))")
+                    out.append(
+                        "\(t) index \((r[0] as String).hasPrefix("sqlite_autoindex") ? "auto" : r[0] as String) unique=\(r[1] as Int) (\(columns.joined(separator: ",")))"
+                    )
                 }
                 let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = ?", arguments: [t]) ?? ""
-                out.append("\(t) rowid=\(!sql.contains("WITHOUT ROWID")) autoincrement=\(sql.contains("AUTOINCREMENT")) cascade=\(sql.contains("ON DELETE CASCADE"))")
+                out.append(
+                    "\(t) rowid=\(!sql.contains("WITHOUT ROWID")) autoincrement=\(sql.contains("AUTOINCREMENT")) cascade=\(sql.contains("ON DELETE CASCADE"))")
             }
             return out
         }
@@ -54,7 +59,9 @@ final class OldStateFileTests: XCTestCase {
     func testTheOldFileOpensWithItsMigrationsAndGoesOnWorking() throws {
         let dir = try copyOfFixture()
         let store = try StateStore.open(directory: dir, logger: quietLogger)
-        let applied = try DatabaseQueue(path: "\(dir)/tidings.sqlite").read { try String.fetchAll($0, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid") }
+        let applied = try DatabaseQueue(path: "\(dir)/tidings.sqlite").read {
+            try String.fetchAll($0, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
+        }
         XCTAssertEqual(applied, Schema.migrations.map(\.id), "nothing re-run, nothing missing")
         XCTAssertEqual(try store.scalar("SELECT count(*) FROM item WHERE source = 'news' AND state = 'present'"), 2)
         XCTAssertEqual(try store.scalar("SELECT count(*) FROM delivery WHERE status = 'pending'"), 1)
@@ -62,8 +69,9 @@ final class OldStateFileTests: XCTestCase {
         // The next poll of the source sees only what is new since the old build's poll.
         let provider = ScriptedProvider()
         provider.items = [("a", "first"), ("b", "second"), ("c", "third")].map { Item(key: $0.0, kind: "item", title: $0.1) }
-        let source = SourceConfig(name: "news", provider: "exec", settings: SourceSettings(), flapWindow: 0, instance: provider,
-                                  file: "test", line: nil, configHash: "h")
+        let source = SourceConfig(
+            name: "news", provider: "exec", settings: SourceSettings(), flapWindow: 0, instance: provider,
+            file: "test", line: nil, configHash: "h")
         let record = try PollRecorder(store: store).recordSuccess(
             source, result: .snapshot(provider.items), now: Date(), options: RecordOptions(router: Router(routes: [], allSinks: ["out"])))
         XCTAssertEqual(record.baselineCount, nil, "not a baseline: the old file's items count")

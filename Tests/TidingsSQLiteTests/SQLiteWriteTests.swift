@@ -1,13 +1,14 @@
 import Foundation
 import GRDB
 import Synchronization
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// How the SQLite backend runs writes from async code: in place when nothing is in the way,
 /// else on GRDB's writer queue, never waiting for a lock on the cooperative thread pool.

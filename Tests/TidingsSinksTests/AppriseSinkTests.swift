@@ -1,12 +1,13 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
-@testable import TidingsSinks
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
+@testable import TidingsSinks
 
 final class AppriseSinkTests: XCTestCase {
     let urls = ["tgram://123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/-100200300", "json://u:hunter2pw@hooks.example/in"]
@@ -20,7 +21,8 @@ final class AppriseSinkTests: XCTestCase {
 
     /// `ps` shows argv to every local user: the URLs go in the environment only.
     func testURLsAreNeverArguments() throws {
-        let call = try sink().invocation(for: event("1", severity: .critical, title: "-n Disk", body: "full", url: "https://e.org/d"), program: "/usr/bin/apprise")
+        let call = try sink().invocation(
+            for: event("1", severity: .critical, title: "-n Disk", body: "full", url: "https://e.org/d"), program: "/usr/bin/apprise")
         XCTAssertEqual(call.arguments, ["/usr/bin/apprise", "-v", "-i", "text", "-n", "failure", "--title=-n Disk"])
         XCTAssertEqual(call.environment, ["APPRISE_URLS": urls.joined(separator: "\n")])
         XCTAssertEqual(String(decoding: call.stdin, as: UTF8.self), "full\nhttps://e.org/d")
@@ -80,7 +82,8 @@ final class AppriseSinkTests: XCTestCase {
         let dir = try scratchDirectory()
         try write("# mine\njson://a.example/x\n\n  json://b.example/y  \n", to: "\(dir)/urls")
         for form in [#"urls = ["json://a.example/x", "json://b.example/y"]"#, #"urls_file = "\#(dir)/urls""#] {
-            let config = try loadConfig("""
+            let config = try loadConfig(
+                """
                 [sinks.push]
                 type = "apprise"
                 command = "/bin/true"
@@ -89,7 +92,8 @@ final class AppriseSinkTests: XCTestCase {
             let sink = try XCTUnwrap(config.sinks.first { $0.name == "push" }?.instance as? AppriseSink, form)
             XCTAssertEqual(sink.urls.map(\.value), ["json://a.example/x", "json://b.example/y"], form)
         }
-        let errors = try configErrors("""
+        let errors = try configErrors(
+            """
             [sinks.push]
             type = "apprise"
             urls = [1, 2]

@@ -1,12 +1,13 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsSinks
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// The pure parts of the telegram, slack and discord sinks: cutting, payloads, escaping and the
 /// mapping of each service's answers (the e2e tests run them against fakes of the services).
@@ -26,10 +27,12 @@ final class ChatSinkTests: XCTestCase {
         let html = "<b><a href=\"https://x/?a=1&amp;b=2\">Title &amp; more</a></b>\nbody"
         // Visible: "Title & more\nbody" = 17 characters; tags and the href count nothing.
         XCTAssertEqual(MarkupCutter.cut(html, limit: 17, syntax: .telegramHTML), html)
-        XCTAssertEqual(MarkupCutter.cut(html, limit: 8, syntax: .telegramHTML),
-                       "<b><a href=\"https://x/?a=1&amp;b=2\">Title &amp;…</a></b>")
-        XCTAssertEqual(MarkupCutter.cut(html, limit: 7, syntax: .telegramHTML),
-                       "<b><a href=\"https://x/?a=1&amp;b=2\">Title …</a></b>")
+        XCTAssertEqual(
+            MarkupCutter.cut(html, limit: 8, syntax: .telegramHTML),
+            "<b><a href=\"https://x/?a=1&amp;b=2\">Title &amp;…</a></b>")
+        XCTAssertEqual(
+            MarkupCutter.cut(html, limit: 7, syntax: .telegramHTML),
+            "<b><a href=\"https://x/?a=1&amp;b=2\">Title …</a></b>")
     }
 
     func testSlackCutNeverSplitsALinkOrAnEntity() {
@@ -71,8 +74,10 @@ final class ChatSinkTests: XCTestCase {
     func testTelegramMessageIsCutToItsVisibleLimit() throws {
         let long = try telegram().message(for: event("1", body: String(repeating: "<&>", count: 2000))).text
         XCTAssertTrue(long.hasSuffix("…"))
-        XCTAssertLessThanOrEqual(long.replacingOccurrences(of: "<b>", with: "").replacingOccurrences(of: "</b>", with: "")
-            .replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">").replacingOccurrences(of: "&amp;", with: "&").utf16.count, 4096)
+        XCTAssertLessThanOrEqual(
+            long.replacingOccurrences(of: "<b>", with: "").replacingOccurrences(of: "</b>", with: "")
+                .replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">").replacingOccurrences(of: "&amp;", with: "&").utf16
+                .count, 4096)
     }
 
     func testTelegramAnswers() throws {
@@ -91,7 +96,10 @@ final class ChatSinkTests: XCTestCase {
         XCTAssertTrue(blocked!.message.contains("bot was blocked by the user"))
         XCTAssertEqual(judge(404, #"{"ok":false,"error_code":404,"description":"Not Found"}"#)?.category, .gone)
         XCTAssertEqual(judge(400, #"{"ok":false,"error_code":400,"description":"Bad Request: chat not found"}"#)?.category, .gone)
-        let migrated = judge(400, #"{"ok":false,"error_code":400,"description":"Bad Request: group chat was upgraded to a supergroup chat","parameters":{"migrate_to_chat_id":-1009}}"#)
+        let migrated = judge(
+            400,
+            #"{"ok":false,"error_code":400,"description":"Bad Request: group chat was upgraded to a supergroup chat","parameters":{"migrate_to_chat_id":-1009}}"#
+        )
         XCTAssertEqual(migrated?.category, .gone)
         XCTAssertTrue(migrated!.message.contains("set chat_id = -1009"))
         XCTAssertEqual(judge(400, #"{"ok":false,"error_code":400,"description":"Bad Request: can't parse entities"}"#)?.category, .permanent)
@@ -105,8 +113,9 @@ final class ChatSinkTests: XCTestCase {
     // MARK: slack
 
     func slack() throws -> SlackSink {
-        SlackSink(url: URL(string: "https://hooks.slack.com/services/T0/B0/SECRETSECRETSECRET")!,
-                  title: try MessageTemplate("{{title}}", markup: .slack), body: try MessageTemplate("{{body}}", markup: .slack), client: Failing())
+        SlackSink(
+            url: URL(string: "https://hooks.slack.com/services/T0/B0/SECRETSECRETSECRET")!,
+            title: try MessageTemplate("{{title}}", markup: .slack), body: try MessageTemplate("{{body}}", markup: .slack), client: Failing())
     }
 
     func testSlackPayloadIsMrkdwnTextAndOneSectionWithAnEscapedLink() throws {
@@ -144,8 +153,9 @@ final class ChatSinkTests: XCTestCase {
     // MARK: discord
 
     func discord() throws -> DiscordSink {
-        DiscordSink(url: URL(string: "https://discord.com/api/webhooks/1/SECRETSECRETSECRET?thread_id=9&wait=false")!,
-                    title: try MessageTemplate("{{title}}", markup: .markdown), body: try MessageTemplate("{{body}}", markup: .markdown), client: Failing())
+        DiscordSink(
+            url: URL(string: "https://discord.com/api/webhooks/1/SECRETSECRETSECRET?thread_id=9&wait=false")!,
+            title: try MessageTemplate("{{title}}", markup: .markdown), body: try MessageTemplate("{{body}}", markup: .markdown), client: Failing())
     }
 
     func testDiscordPayloadIsOneEmbedWithColourLinkAndNoMentions() throws {
@@ -194,7 +204,8 @@ final class ChatSinkTests: XCTestCase {
     // MARK: configuration
 
     func testWebhookURLsAreSecretsAndNeedHTTPSOffLoopback() throws {
-        let bad = try configErrors("""
+        let bad = try configErrors(
+            """
             [sinks.s]
             type = "slack"
             url = "http://hooks.example.org/services/T/B/SECRETSECRETSECRETXX"
@@ -215,24 +226,30 @@ final class ChatSinkTests: XCTestCase {
         XCTAssertFalse(text.contains("SECRETSECRET"), text)
         XCTAssertFalse(text.contains("abc/def"), text)
 
-        XCTAssertEqual(try configErrors("""
-            [sinks.s]
-            type = "slack"
-            url = "http://127.0.0.1:9/services/T/B/x"
-            [sinks.d]
-            type = "discord"
-            url = "https://discord.com/api/webhooks/1/x"
-            title_template = "{{#title}}"
-            [sinks.t]
-            type = "telegram"
-            bot_token = "123:abc"
-            chat_id = "@alerts"
-            """).map(\.description).count, 1, "only the unclosed section of the template")
-        XCTAssertEqual(try configErrors("""
-            [sinks.t]
-            type = "telegram"
-            bot_token = "123:abc"
-            """).first?.description.contains("missing required key 'chat_id'"), true)
+        XCTAssertEqual(
+            try configErrors(
+                """
+                [sinks.s]
+                type = "slack"
+                url = "http://127.0.0.1:9/services/T/B/x"
+                [sinks.d]
+                type = "discord"
+                url = "https://discord.com/api/webhooks/1/x"
+                title_template = "{{#title}}"
+                [sinks.t]
+                type = "telegram"
+                bot_token = "123:abc"
+                chat_id = "@alerts"
+                """
+            ).map(\.description).count, 1, "only the unclosed section of the template")
+        XCTAssertEqual(
+            try configErrors(
+                """
+                [sinks.t]
+                type = "telegram"
+                bot_token = "123:abc"
+                """
+            ).first?.description.contains("missing required key 'chat_id'"), true)
     }
 }
 

@@ -1,13 +1,14 @@
 import Foundation
 import Logging
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsSinks
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// The desktop sink against a real (private) session bus with python3-dbusmock's
 /// notification_daemon template recording every Notify call. Skipped when dbus-daemon or
@@ -20,7 +21,8 @@ final class DesktopSinkBusTests: XCTestCase {
 
     override func setUpWithError() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon"),
-              run("/usr/bin/python3", ["-c", "import dbusmock"]) == 0 else {
+            run("/usr/bin/python3", ["-c", "import dbusmock"]) == 0
+        else {
             throw XCTSkip("needs dbus-daemon and python3-dbusmock")
         }
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("bus-\(UUID().uuidString)")
@@ -32,35 +34,53 @@ final class DesktopSinkBusTests: XCTestCase {
         bus.standardOutput = out
         bus.standardError = FileHandle.nullDevice
         try bus.run()
-        let address = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        let address =
+            String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
             .split(separator: "\n").first.map(String.init) ?? ""
         XCTAssertTrue(address.hasPrefix("unix:"), address)
         setenv("DBUS_SESSION_BUS_ADDRESS", address, 1)
         mock = Process()
         mock.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        mock.arguments = ["-m", "dbusmock", "--session", "--template", "notification_daemon", "-l", log.path,
-                          "--parameters", #"{"capabilities": "body body-markup actions"}"#]
+        mock.arguments = [
+            "-m", "dbusmock", "--session", "--template", "notification_daemon", "-l", log.path,
+            "--parameters", #"{"capabilities": "body body-markup actions"}"#,
+        ]
         mock.standardOutput = FileHandle.nullDevice
         mock.standardError = FileHandle.nullDevice
         try mock.run()
         try waitFor("the mock to own org.freedesktop.Notifications") {
-            run("/usr/bin/dbus-send", ["--session", "--print-reply", "--dest=org.freedesktop.Notifications",
-                                       "/org/freedesktop/Notifications", "org.freedesktop.Notifications.GetServerInformation"]) == 0
+            run(
+                "/usr/bin/dbus-send",
+                [
+                    "--session", "--print-reply", "--dest=org.freedesktop.Notifications",
+                    "/org/freedesktop/Notifications", "org.freedesktop.Notifications.GetServerInformation",
+                ]) == 0
         }
     }
 
     override func tearDown() {
-        if let mock, mock.isRunning { kill(mock.processIdentifier, SIGCONT); mock.terminate(); mock.waitUntilExit() }
-        if let bus, bus.isRunning { bus.terminate(); bus.waitUntilExit() }
+        if let mock, mock.isRunning {
+            kill(mock.processIdentifier, SIGCONT)
+            mock.terminate()
+            mock.waitUntilExit()
+        }
+        if let bus, bus.isRunning {
+            bus.terminate()
+            bus.waitUntilExit()
+        }
         if let dir { try? FileManager.default.removeItem(at: dir) }
     }
 
     func testNotifyCallCarriesMappedFields() async throws {
         let sink = DesktopSink(style: DesktopStyle(), timeout: 5, logger: Logger(label: "test"))
-        try await sink.deliver([event("1", kind: "alert", severity: .critical, title: "Disk <full>",
-                                      body: "a & <b>b</b>", url: "https://example.org/x")])
+        try await sink.deliver([
+            event(
+                "1", kind: "alert", severity: .critical, title: "Disk <full>",
+                body: "a & <b>b</b>", url: "https://example.org/x")
+        ])
         let line = try waitForLog { $0.contains("Notify") }
-        XCTAssertTrue(line.contains(#"Notify "tidings" 0 "dialog-error" "Disk <full>" "a &amp; &lt;b&gt;b&lt;/b&gt;" ["default", "Open", "open", "Open"]"#), line)
+        XCTAssertTrue(
+            line.contains(#"Notify "tidings" 0 "dialog-error" "Disk <full>" "a &amp; &lt;b&gt;b&lt;/b&gt;" ["default", "Open", "open", "Open"]"#), line)
         XCTAssertTrue(line.contains(#""urgency": 2"#), line)
         XCTAssertTrue(line.contains(#""category": "x-tidings.alert""#), line)
         XCTAssertTrue(line.contains(#""desktop-entry": "tidings""#), line)
@@ -94,7 +114,10 @@ final class DesktopSinkBusTests: XCTestCase {
         // The stuck call completes once the server runs again; then deliveries work.
         var delivered = false
         for _ in 0..<50 where !delivered {
-            do { try await sink.deliver([event("2", title: "after")]); delivered = true } catch {
+            do {
+                try await sink.deliver([event("2", title: "after")])
+                delivered = true
+            } catch {
                 try await Task.sleep(nanoseconds: 200_000_000)
             }
         }

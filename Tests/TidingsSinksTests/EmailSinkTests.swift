@@ -1,12 +1,13 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsSinks
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// The pure parts of the `email` sink: addresses, RFC 2047 words, folding, quoted-printable,
 /// the Message-ID, the message, config checks and the outcome of SMTP replies. The wire is
@@ -117,11 +118,13 @@ final class EmailSinkTests: XCTestCase {
     func testMessageIDIsDerivedFromTheEventAndTheSink() throws {
         let from = try MailAddress(parsing: "Tidings <tidings@Example.ORG>")
         XCTAssertEqual(MailMessage.messageID(eventID: "01JD3V", sink: "ops mail", from: from), "01JD3V.ops_mail@example.org")
-        XCTAssertEqual(MailMessage.messageID(eventID: "01JD3V", sink: "a/b<c>", from: try MailAddress(parsing: "t@[192.0.2.1]")), "01JD3V.a_b_c_@tidings.invalid")
+        XCTAssertEqual(
+            MailMessage.messageID(eventID: "01JD3V", sink: "a/b<c>", from: try MailAddress(parsing: "t@[192.0.2.1]")), "01JD3V.a_b_c_@tidings.invalid")
     }
 
     func testMessageHasEveryHeaderAndCRLFLines() throws {
-        let sink = try emailSink("""
+        let sink = try emailSink(
+            """
             to = ["Jörg <joerg@example.org>", "ops@example.org"]
             """)
         let event = Event(
@@ -156,12 +159,14 @@ final class EmailSinkTests: XCTestCase {
     }
 
     func testHTMLTemplateMakesAMultipartAlternativeWithEscapedText() throws {
-        let sink = try emailSink("""
+        let sink = try emailSink(
+            """
             subject_template = "{{source}}: {{title}}"
             html_template = "<p><a href=\\"{{url}}\\">{{title}}</a></p>"
             """)
-        let event = Event(source: "s", provider: "p", kind: "k", event: .new, key: "k", title: "<b>x</b> & y",
-                          url: "https://e.org/?a=1&b=2", observedAt: Date())
+        let event = Event(
+            source: "s", provider: "p", kind: "k", event: .new, key: "k", title: "<b>x</b> & y",
+            url: "https://e.org/?a=1&b=2", observedAt: Date())
         let message = sink.message(for: event)
         XCTAssertEqual(message.subject, "s: <b>x</b> & y", "plain text is not escaped")
         let text = String(decoding: message.rfc5322(), as: UTF8.self)
@@ -194,7 +199,8 @@ final class EmailSinkTests: XCTestCase {
     }
 
     func testConfigErrorsNameTheLine() throws {
-        let errors = try configErrors("""
+        let errors = try configErrors(
+            """
             [sinks.a]
             type = "email"
             smtp_url = "smtp://mail.example.com:587"
@@ -213,7 +219,8 @@ final class EmailSinkTests: XCTestCase {
         XCTAssertTrue(lines.contains { $0.hasPrefix("4: ") && $0.contains("allowed only to a loopback host") }, "\(lines)")
         XCTAssertEqual(errors.count, 2, "\(lines)")  // one error per sink table: the first one found
         XCTAssertTrue(lines.contains { $0.hasPrefix("10: ") && $0.contains("must not carry credentials") }, "\(lines)")
-        let more = try configErrors("""
+        let more = try configErrors(
+            """
             [sinks.b]
             type = "email"
             smtp_url = "smtps://mail.example.com"

@@ -1,12 +1,13 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsSinks
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 final class ExecSinkTests: XCTestCase {
     var dir: URL!
@@ -18,7 +19,9 @@ final class ExecSinkTests: XCTestCase {
 
     func testStdinAndEnvironmentArriveIntact() async throws {
         let out = dir.appendingPathComponent("out").path
-        let sink = ExecSink(command: ["/bin/sh", "-c", "cat > \"$1.json\"; printf '%s\\n%s\\n%s\\n' \"$TIDINGS_TITLE\" \"$TIDINGS_URL\" \"$TIDINGS_EVENT\" > \"$1.env\"", "sh", out])
+        let sink = ExecSink(command: [
+            "/bin/sh", "-c", "cat > \"$1.json\"; printf '%s\\n%s\\n%s\\n' \"$TIDINGS_TITLE\" \"$TIDINGS_URL\" \"$TIDINGS_EVENT\" > \"$1.env\"", "sh", out,
+        ])
         let e = event("01X", title: "Tøst \"quoted\" $HOME `x`", body: "line1\nline2", url: "https://x/y")
         try await sink.deliver([e])
         XCTAssertEqual(try String(contentsOfFile: out + ".json", encoding: .utf8), e.jsonLine() + "\n")

@@ -1,16 +1,19 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
-@testable import TidingsSinks
 import TidingsTestSupport
 import XCTest
 
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
+@testable import TidingsSinks
+
 final class MatrixSinkTests: XCTestCase {
-    func sink(room: String = "!room:example.org", kind: MatrixMessage.Kind = .text, name: String = "mx",
-              client: any HTTPClient = Failing()) throws -> MatrixSink {
+    func sink(
+        room: String = "!room:example.org", kind: MatrixMessage.Kind = .text, name: String = "mx",
+        client: any HTTPClient = Failing()
+    ) throws -> MatrixSink {
         MatrixSink(
             homeserver: URL(string: "https://matrix.example.org")!, accessToken: Secret("syt_secret_token_1234"),
             room: MatrixRoom(room)!,
@@ -34,7 +37,8 @@ final class MatrixSinkTests: XCTestCase {
     /// The same event to the same room by the same sink: the same transaction id, on every retry
     /// and after a restart; anything else differs.
     func testTransactionIDIsStablePerEventRoomAndSink() throws {
-        let a = try sink(), e = event("01A")
+        let a = try sink()
+        let e = event("01A")
         XCTAssertEqual(a.transactionID(for: e), try sink().transactionID(for: e))
         XCTAssertNotEqual(a.transactionID(for: e), a.transactionID(for: event("01B")))
         XCTAssertNotEqual(a.transactionID(for: e), try sink(room: "!other:example.org").transactionID(for: e))
@@ -48,8 +52,9 @@ final class MatrixSinkTests: XCTestCase {
         let r = s.sendRequest(e, roomID: "!room/x:example.org")
         XCTAssertEqual(r.method, "PUT")
         XCTAssertEqual(r.redirects, .never)
-        XCTAssertEqual(r.url.absoluteString,
-                       "https://matrix.example.org/_matrix/client/v3/rooms/%21room%2Fx%3Aexample.org/send/m.room.message/\(s.transactionID(for: e))")
+        XCTAssertEqual(
+            r.url.absoluteString,
+            "https://matrix.example.org/_matrix/client/v3/rooms/%21room%2Fx%3Aexample.org/send/m.room.message/\(s.transactionID(for: e))")
         XCTAssertFalse(r.url.absoluteString.contains("syt_secret"), "the token is never in a URL")
         XCTAssertEqual(r.headers.first { $0.0 == "Authorization" }?.1, "Bearer syt_secret_token_1234")
         var content = try XCTUnwrap(JSONSerialization.jsonObject(with: r.body!) as? [String: Any])
@@ -60,9 +65,10 @@ final class MatrixSinkTests: XCTestCase {
         XCTAssertEqual(fields["msgtype"], "m.text")
         XCTAssertEqual(fields["body"], "Critical: Disk <full> & \"hot\"\nline 1\nline <2>\nhttps://example.org/a?b=1&c=2")
         XCTAssertEqual(fields["format"], "org.matrix.custom.html")
-        XCTAssertEqual(fields["formatted_body"],
-                       "<strong><font color=\"#d00000\" data-mx-color=\"#d00000\">Critical:</font> Disk &lt;full&gt; &amp; &quot;hot&quot;</strong>"
-                       + "<br>line 1<br>\nline &lt;2&gt;<br><a href=\"https://example.org/a?b=1&amp;c=2\">https://example.org/a?b=1&amp;c=2</a>")
+        XCTAssertEqual(
+            fields["formatted_body"],
+            "<strong><font color=\"#d00000\" data-mx-color=\"#d00000\">Critical:</font> Disk &lt;full&gt; &amp; &quot;hot&quot;</strong>"
+                + "<br>line 1<br>\nline &lt;2&gt;<br><a href=\"https://example.org/a?b=1&amp;c=2\">https://example.org/a?b=1&amp;c=2</a>")
     }
 
     func testInfoHasNoLabelNoticeTypeAndNoLinkForOtherSchemes() throws {
@@ -123,7 +129,8 @@ final class MatrixSinkTests: XCTestCase {
     }
 
     func testConfigErrorsNameTheLine() throws {
-        let errors = try configErrors("""
+        let errors = try configErrors(
+            """
             [sinks.mx]
             type = "matrix"
             homeserver = "ftp://matrix.example.org"

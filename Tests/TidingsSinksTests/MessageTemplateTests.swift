@@ -1,18 +1,22 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
-@testable import TidingsSinks
 import TidingsTestSupport
 import XCTest
 
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
+@testable import TidingsSinks
+
 final class MessageTemplateTests: XCTestCase {
-    private func sample(title: String = "Disk <full> & \"hot\"", body: String = "", url: String? = "https://h/1",
-                        data: JSONValue = .object([:])) -> Event {
-        Event(id: "01E", source: "srv", provider: "exec", kind: "alert", event: .changed, key: "k1", title: title, body: body,
-              url: url, severity: .critical, observedAt: Date(timeIntervalSince1970: 1_790_000_000), data: data)
+    private func sample(
+        title: String = "Disk <full> & \"hot\"", body: String = "", url: String? = "https://h/1",
+        data: JSONValue = .object([:])
+    ) -> Event {
+        Event(
+            id: "01E", source: "srv", provider: "exec", kind: "alert", event: .changed, key: "k1", title: title, body: body,
+            url: url, severity: .critical, observedAt: Date(timeIntervalSince1970: 1_790_000_000), data: data)
     }
 
     private func render(_ source: String, _ markup: Markup = .plain, _ e: Event? = nil) throws -> String {
@@ -73,19 +77,24 @@ final class MessageTemplateTests: XCTestCase {
     }
 
     func testDataValues() throws {
-        let e = sample(data: ["n": 3, "big": 1e20, "half": 0.5, "yes": true, "no": false, "s": "x",
-                              "a": ["x": ["y": "deep"]], "list": [["name": "a"], ["name": "b"]], "empty": []])
-        XCTAssertEqual(try render("{{data.n}} {{data.big}} {{data.half}} {{data.yes}} {{data.no}} {{data.s}}", .plain, e),
-                       "3 1e+20 0.5 true false x")
+        let e = sample(data: [
+            "n": 3, "big": 1e20, "half": 0.5, "yes": true, "no": false, "s": "x",
+            "a": ["x": ["y": "deep"]], "list": [["name": "a"], ["name": "b"]], "empty": [],
+        ])
+        XCTAssertEqual(
+            try render("{{data.n}} {{data.big}} {{data.half}} {{data.yes}} {{data.no}} {{data.s}}", .plain, e),
+            "3 1e+20 0.5 true false x")
         XCTAssertEqual(try render("{{data.a.x.y}}", .plain, e), "deep")
         XCTAssertEqual(try render("{{#data.list}}{{name}},{{/data.list}}", .plain, e), "a,b,")
         XCTAssertEqual(try render("{{#data.yes}}Y{{/data.yes}}{{#data.no}}N{{/data.no}}{{^data.no}}not{{/data.no}}", .plain, e), "Ynot")
         XCTAssertEqual(try render("{{^data.empty}}none{{/data.empty}}{{#data.empty}}x{{/data.empty}}", .plain, e), "none")
         // Containers render as compact JSON, escaped like anything else unless in triple braces.
-        XCTAssertEqual(try render("{{{data.a}}} {{data.list}}", .html, e), #"{"x":{"y":"deep"}} [{&quot;name&quot;:&quot;a&quot;},{&quot;name&quot;:&quot;b&quot;}]"#)
+        XCTAssertEqual(
+            try render("{{{data.a}}} {{data.list}}", .html, e), #"{"x":{"y":"deep"}} [{&quot;name&quot;:&quot;a&quot;},{&quot;name&quot;:&quot;b&quot;}]"#)
         // Mustache's transforms, on strings, numbers, arrays and objects.
-        XCTAssertEqual(try render("{{uppercased(data.s)}} {{plusone(data.n)}} {{count(data.list)}} {{#first(data.list)}}{{name}}{{/first(data.list)}}", .plain, e),
-                       "X 4 2 a")
+        XCTAssertEqual(
+            try render("{{uppercased(data.s)}} {{plusone(data.n)}} {{count(data.list)}} {{#first(data.list)}}{{name}}{{/first(data.list)}}", .plain, e),
+            "X 4 2 a")
         XCTAssertEqual(try render("{{#sorted(data.a)}}{{key}}={{{value}}}{{/sorted(data.a)}}", .plain, e), #"x={"y":"deep"}"#)
     }
 
@@ -147,7 +156,8 @@ final class MessageTemplateTests: XCTestCase {
     // MARK: config
 
     func testBadTemplatesAreConfigErrorsAtTheirLines() throws {
-        let errors = try configErrors(#"""
+        let errors = try configErrors(
+            #"""
             [sinks.a]
             type = "stdout"
             title_template = "{{#oops}}"
@@ -169,7 +179,8 @@ final class MessageTemplateTests: XCTestCase {
             """#)
         let lines = errors.map { "\($0.line ?? 0): \($0.message)" }
         XCTAssertEqual(errors.count, 4, "\(lines)")
-        XCTAssertTrue(lines.contains { $0.hasPrefix("3: sink \"a\": 'title_template' is not a valid Mustache template: a section is never closed") }, "\(lines)")
+        XCTAssertTrue(
+            lines.contains { $0.hasPrefix("3: sink \"a\": 'title_template' is not a valid Mustache template: a section is never closed") }, "\(lines)")
         // The failing line of the multi-line template: the template's line 3 is the file's line 11.
         XCTAssertTrue(lines.contains { $0.hasPrefix("11: sink \"b\": 'body_template'") }, "\(lines)")
         XCTAssertTrue(lines.contains { $0.hasPrefix("17: sink \"c\": 'title_template'") }, "\(lines)")
@@ -178,7 +189,8 @@ final class MessageTemplateTests: XCTestCase {
 
     func testTemplateLineMapsOnlyWhenTheFileHoldsItVerbatim() throws {
         // An escape on the way makes the file's lines differ from the template's: the option's line.
-        let errors = try configErrors(#"""
+        let errors = try configErrors(
+            #"""
             [sinks.a]
             type = "stdout"
             body_template = """
@@ -190,20 +202,27 @@ final class MessageTemplateTests: XCTestCase {
     }
 
     func testWebhookTemplateOptions() throws {
-        XCTAssertEqual(try configErrors("""
-            [sinks.h]
-            type = "webhook"
-            url = "https://hooks.example/x"
-            batch = true
-            body_template = "{}"
-            """).map(\.message), [#"sink "h": 'body_template' renders one event per request: it does not go with 'batch = true'"#])
-        XCTAssertEqual(try configErrors("""
-            [sinks.h]
-            type = "webhook"
-            url = "https://hooks.example/x"
-            content_type = "text/plain"
-            """).count, 1)
-        let config = try loadConfig(#"""
+        XCTAssertEqual(
+            try configErrors(
+                """
+                [sinks.h]
+                type = "webhook"
+                url = "https://hooks.example/x"
+                batch = true
+                body_template = "{}"
+                """
+            ).map(\.message), [#"sink "h": 'body_template' renders one event per request: it does not go with 'batch = true'"#])
+        XCTAssertEqual(
+            try configErrors(
+                """
+                [sinks.h]
+                type = "webhook"
+                url = "https://hooks.example/x"
+                content_type = "text/plain"
+                """
+            ).count, 1)
+        let config = try loadConfig(
+            #"""
             [sinks.h]
             type = "webhook"
             url = "https://hooks.example/x"
@@ -227,7 +246,8 @@ final class MessageTemplateTests: XCTestCase {
     }
 
     func testStdoutTemplates() throws {
-        let config = try loadConfig("""
+        let config = try loadConfig(
+            """
             [sinks.s]
             type = "stdout"
             title_template = "[{{source}}] {{title}}"
@@ -240,12 +260,15 @@ final class MessageTemplateTests: XCTestCase {
         // Defaults reproduce the event's own title and body.
         let plain = StdoutSink(format: .text, color: false)
         XCTAssertEqual(plain.shown(sample(body: "b")), sample(body: "b"))
-        XCTAssertEqual(try configErrors("""
-            [sinks.s]
-            type = "stdout"
-            format = "json"
-            title_template = "x"
-            """).count, 1)
+        XCTAssertEqual(
+            try configErrors(
+                """
+                [sinks.s]
+                type = "stdout"
+                format = "json"
+                title_template = "x"
+                """
+            ).count, 1)
     }
 
     func testDesktopTemplatesEscapeOnce() {

@@ -1,12 +1,13 @@
 import Foundation
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
-@testable import TidingsSinks
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
+@testable import TidingsSinks
 
 /// The phone-push channels' pure parts: cutting, text, request building, severity mapping and
 /// how each service's answers are judged. (End to end against fakes: Tests/e2e/test_ntfy.py,
@@ -77,7 +78,8 @@ final class PushSinkTests: XCTestCase {
         XCTAssertEqual(body["tags"] as? [String], ["bell"])
         XCTAssertEqual(body["click"] as? String, "https://example.org/a")
         XCTAssertNil(body["markdown"], "plain text: remote markdown is shown, not rendered")
-        XCTAssertEqual(NtfySink(server: NtfySink.defaultServer, topic: "t", text: try defaultText(), client: Failing()).publishURL.absoluteString, "https://ntfy.sh/")
+        XCTAssertEqual(
+            NtfySink(server: NtfySink.defaultServer, topic: "t", text: try defaultText(), client: Failing()).publishURL.absoluteString, "https://ntfy.sh/")
         XCTAssertEqual([Severity.info, .warning, .critical].map(NtfySink.priority), [3, 4, 5])
     }
 
@@ -117,7 +119,8 @@ final class PushSinkTests: XCTestCase {
     func testNtfyAnswers() async throws {
         let sink = { (r: HTTPResponse) in NtfySink(server: NtfySink.defaultServer, topic: "t", text: try self.defaultText(), client: Canned(r)) }
         try await sink(json(200, #"{"id":"abc","time":1,"expires":2,"event":"message","topic":"t","message":"m"}"#)).deliver([event("1")])
-        let unauthorized = try await failure(sink(json(401, #"{"code":40101,"http":401,"error":"unauthorized","link":"https://ntfy.sh/docs/publish/#authentication"}"#)))
+        let unauthorized = try await failure(
+            sink(json(401, #"{"code":40101,"http":401,"error":"unauthorized","link":"https://ntfy.sh/docs/publish/#authentication"}"#)))
         XCTAssertEqual(unauthorized?.category, .gone)
         XCTAssertTrue(unauthorized!.message.contains("HTTP 401") && unauthorized!.message.contains("unauthorized"), unauthorized!.message)
         let f1 = try await failure(sink(json(429, #"{"code":42901,"http":429,"error":"limit reached: too many requests"}"#)))
@@ -150,9 +153,16 @@ final class PushSinkTests: XCTestCase {
     }
 
     func testGotifyAnswers() async throws {
-        let sink = { (r: HTTPResponse) in GotifySink(server: URL(string: "http://g")!, token: Secret("AppTok3n.y"), text: try self.defaultText(), client: Canned(r)) }
+        let sink = { (r: HTTPResponse) in
+            GotifySink(server: URL(string: "http://g")!, token: Secret("AppTok3n.y"), text: try self.defaultText(), client: Canned(r))
+        }
         try await sink(json(200, #"{"id":7,"appid":1,"message":"m","title":"t","priority":5,"date":"2026-01-01T00:00:00Z"}"#)).deliver([event("1")])
-        let e = try await failure(sink(json(401, #"{"error":"Unauthorized","errorCode":401,"errorDescription":"you need to provide a valid access token or user credentials to access this api"}"#)))
+        let e = try await failure(
+            sink(
+                json(
+                    401,
+                    #"{"error":"Unauthorized","errorCode":401,"errorDescription":"you need to provide a valid access token or user credentials to access this api"}"#
+                )))
         XCTAssertEqual(e?.category, .gone)
         XCTAssertTrue(e!.message.contains("valid access token"), e!.message)
         let f3 = try await failure(sink(json(400, #"{"error":"Bad Request","errorCode":400,"errorDescription":"Field 'message' is required"}"#)))
@@ -164,8 +174,10 @@ final class PushSinkTests: XCTestCase {
     // MARK: Pushover
 
     func testPushoverBody() throws {
-        let sink = PushoverSink(userKey: Secret("uQiRzpo4DXghDmr9QzzfQu27cmVRsG"), apiToken: Secret("azGDORePK8gMaC0QOYAMyEEuzJnyUi"), text: try defaultText(), client: Failing())
-        let e = event("1", severity: .warning, title: String(repeating: "t", count: 300), body: String(repeating: "ä", count: 2000), url: "https://example.org/a")
+        let sink = PushoverSink(
+            userKey: Secret("uQiRzpo4DXghDmr9QzzfQu27cmVRsG"), apiToken: Secret("azGDORePK8gMaC0QOYAMyEEuzJnyUi"), text: try defaultText(), client: Failing())
+        let e = event(
+            "1", severity: .warning, title: String(repeating: "t", count: 300), body: String(repeating: "ä", count: 2000), url: "https://example.org/a")
         let r = sink.request(e)
         XCTAssertEqual(r.url.absoluteString, "https://api.pushover.net/1/messages.json")
         let body = try XCTUnwrap(try JSONSerialization.jsonObject(with: r.body!) as? [String: Any])
@@ -184,21 +196,28 @@ final class PushSinkTests: XCTestCase {
 
     func testPushoverAnswers() async throws {
         let sink = { (r: HTTPResponse) in
-            PushoverSink(userKey: Secret("uQiRzpo4DXghDmr9QzzfQu27cmVRs1"), apiToken: Secret("azGDORePK8gMaC0QOYAMyEEuzJnyU1"), text: try self.defaultText(), client: Canned(r))
+            PushoverSink(
+                userKey: Secret("uQiRzpo4DXghDmr9QzzfQu27cmVRs1"), apiToken: Secret("azGDORePK8gMaC0QOYAMyEEuzJnyU1"), text: try self.defaultText(),
+                client: Canned(r))
         }
         try await sink(json(200, #"{"status":1,"request":"647d2300-702c-4b38-8b2f-d56326ae460b"}"#)).deliver([event("1")])
-        let token = try await failure(sink(json(400, #"{"token":"invalid","errors":["application token is invalid, see https://pushover.net/api"],"status":0,"request":"r"}"#)))
+        let token = try await failure(
+            sink(json(400, #"{"token":"invalid","errors":["application token is invalid, see https://pushover.net/api"],"status":0,"request":"r"}"#)))
         XCTAssertEqual(token?.category, .gone)
         XCTAssertTrue(token!.message.contains("application token is invalid") && token!.message.contains("api_token is invalid"), token!.message)
-        let user = try await failure(sink(json(400, #"{"user":"invalid","errors":["user identifier is not a valid user, group, or subscribed user key"],"status":0,"request":"r"}"#)))
+        let user = try await failure(
+            sink(json(400, #"{"user":"invalid","errors":["user identifier is not a valid user, group, or subscribed user key"],"status":0,"request":"r"}"#)))
         XCTAssertEqual(user?.category, .gone)
         XCTAssertTrue(user!.message.contains("user_key is invalid"), user!.message)
         let blank = try await failure(sink(json(400, #"{"message":"cannot be blank","errors":["message cannot be blank"],"status":0,"request":"r"}"#)))
         XCTAssertEqual(blank?.category, .permanent)
         XCTAssertTrue(blank!.message.contains("message cannot be blank"), blank!.message)
         let reset = Int(Date().timeIntervalSince1970) + 3600
-        let limited = try await failure(sink(json(429, #"{"errors":["application is over its message limit"],"status":0,"request":"r"}"#,
-                                                  ["x-limit-app-limit": "10000", "x-limit-app-remaining": "0", "x-limit-app-reset": "\(reset)"])))
+        let limited = try await failure(
+            sink(
+                json(
+                    429, #"{"errors":["application is over its message limit"],"status":0,"request":"r"}"#,
+                    ["x-limit-app-limit": "10000", "x-limit-app-remaining": "0", "x-limit-app-reset": "\(reset)"])))
         XCTAssertEqual(limited?.category, .retryable)
         XCTAssertEqual(limited?.retryAfter ?? 0, 3600, accuracy: 5)
         XCTAssertTrue(limited!.message.contains("monthly limit of 10000 messages is used up until"), limited!.message)

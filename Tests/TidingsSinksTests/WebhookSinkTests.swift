@@ -1,13 +1,14 @@
 import Foundation
 import Synchronization
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsSinks
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 final class WebhookSinkTests: XCTestCase {
     /// The test vector published with the Standard Webhooks reference libraries
@@ -40,7 +41,8 @@ final class WebhookSinkTests: XCTestCase {
         XCTAssertEqual(h["x-team"], "ops")
         XCTAssertEqual(h["webhook-id"], "01A")
         XCTAssertEqual(h["webhook-timestamp"], "1614265330")
-        XCTAssertEqual(h["webhook-signature"], try WebhookSignature(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").sign(id: "01A", timestamp: 1614265330, body: body))
+        XCTAssertEqual(
+            h["webhook-signature"], try WebhookSignature(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").sign(id: "01A", timestamp: 1614265330, body: body))
         XCTAssertEqual(String(decoding: body, as: UTF8.self), e.jsonLine())
     }
 

@@ -1,11 +1,12 @@
-@testable import TidingsPluginAPI
-@testable import TidingsEngine
-@testable import TidingsSQLite
-@testable import TidingsPOSIX
-@testable import TidingsApp
 import TidingsSystemBus
 import TidingsTestSupport
 import XCTest
+
+@testable import TidingsApp
+@testable import TidingsEngine
+@testable import TidingsPOSIX
+@testable import TidingsPluginAPI
+@testable import TidingsSQLite
 
 /// What NetworkManager's `State` and `Connectivity` mean for polling (the rest of the system-bus
 /// watcher runs end to end in Tests/e2e/test_sleep_network.py).

@@ -1,9 +1,9 @@
 import Foundation
 import Logging
-import TidingsPluginAPI
 import TidingsEngine
-import TidingsSQLite
 import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// Who works on the state for `tidings check` (DESIGN §7, §11), one of three modes:
 /// - no daemon owns the state: the check polls, records and (with `--deliver`) delivers itself,
@@ -47,7 +47,8 @@ package enum StateOwner {
                     throw Unreachable(description: "the daemon\(pid.map { " (PID \($0))" } ?? "") owns the state in \(stateDirectory), but: \(error)")
                 }
                 guard ContinuousClock.now < deadline else {
-                    throw Unreachable(description: "the daemon\(pid.map { " (PID \($0))" } ?? "") owns the state in \(stateDirectory) but does not answer on \(socket)")
+                    throw Unreachable(
+                        description: "the daemon\(pid.map { " (PID \($0))" } ?? "") owns the state in \(stateDirectory) but does not answer on \(socket)")
                 }
                 try await Task.sleep(for: .milliseconds(100))
             }

@@ -1,9 +1,9 @@
 import Foundation
 import Synchronization
-import TidingsPluginAPI
 import TidingsEngine
-import TidingsSQLite
 import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// What loading does with a secret it cannot read (a missing `X_file`, an unset `X_env`, an
 /// inline secret in a readable file).
@@ -120,8 +120,12 @@ package struct ConfigLoader: Sendable {
         var pluginsDir = (file as NSString).deletingLastPathComponent + "/plugins.d"
         var stateDir: String? = nil
         var defaults = SourceSettings()
-        var maxConcurrent = 32, maxPerHost = 4, historyDays = 30, deadLetterDays = 30
-        var shutdownTimeout: TimeInterval = 10, deliveryMaxAge: TimeInterval = 86_400
+        var maxConcurrent = 32
+        var maxPerHost = 4
+        var historyDays = 30
+        var deadLetterDays = 30
+        var shutdownTimeout: TimeInterval = 10
+        var deliveryMaxAge: TimeInterval = 86_400
         var monitoring: HTTPSettings? = nil
         collect { if let p = try main.path("plugins_dir") { pluginsDir = p } }
         collect { stateDir = try main.path("state_dir") }
@@ -175,7 +179,10 @@ package struct ConfigLoader: Sendable {
         var routes: [Route] = []
         var matches: [RouteMatch] = []
         collect {
-            guard let n = root["routes"] else { main.markConsumed("routes"); return }
+            guard let n = root["routes"] else {
+                main.markConsumed("routes")
+                return
+            }
             main.markConsumed("routes")
             guard case .array(let items) = n.value else {
                 throw ConfigError(file: file, line: n.line, "'routes' must be an array of tables: write [[routes]]")
@@ -219,11 +226,15 @@ package struct ConfigLoader: Sendable {
                         collect { try m.finish() }
                         matches.append(RouteMatch(what: what, reader: m, sources: route.source ?? []))
                         if route.attention.repeatInterval != nil, !route.canRemind {
-                            r.warning("repeat_interval", "\(what): 'repeat_interval' has no effect: its match names no severity warning or critical, or no event new, changed or reminder")
+                            r.warning(
+                                "repeat_interval",
+                                "\(what): 'repeat_interval' has no effect: its match names no severity warning or critical, or no event new, changed or reminder"
+                            )
                         }
                     }
                     collect { try r.finish() }
-                    for s in route.sinks where !sinkConfigs.contains(where: { $0.name == s }) && !errors.contains(where: { $0.message.contains("sink \"\(s)\"") }) {
+                    for s in route.sinks
+                    where !sinkConfigs.contains(where: { $0.name == s }) && !errors.contains(where: { $0.message.contains("sink \"\(s)\"") }) {
                         errors.append(r.error("sinks", "\(what): no sink named '\(s)' (define [sinks.\(s)])"))
                     }
                     routes.append(route)
@@ -245,8 +256,9 @@ package struct ConfigLoader: Sendable {
                     throw ConfigError(file: table.file, line: table.line, "source name \"\(name)\" may use only letters, digits, '.', '_' and '-'")
                 }
                 let r = tableReader(table, what: "source \"\(name)\"", baseDirectory: baseDir)
-                let src = try buildSource(name: name, reader: r, implicitExec: implicitExec,
-                                          defaults: defaults, pluginsDir: pluginsDir, warn: { warnings.append("\(where_): \($0)") })
+                let src = try buildSource(
+                    name: name, reader: r, implicitExec: implicitExec,
+                    defaults: defaults, pluginsDir: pluginsDir, warn: { warnings.append("\(where_): \($0)") })
                 sources.append(src)
             }
         }
@@ -359,7 +371,7 @@ package struct ConfigLoader: Sendable {
         var errors = trust.directoryProblems
         let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted().filter { n in
             !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.contains(".dpkg-")
-              || n.hasSuffix(".rpmnew") || n.hasSuffix(".rpmsave") || n.hasSuffix(".swp"))
+                || n.hasSuffix(".rpmnew") || n.hasSuffix(".rpmsave") || n.hasSuffix(".swp"))
         }
         // Parsing is most of loading a large plugins.d: files are parsed on all cores, a chunk at
         // a time, and each chunk is handed over and dropped before the next, so 10,000 plugin

@@ -1,9 +1,9 @@
 import Foundation
 import TOMLKit
-import TidingsPluginAPI
 import TidingsEngine
-import TidingsSQLite
 import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// Reading TOML text into ``ConfigTable``s (TOMLKit), with the line of every key.
 extension ConfigTable {
@@ -145,7 +145,10 @@ package struct TOMLLineIndex {
             case "\"", "'": inString = ch
             case "{":
                 depth += 1
-                if let k = pendingKey { stack.append(k); pendingKey = nil }
+                if let k = pendingKey {
+                    stack.append(k)
+                    pendingKey = nil
+                }
                 token = ""
             case "}":
                 depth -= 1
@@ -230,7 +233,8 @@ package struct TOMLLineIndex {
         // Fast path on the bytes: spaces and tabs off both ends; if a non-ASCII byte is then at
         // an end (a Unicode blank, a combining mark), the Characters decide below.
         let u = s.utf8
-        var lo = u.startIndex, hi = u.endIndex
+        var lo = u.startIndex
+        var hi = u.endIndex
         while lo < hi, u[lo] == 0x20 || u[lo] == 0x09 { lo = u.index(after: lo) }
         while lo < hi {
             let last = u.index(before: hi)

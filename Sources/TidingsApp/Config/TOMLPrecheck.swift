@@ -1,7 +1,8 @@
-import TidingsPluginAPI
 import TidingsEngine
-import TidingsSQLite
 import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
+
 /// Catches, before toml++ sees them, the malformed inputs on which toml++ 3.4.0 (inside TOMLKit)
 /// asserts instead of reporting a syntax error: the assertion aborts the process in a debug
 /// build and is undefined behaviour (`__builtin_assume`) in a release build. Found by `make fuzz`:
@@ -39,7 +40,8 @@ package enum TOMLPrecheck {
         func isDigit(_ c: Unicode.Scalar?) -> Bool { c.map { ("0"..."9").contains($0) } ?? false }
         func fail(_ message: String) -> ConfigError { ConfigError(file: file, line: line, "TOML syntax: \(message)") }
         func tooDeep(_ what: String) -> ConfigError {
-            ConfigError(file: file, line: line, "TOML: \(what) nests more than \(maxDepth) levels deep (tables, dotted keys, arrays and inline tables together)")
+            ConfigError(
+                file: file, line: line, "TOML: \(what) nests more than \(maxDepth) levels deep (tables, dotted keys, arrays and inline tables together)")
         }
         func startKey() {
             inKey = true
@@ -54,7 +56,10 @@ package enum TOMLPrecheck {
             i += multi ? 3 : 1
             while i < s.count {
                 let c = s[i]
-                if c == "\\" && q == "\"" { i += 2; continue }
+                if c == "\\" && q == "\"" {
+                    i += 2
+                    continue
+                }
                 if c == "\n" {
                     if !multi { return }
                     line += 1
@@ -71,7 +76,10 @@ package enum TOMLPrecheck {
             headerSegments = 1
             i += 1
             var blanks = false
-            while isBlank(at(i)) { i += 1; blanks = true }
+            while isBlank(at(i)) {
+                i += 1
+                blanks = true
+            }
             if at(i) == "[" && !blanks {
                 i += 1
                 while isBlank(at(i)) { i += 1 }
@@ -88,7 +96,8 @@ package enum TOMLPrecheck {
             while let c = at(end), !(isBlank(c) || "\r\n]},#=[{\"'".unicodeScalars.contains(c)) { end += 1 }
             let v = s[i..<end]
             if v.count >= 11, isDigit(v.first), v[i + 4] == "-", v[i + 7] == "-", v[i + 10] == "T" || v[i + 10] == "t",
-               !isDigit(at(i + 11)) {
+                !isDigit(at(i + 11))
+            {
                 throw fail("a date-time needs a time after 'T' (like 1979-05-27T07:32:00Z), not '\(String(String.UnicodeScalarView(v)))'")
             }
             i = end
@@ -105,7 +114,10 @@ package enum TOMLPrecheck {
                 continue
             }
             if atLineStart {
-                if isBlank(c) || c == "\r" { i += 1; continue }
+                if isBlank(c) || c == "\r" {
+                    i += 1
+                    continue
+                }
                 atLineStart = false
                 if c == "[" {
                     try checkHeader()
@@ -114,7 +126,10 @@ package enum TOMLPrecheck {
                 }
                 if c != "#" { startKey() }
             }
-            if isBlank(c) || c == "\r" { i += 1; continue }
+            if isBlank(c) || c == "\r" {
+                i += 1
+                continue
+            }
             if c == "#" {  // a comment, up to the newline (an array may go on after it)
                 while i < s.count && s[i] != "\n" { i += 1 }
                 continue
@@ -122,7 +137,9 @@ package enum TOMLPrecheck {
             let wasValueNext = valueNext
             valueNext = false
             switch c {
-            case "\"", "'": skipString(); continue
+            case "\"", "'":
+                skipString()
+                continue
             case "=":
                 valueNext = !inHeader
                 if inKey && tableDepth + nesting.count + keySegments > maxDepth { throw tooDeep("a key") }
@@ -150,7 +167,10 @@ package enum TOMLPrecheck {
                 valueNext = nesting.last == "["
                 if nesting.last == "{" { startKey() }
             default:
-                if wasValueNext { try checkBareValue(); continue }
+                if wasValueNext {
+                    try checkBareValue()
+                    continue
+                }
             }
             i += 1
         }

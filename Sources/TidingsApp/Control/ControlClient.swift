@@ -1,8 +1,8 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsEngine
-import TidingsSQLite
 import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// The `tidings check` end of the control socket (see ``ControlProtocol``).
 package final class ControlClient: Sendable {
@@ -32,7 +32,8 @@ package final class ControlClient: Sendable {
         var folder = stat()
         let owner = stat((path as NSString).deletingLastPathComponent, &folder) == 0 ? folder.st_uid : nil
         guard let peer = socket.peer(), peer.isSameUserOrRoot || peer.uid == owner else {
-            throw SystemFailure("\(path) is served by uid \(socket.peer().map { "\($0.uid)" } ?? "unknown"), neither this user, root nor the owner of the state")
+            throw SystemFailure(
+                "\(path) is served by uid \(socket.peer().map { "\($0.uid)" } ?? "unknown"), neither this user, root nor the owner of the state")
         }
         return ControlClient(socket: socket)
     }
@@ -86,7 +87,7 @@ package final class ControlClient: Sendable {
         do {
             try socket.write(line: request.line(), stall: ControlProtocol.requestTimeout)
             return nil
-        } catch where error.isHangUp {
+        } catch  where error.isHangUp {
             return error
         }
     }

@@ -2,10 +2,10 @@ import Dispatch
 import Foundation
 import Logging
 import Synchronization
-import TidingsPluginAPI
 import TidingsEngine
-import TidingsSQLite
 import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// Serves the control socket of `tidings run` (see ``ControlProtocol``).
 ///
@@ -99,21 +99,28 @@ package final class ControlServer: Sendable {
         let request: ControlRequest
         do {
             let deadline = ContinuousClock.now.advanced(by: .seconds(ControlProtocol.requestTimeout))
-            guard let line = try connection.readLine(maxBytes: ControlProtocol.maxRequestBytes, idle: ControlProtocol.requestTimeout, deadline: deadline) else { return }
+            guard let line = try connection.readLine(maxBytes: ControlProtocol.maxRequestBytes, idle: ControlProtocol.requestTimeout, deadline: deadline) else {
+                return
+            }
             request = try ControlRequest.parse(line)
         } catch {
-            let first = badRequests.withLock { seen in defer { seen = true }; return !seen }
+            let first = badRequests.withLock { seen in
+                defer { seen = true }
+                return !seen
+            }
             logger.log(level: first ? .notice : .debug, "control socket: dropped a request from pid \(peer.pid): \(error)")
             try? connection.write(line: ControlReply.error("\(error)").line(), stall: 1)
             return
         }
         badRequests.withLock { $0 = false }
-        logger.info("control socket: pid \(peer.pid) asks to poll \(request.sources.isEmpty ? "every enabled source" : request.sources.joined(separator: ", ")) now")
+        logger.info(
+            "control socket: pid \(peer.pid) asks to poll \(request.sources.isEmpty ? "every enabled source" : request.sources.joined(separator: ", ")) now")
         let replies = answer(request, heartbeat: { try connection.write(line: ControlReply.waiting.line(), stall: ControlProtocol.writeStall) })
         do {
             for reply in replies ?? [] { try connection.write(line: reply.line(), stall: ControlProtocol.writeStall) }
         } catch {
-            logger.notice("control socket: pid \(peer.pid) did not take the answer (\(error)); its polls were recorded and their events go to the sinks as usual")
+            logger.notice(
+                "control socket: pid \(peer.pid) did not take the answer (\(error)); its polls were recorded and their events go to the sinks as usual")
         }
     }
 

@@ -27,8 +27,10 @@ package enum Daemon {
         /// How long a stop waits for the generations before the group cancels them.
         package var shutdownTimeout: TimeInterval
 
-        package init(daemon: DaemonService, control: ControlServer, endpoint: MonitoringEndpoint,
-                     hostChanges: AsyncStream<HostChange>, reloads: AsyncStream<Void>, shutdownTimeout: TimeInterval) {
+        package init(
+            daemon: DaemonService, control: ControlServer, endpoint: MonitoringEndpoint,
+            hostChanges: AsyncStream<HostChange>, reloads: AsyncStream<Void>, shutdownTimeout: TimeInterval
+        ) {
             self.daemon = daemon
             self.control = control
             self.endpoint = endpoint
@@ -42,17 +44,17 @@ package enum Daemon {
     package static func serviceGroup(_ parts: Parts) -> ServiceGroup {
         let daemon = parts.daemon
         let services: [any Service] = [
-            LoopService("system bus") {                       // sleep and network → the scheduler
+            LoopService("system bus") {  // sleep and network → the scheduler
                 for await change in parts.hostChanges { await daemon.hostChanged(change) }
             },
-            EndpointService(endpoint: parts.endpoint),        // [http]: stops after the control socket
-            ControlSocketService(server: parts.control),      // `tidings check` against the daemon
+            EndpointService(endpoint: parts.endpoint),  // [http]: stops after the control socket
+            ControlSocketService(server: parts.control),  // `tidings check` against the daemon
             LoopService("housekeeping") { await daemon.maintenance() },  // prune history and dead letters, hourly
-            LoopService("status") { await daemon.observe() },           // STATUS= line and outbox gauges
-            LoopService("reload") {                           // SIGHUP → a new generation
+            LoopService("status") { await daemon.observe() },  // STATUS= line and outbox gauges
+            LoopService("reload") {  // SIGHUP → a new generation
                 for await _ in parts.reloads { daemon.requestReload() }
             },
-            daemon,                                           // the generations: scheduler + outbox workers
+            daemon,  // the generations: scheduler + outbox workers
         ]
         var configuration = ServiceGroupConfiguration(
             services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },

@@ -2,12 +2,12 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import Synchronization
-import TidingsMonitoring
-import UnixSignals
-import TidingsPluginAPI
 import TidingsEngine
-import TidingsSQLite
+import TidingsMonitoring
 import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
+import UnixSignals
 
 /// The daemon: one generation (scheduler + outbox worker) per loaded configuration. It is
 /// one of the services of ``Daemon/serviceGroup(_:)``; the others (control socket, `[http]`,
@@ -69,10 +69,12 @@ package final class DaemonService: Service, Sendable {
     /// How often the status line and the outbox gauges are brought up to date.
     static let statusInterval: Double = 5
 
-    package init(initial: TidingsConfig, configFile: String, loader: ConfigLoader, http: any HTTPClient,
-         limitConnectionsPerHost: @escaping @Sendable (Int) -> Void, store: StateStore,
-         host: HostConditions,
-         notifications: ServiceNotifications, endpoint: MonitoringEndpoint, logger: Logger) {
+    package init(
+        initial: TidingsConfig, configFile: String, loader: ConfigLoader, http: any HTTPClient,
+        limitConnectionsPerHost: @escaping @Sendable (Int) -> Void, store: StateStore,
+        host: HostConditions,
+        notifications: ServiceNotifications, endpoint: MonitoringEndpoint, logger: Logger
+    ) {
         self.initial = initial
         self.live = Mutex(Live(generation: nil, host: host))
         self.retention = Mutex((initial.historyDays, initial.deadLetterDays))
@@ -186,7 +188,8 @@ package final class DaemonService: Service, Sendable {
         let sinks = Dictionary(uniqueKeysWithValues: config.sinks.map { ($0.name, $0.instance) })
         // Several daemons on one state: this one polls the sources and delivers to the sinks
         // whose leases it holds. The first round comes before the first poll.
-        let leases = store.database.isShared
+        let leases =
+            store.database.isShared
             ? LeaseKeeper(database: store.database, instance: instance, sources: config.sources, sinks: config.sinks.map(\.name), logger: Log.logger("leases"))
             : nil
         if let leases {
@@ -197,12 +200,15 @@ package final class DaemonService: Service, Sendable {
         // group_wait lets them go at once, not at the old end.
         do {
             let released = try await OutboxStore(store: store).followRoutes(config.routes, now: Date())
-            if released > 0 { logger.notice("released \(released) held deliver\(released == 1 ? "y" : "ies") early: their route no longer holds them that long") }
+            if released > 0 {
+                logger.notice("released \(released) held deliver\(released == 1 ? "y" : "ies") early: their route no longer holds them that long")
+            }
         } catch {
             logger.error("cannot release held deliveries for the routes as configured now (state database \(store.path)): \(error)")
         }
-        let outbox = OutboxWorker(store: store, sinks: sinks, policy: RetryPolicy(maxAge: config.deliveryMaxAge), logger: Log.logger("outbox"),
-                                  leases: leases)
+        let outbox = OutboxWorker(
+            store: store, sinks: sinks, policy: RetryPolicy(maxAge: config.deliveryMaxAge), logger: Log.logger("outbox"),
+            leases: leases)
         let runner = PollRunner(store: store, http: http)
         let router = Router(routes: config.routes, allSinks: config.sinks.map(\.name))
         let notifications = self.notifications
@@ -210,8 +216,9 @@ package final class DaemonService: Service, Sendable {
         state?.exportHealth(of: config)
         state?.exportBacklog(sinks: config.sinks)
         let (scheduler, pause) = live.withLock { l in
-            let scheduler = Scheduler(config: config, runner: runner, router: router, host: l.host, leases: leases, logger: Log.logger("scheduler"),
-                                      onEvents: { outbox.nudge() }, heartbeat: { notifications.heartbeat() })
+            let scheduler = Scheduler(
+                config: config, runner: runner, router: router, host: l.host, leases: leases, logger: Log.logger("scheduler"),
+                onEvents: { outbox.nudge() }, heartbeat: { notifications.heartbeat() })
             l.generation = Generation(config: config, scheduler: scheduler, outbox: outbox)
             return (scheduler, l.host.pause)
         }
@@ -226,8 +233,14 @@ package final class DaemonService: Service, Sendable {
         }
 
         let fresh: TidingsConfig? = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { await scheduler.run(); return true }
-            group.addTask { await outbox.run(); return true }
+            group.addTask {
+                await scheduler.run()
+                return true
+            }
+            group.addTask {
+                await outbox.run()
+                return true
+            }
             var fresh: TidingsConfig? = nil
             // Load before tearing anything down: a bad config must not stop the running one.
             while fresh == nil, await next() == .reload {

@@ -1,8 +1,8 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsEngine
-import TidingsSQLite
 import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// The state as the daemon reports it (DESIGN §8): each source's health and each sink's
 /// outbox backlog, read in one go for the `STATUS=` line and the gauges behind `/metrics`.
@@ -64,8 +64,10 @@ package struct DaemonStatus: Equatable, CustomStringConvertible {
         sources = polled.count
         sinks = config.sinks.count
         counts = snapshot.map { s in
-            Counts(failing: polled.filter { SourceHealth($0, s.health[$0.name]).isFailing }.count,
-                   queued: s.backlog.values.reduce(0) { $0 + $1.pending }, held: s.backlog.values.reduce(0) { $0 + $1.held }, dead: s.backlog.values.reduce(0) { $0 + $1.dead })
+            Counts(
+                failing: polled.filter { SourceHealth($0, s.health[$0.name]).isFailing }.count,
+                queued: s.backlog.values.reduce(0) { $0 + $1.pending }, held: s.backlog.values.reduce(0) { $0 + $1.held },
+                dead: s.backlog.values.reduce(0) { $0 + $1.dead })
         }
     }
 
@@ -73,6 +75,7 @@ package struct DaemonStatus: Equatable, CustomStringConvertible {
         func count(_ n: Int, _ what: String) -> String { "\(n) \(what)\(n == 1 ? "" : "s")" }
         let polling = pause.map { "paused (\($0.rawValue)): " } ?? "polling "
         guard let c = counts else { return "\(polling)\(count(sources, "source")), \(count(sinks, "sink"))" }
-        return "\(polling)\(count(sources, "source")) (\(c.failing) failing), \(count(sinks, "sink")), \(c.queued) queued" + (c.held > 0 ? ", \(c.held) held" : "") + (c.dead > 0 ? ", \(c.dead) dead" : "")
+        return "\(polling)\(count(sources, "source")) (\(c.failing) failing), \(count(sinks, "sink")), \(c.queued) queued"
+            + (c.held > 0 ? ", \(c.held) held" : "") + (c.dead > 0 ? ", \(c.dead) dead" : "")
     }
 }

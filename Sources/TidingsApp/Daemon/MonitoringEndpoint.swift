@@ -1,9 +1,9 @@
 import Logging
-import TidingsMonitoring
-import TidingsPluginAPI
 import TidingsEngine
-import TidingsSQLite
+import TidingsMonitoring
 import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// `[http]` for the daemon's life (DESIGN §8). Started with the configuration, before the state
 /// is open, so `/-/ready` answers 503 while the daemon waits for it; applied again on each

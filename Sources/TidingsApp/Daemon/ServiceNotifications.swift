@@ -1,11 +1,11 @@
 import Foundation
 import Logging
 import Synchronization
-import TidingsMonitoring
-import TidingsPluginAPI
 import TidingsEngine
-import TidingsSQLite
+import TidingsMonitoring
 import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// What the daemon tells its service manager (DESIGN §8), through ``SystemdNotifier``:
 /// `READY=1` once a configuration polls, `RELOADING=1` + `MONOTONIC_USEC` while a SIGHUP
@@ -87,7 +87,10 @@ package final class ServiceNotifications: Sendable {
         do {
             try notifier.send(messages)
         } catch {
-            if failed.withLock({ f in defer { f = true }; return !f }) {
+            if failed.withLock({ f in
+                defer { f = true }
+                return !f
+            }) {
                 logger.warning("cannot notify the service manager at \(notifier): \(error)")
             }
         }

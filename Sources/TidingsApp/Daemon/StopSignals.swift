@@ -1,10 +1,10 @@
 import ServiceLifecycle
 import Synchronization
-import UnixSignals
-import TidingsPluginAPI
 import TidingsEngine
-import TidingsSQLite
 import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
+import UnixSignals
 
 /// SIGTERM and SIGINT for the daemon's whole life, trapped before anything is logged or opened.
 ///

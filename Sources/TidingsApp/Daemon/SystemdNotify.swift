@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
+    import Glibc
+    import TidingsPluginAPI
+    import TidingsEngine
+    import TidingsSQLite
+    import TidingsPOSIX
 #endif
 
 /// One state change told to the service manager (sd_notify(3)): a `KEY=VALUE` line.
@@ -62,9 +62,13 @@ package struct SystemdNotifier: Sendable {
         /// Parses a `NOTIFY_SOCKET` value; nil when it is empty.
         package init?(_ value: String) {
             if value.isEmpty { return nil }
-            if value.hasPrefix("/") { self = .path(value) }
-            else if value.hasPrefix("@") { self = .abstract(String(value.dropFirst())) }
-            else { self = .unsupported(value) }
+            if value.hasPrefix("/") {
+                self = .path(value)
+            } else if value.hasPrefix("@") {
+                self = .abstract(String(value.dropFirst()))
+            } else {
+                self = .unsupported(value)
+            }
         }
     }
 

@@ -59,8 +59,9 @@ enum Reminders {
             let item = candidate.stored
             // Routes match on source, provider, kind, severity and event type: known without
             // decoding the item, which only a due reminder needs.
-            let probe = Event(id: "", source: source.name, provider: source.provider, kind: item.kind, event: .reminder, key: item.key,
-                              title: "", severity: candidate.severity, observedAt: now)
+            let probe = Event(
+                id: "", source: source.name, provider: source.provider, kind: item.kind, event: .reminder, key: item.key,
+                title: "", severity: candidate.severity, observedAt: now)
             var routes = Set<String>()
             var count = 0
             for route in router.routes(for: probe) {
@@ -106,7 +107,8 @@ enum Reminders {
         // here (PostgreSQL's JSON types refuse some text JSON allows, such as \u0000).
         let severity = db.dialect == .sqlite ? "json_extract(snapshot, '$.severity')" : "NULL"
         let filter = db.dialect == .sqlite ? " AND severity IN (\(listed))" : ""
-        let rows = try db.fetchAll("""
+        let rows = try db.fetchAll(
+            """
             SELECT key, kind, fingerprint, content_hash, first_seen, changed_at, snapshot, \(severity) AS severity
             FROM item WHERE source = ? AND state = \(StoredItem.State.present.sql) AND changed_at <= ?\(filter)
             ORDER BY first_seen, key
@@ -142,7 +144,8 @@ private struct SentReminders {
     }
 
     static func record(_ db: any SQLConnection, source: String, key: String, route: String, at: Date, count: Int) throws {
-        try db.execute("""
+        try db.execute(
+            """
             INSERT INTO reminder(source, key, route, last_at, count) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT(source, key, route) DO UPDATE SET last_at = excluded.last_at, count = excluded.count
             """, source, key, route, at, count)
@@ -168,7 +171,8 @@ extension EventFactory {
     /// Words a reminder: the item as it is now, and since when it has been there
     /// (`data.since`, `data.reminder_count`: the how-manieth since its last change).
     static func describeReminder(_ event: inout Event, since: Date, count: Int) {
-        let present = "Still present since \(Timestamp.format(since)) (for \(DurationParser.format(event.observedAt.timeIntervalSince(since))); reminder \(count))."
+        let present =
+            "Still present since \(Timestamp.format(since)) (for \(DurationParser.format(event.observedAt.timeIntervalSince(since))); reminder \(count))."
         event.body = event.body.isEmpty ? present : present + "\n" + event.body
         if case .object(var o) = event.data {
             o["since"] = .string(Timestamp.format(since))

@@ -51,8 +51,10 @@ package struct SourceConfig: Sendable {
     /// Hash of the source's declaration: a reload with a different hash clears `auth-failed`.
     package var configHash: String
 
-    package init(name: String, provider: String, settings: SourceSettings, flapWindow: TimeInterval, instance: any Provider,
-                file: String, line: Int? = nil, configHash: String) {
+    package init(
+        name: String, provider: String, settings: SourceSettings, flapWindow: TimeInterval, instance: any Provider,
+        file: String, line: Int? = nil, configHash: String
+    ) {
         self.name = name
         self.provider = provider
         self.settings = settings

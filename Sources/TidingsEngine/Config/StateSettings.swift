@@ -39,8 +39,10 @@ package struct StateSettings: Sendable {
     /// The config file and line of `url`, for messages.
     package var origin: String
 
-    package init(url: URL? = nil, password: Secret? = nil, tls: TLSMode = .verifyFull, caFile: String? = nil, poolSize: Int = 4,
-                connectTimeout: TimeInterval = 10, origin: String = "") {
+    package init(
+        url: URL? = nil, password: Secret? = nil, tls: TLSMode = .verifyFull, caFile: String? = nil, poolSize: Int = 4,
+        connectTimeout: TimeInterval = 10, origin: String = ""
+    ) {
         self.url = url
         self.password = password
         self.tls = tls
@@ -122,7 +124,10 @@ package struct StateSettings: Sendable {
                 if given != nil { throw r.error("url", "\(r.what): the password is given twice: in 'url' and as 'password'") }
                 // A password in the URL is an inline secret: refused in a file others can read.
                 if let mode = FilePermissions.mode(of: r.file), mode & 0o044 != 0 {
-                    throw r.error("url", "\(r.what): 'url' carries a password, an inline secret, in a file readable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod 600 \(r.file), or use 'password_file'")
+                    throw r.error(
+                        "url",
+                        "\(r.what): 'url' carries a password, an inline secret, in a file readable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod 600 \(r.file), or use 'password_file'"
+                    )
                 }
                 password = Secret(inline)
             } else {
@@ -133,11 +138,13 @@ package struct StateSettings: Sendable {
         collect {
             guard let modeText = try r.string("sslmode") ?? queryItem("sslmode") else { return }
             guard let mode = TLSMode(rawValue: modeText) else {
-                let fallback = ["prefer", "allow"].contains(modeText)
+                let fallback =
+                    ["prefer", "allow"].contains(modeText)
                     ? "\"\(modeText)\" is not offered: it falls back to plain text without saying so; use require, verify-ca or verify-full (or disable, on a network you trust)"
                     : "not \"\(modeText)\""
-                throw r.error(r.table["sslmode"] != nil ? "sslmode" : "url",
-                              "\(r.what): sslmode must be one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", ")): \(fallback)")
+                throw r.error(
+                    r.table["sslmode"] != nil ? "sslmode" : "url",
+                    "\(r.what): sslmode must be one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", ")): \(fallback)")
             }
             tls = mode
         }

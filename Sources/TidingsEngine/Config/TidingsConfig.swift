@@ -32,7 +32,11 @@ package struct TidingsConfig: Sendable {
     package func source(named name: String) -> SourceConfig? { sources.first { $0.name == name } }
     package func sink(named name: String) -> SinkConfig? { sinks.first { $0.name == name } }
 
-    package init(file: String, pluginsDir: String, stateDir: String? = nil, defaults: SourceSettings, sources: [SourceConfig], sinks: [SinkConfig], routes: [Route], maxConcurrent: Int, maxPerHost: Int, historyDays: Int, shutdownTimeout: TimeInterval, deliveryMaxAge: TimeInterval, http: HTTPSettings? = nil, warnings: [String], state: StateSettings = .sqlite) {
+    package init(
+        file: String, pluginsDir: String, stateDir: String? = nil, defaults: SourceSettings, sources: [SourceConfig], sinks: [SinkConfig], routes: [Route],
+        maxConcurrent: Int, maxPerHost: Int, historyDays: Int, shutdownTimeout: TimeInterval, deliveryMaxAge: TimeInterval, http: HTTPSettings? = nil,
+        warnings: [String], state: StateSettings = .sqlite
+    ) {
         self.file = file
         self.pluginsDir = pluginsDir
         self.stateDir = stateDir

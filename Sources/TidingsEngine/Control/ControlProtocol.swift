@@ -1,4 +1,5 @@
 import TidingsPluginAPI
+
 /// The control socket of `tidings run` (DESIGN §7): where it is, its version and its bounds.
 ///
 /// Line-oriented JSON over a Unix stream socket `tidings.sock` in the state directory

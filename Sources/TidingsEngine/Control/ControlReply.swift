@@ -1,4 +1,5 @@
 import TidingsPluginAPI
+
 /// One line of the daemon's answer. In order: `wait` lines while the polls run; for each
 /// source asked for, its `event` lines and then its `result`; last `done`. Or a single
 /// `error` line when the request is refused; with `"retry":true` when the daemon is busy
@@ -59,7 +60,8 @@ package enum ControlReply: Sendable, Equatable {
             throw ControlProtocolError("the daemon's answer is not a reply object")
         }
         guard o["v"] == .number(Double(ControlProtocol.version)) else {
-            throw ControlProtocolError("the daemon speaks another control protocol version (this check speaks \(ControlProtocol.version)); run the same tidings version")
+            throw ControlProtocolError(
+                "the daemon speaks another control protocol version (this check speaks \(ControlProtocol.version)); run the same tidings version")
         }
         func string(_ key: String) throws(ControlProtocolError) -> String {
             guard case .string(let s)? = o[key] else { throw ControlProtocolError("a '\(type)' reply without '\(key)'") }

@@ -1,4 +1,5 @@
 import TidingsPluginAPI
+
 /// What a client asks the daemon, one JSON line:
 /// `{"v":1,"op":"poll","sources":["a","b"]}`: poll these sources now (`sources` absent or
 /// empty: every enabled source of the daemon's configuration). Each source is polled once,

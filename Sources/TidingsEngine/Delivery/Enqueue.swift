@@ -38,11 +38,13 @@ struct HeldPlacement: Equatable {
             return HeldPlacement(batch: "quiet:\(route):\(Int(until.timeIntervalSince1970)):\(sink)", until: until, reason: .quietHours)
         case .group(let wait, let route):
             let prefix = "group:\(route):"
-            if let open = try db.fetchOne("""
+            if let open = try db.fetchOne(
+                """
                 SELECT batch, hold_until FROM delivery
                 WHERE sink = ? AND status = \(DeliveryStatus.pending.sql) AND hold = 'group' AND hold_until > ? AND substr(batch, 1, length(?)) = ?
                 ORDER BY id DESC LIMIT 1
-                """, sink, now, prefix, prefix) {
+                """, sink, now, prefix, prefix)
+            {
                 return HeldPlacement(batch: try open[0], until: try open[1], reason: .grouped)
             }
             return HeldPlacement(batch: prefix + EventID.make(at: now), until: now.addingTimeInterval(wait), reason: .grouped)
@@ -60,7 +62,8 @@ extension HeldPlacement {
     /// Rows are told apart by their batch (`quiet:ROUTE:END:SINK`, `group:ROUTE:ID`): the route
     /// is the rule's position, as the router numbers them.
     static func follow(_ db: any SQLConnection, routes: [Route], now: Date) throws -> Int {
-        let held = try db.fetchAll("""
+        let held = try db.fetchAll(
+            """
             SELECT batch, hold, min(hold_until) FROM delivery
             WHERE status = \(DeliveryStatus.pending.sql) AND hold IS NOT NULL AND hold_until > ? GROUP BY batch, hold
             """, now)
@@ -83,8 +86,9 @@ extension HeldPlacement {
                 release = route?.attention.groupWait == nil ? now : until
             }
             guard release < until else { continue }
-            moved += try db.execute("UPDATE delivery SET hold_until = ? WHERE batch = ? AND status = \(DeliveryStatus.pending.sql) AND hold_until > ?",
-                                    release, batch, release)
+            moved += try db.execute(
+                "UPDATE delivery SET hold_until = ? WHERE batch = ? AND status = \(DeliveryStatus.pending.sql) AND hold_until > ?",
+                release, batch, release)
         }
         return moved
     }

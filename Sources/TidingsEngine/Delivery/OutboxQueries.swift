@@ -139,7 +139,7 @@ extension OutboxStore {
             let sink: String = try r[0]
             if (try r[1] as String) == "dead" {
                 out[sink, default: OutboxBacklog()].dead += n
-            } else if (try r[2] as Bool) {
+            } else if try r[2] as Bool {
                 out[sink, default: OutboxBacklog()].held += n
             } else {
                 out[sink, default: OutboxBacklog()].pending += n
@@ -158,7 +158,8 @@ extension OutboxStore {
 
     /// The held deliveries at `now`, grouped by sink, reason and end of the hold (soonest first).
     package static func heldGroups(_ db: any SQLConnection, now: Date) throws -> [HeldGroup] {
-        let sql = "SELECT sink, hold, hold_until, count(*) FROM delivery WHERE status != \(DeliveryStatus.dead.sql) AND hold_until > ? GROUP BY sink, hold, hold_until ORDER BY sink, hold_until"
+        let sql =
+            "SELECT sink, hold, hold_until, count(*) FROM delivery WHERE status != \(DeliveryStatus.dead.sql) AND hold_until > ? GROUP BY sink, hold, hold_until ORDER BY sink, hold_until"
         return try db.fetchAll(sql, now).compactMap { r -> HeldGroup? in
             guard let reason = Digest.Reason(rawValue: (try r[1] as String?) ?? "") else { return nil }
             return HeldGroup(sink: try r[0], hold: OutboxEntry.Hold(until: try r[2], reason: reason), count: try r[3])
@@ -168,7 +169,9 @@ extension OutboxStore {
     /// Each sink's newest dead letter's error (sinks without dead letters are absent).
     package static func lastDeadErrors(_ db: any SQLConnection) throws -> [String: String] {
         var out: [String: String] = [:]
-        for r in try db.fetchAll("SELECT sink, last_error FROM delivery WHERE id IN (SELECT max(id) FROM delivery WHERE status = \(DeliveryStatus.dead.sql) GROUP BY sink)") {
+        for r in try db.fetchAll(
+            "SELECT sink, last_error FROM delivery WHERE id IN (SELECT max(id) FROM delivery WHERE status = \(DeliveryStatus.dead.sql) GROUP BY sink)")
+        {
             if let e: String = try r[1] { out[try r[0]] = e }
         }
         return out
@@ -196,7 +199,8 @@ extension OutboxStore {
     @discardableResult
     package func requeueDead(_ selector: String?, now: Date = Date()) throws -> Int {
         try store.database.write { db in
-            let set = "UPDATE delivery SET status = \(DeliveryStatus.pending.sql), attempts = 0, next_attempt = ?, created_at = ?, last_error = NULL WHERE status = \(DeliveryStatus.dead.sql)"
+            let set =
+                "UPDATE delivery SET status = \(DeliveryStatus.pending.sql), attempts = 0, next_attempt = ?, created_at = ?, last_error = NULL WHERE status = \(DeliveryStatus.dead.sql)"
             guard let selector else {
                 return try db.execute(set, now, now)
             }

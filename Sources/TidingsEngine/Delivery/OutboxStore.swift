@@ -58,8 +58,14 @@ struct DeliveryRow {
     var hold: Digest.Reason?
 
     init(_ r: SQLRow) throws {
-        id = try r[0]; sink = try r[1]; batch = try r[2]; dead = (try r[3] as String) == "dead"; attempts = try r[4]
-        nextAttempt = try r[5]; createdAt = try r[6]; lastError = try r[7]
+        id = try r[0]
+        sink = try r[1]
+        batch = try r[2]
+        dead = (try r[3] as String) == "dead"
+        attempts = try r[4]
+        nextAttempt = try r[5]
+        createdAt = try r[6]
+        lastError = try r[7]
         eventID = try r[8]
         heldUntil = try r[10]
         hold = (try r[11] as String?).flatMap(Digest.Reason.init(rawValue:))
@@ -104,8 +110,10 @@ package struct OutboxStore: Sendable {
     /// The most rows of one poll's batch that go to a batching sink in one call.
     static let batchLimit = 1000
 
-    static func head(_ db: any SQLConnection, sink: String, batch wantBatch: Bool, digests: Bool,
-                     digestLimit: Int = defaultDigestLimit, now: Date) throws -> OutboxHead {
+    static func head(
+        _ db: any SQLConnection, sink: String, batch wantBatch: Bool, digests: Bool,
+        digestLimit: Int = defaultDigestLimit, now: Date
+    ) throws -> OutboxHead {
         let pending = DeliveryRow.select + " WHERE d.sink = ? AND d.status = \(DeliveryStatus.pending.sql)"
         let released = " AND (d.hold_until IS NULL OR d.hold_until <= ?)"
         guard let first = try db.fetchOne(pending + released + " ORDER BY d.id LIMIT 1", sink, now).map(DeliveryRow.init) else {
@@ -129,8 +137,9 @@ package struct OutboxStore: Sendable {
 
     package func markRetry(_ ids: [Int64], attempts: Int, next: Date, error: String) async throws {
         try await store.database.write { db in
-            try db.execute("UPDATE delivery SET attempts = ?, next_attempt = ?, last_error = ? WHERE id IN (\(Self.list(ids)))",
-                           [attempts.sqlValue, next.sqlValue, error.sqlValue] + ids.map(\.sqlValue))
+            try db.execute(
+                "UPDATE delivery SET attempts = ?, next_attempt = ?, last_error = ? WHERE id IN (\(Self.list(ids)))",
+                [attempts.sqlValue, next.sqlValue, error.sqlValue] + ids.map(\.sqlValue))
         }
     }
 
@@ -141,8 +150,9 @@ package struct OutboxStore: Sendable {
     /// `attempts` nil keeps the count (a row that was never tried).
     package func markDead(_ ids: [Int64], attempts: Int?, error: String) async throws {
         try await store.database.write { db in
-            try db.execute("UPDATE delivery SET status = \(DeliveryStatus.dead.sql), attempts = COALESCE(?, attempts), last_error = ? WHERE id IN (\(Self.list(ids)))",
-                           [attempts.sqlValue, error.sqlValue] + ids.map(\.sqlValue))
+            try db.execute(
+                "UPDATE delivery SET status = \(DeliveryStatus.dead.sql), attempts = COALESCE(?, attempts), last_error = ? WHERE id IN (\(Self.list(ids)))",
+                [attempts.sqlValue, error.sqlValue] + ids.map(\.sqlValue))
         }
     }
 
@@ -164,13 +174,16 @@ package struct OutboxStore: Sendable {
     /// When the next held delivery of `sink` is released (quiet hours end, a group closes).
     package func nextRelease(sink: String) async throws -> Date? {
         try await store.database.read { db in
-            try db.scalar("SELECT min(hold_until) FROM delivery WHERE sink = ? AND status = \(DeliveryStatus.pending.sql) AND hold_until IS NOT NULL", [sink.sqlValue])
+            try db.scalar(
+                "SELECT min(hold_until) FROM delivery WHERE sink = ? AND status = \(DeliveryStatus.pending.sql) AND hold_until IS NOT NULL", [sink.sqlValue])
         }
     }
 
     /// Sinks that have pending rows (including sinks no longer configured).
     package func sinksWithPending() async throws -> [String] {
-        try await store.database.read { db in try db.fetchAll("SELECT DISTINCT sink FROM delivery WHERE status = \(DeliveryStatus.pending.sql)").map { try $0[0] } }
+        try await store.database.read { db in
+            try db.fetchAll("SELECT DISTINCT sink FROM delivery WHERE status = \(DeliveryStatus.pending.sql)").map { try $0[0] }
+        }
     }
 }
 

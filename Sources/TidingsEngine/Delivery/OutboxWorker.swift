@@ -66,14 +66,19 @@ package final class OutboxWorker: Sendable {
     /// the sink's lease, so per-sink order holds across instances). Nil: every sink.
     private let gate: (@Sendable (String) -> Bool)?
 
-    package convenience init(store: StateStore, sinks: [String: any Sink], policy: RetryPolicy, env: any Environment = SystemEnvironment(), logger: Logger, callTimeout: TimeInterval = 120) {
+    package convenience init(
+        store: StateStore, sinks: [String: any Sink], policy: RetryPolicy, env: any Environment = SystemEnvironment(), logger: Logger,
+        callTimeout: TimeInterval = 120
+    ) {
         self.init(store: store, sinks: sinks, policy: policy, env: env, logger: logger, callTimeout: callTimeout, leases: nil)
     }
 
     /// `leases`: where daemons share the state, this instance's (it delivers only to the sinks
     /// whose leases it holds).
-    package init(store: StateStore, sinks: [String: any Sink], policy: RetryPolicy, env: any Environment = SystemEnvironment(), logger: Logger,
-                 callTimeout: TimeInterval = 120, leases: LeaseKeeper?, digestLimit: Int = OutboxStore.defaultDigestLimit) {
+    package init(
+        store: StateStore, sinks: [String: any Sink], policy: RetryPolicy, env: any Environment = SystemEnvironment(), logger: Logger,
+        callTimeout: TimeInterval = 120, leases: LeaseKeeper?, digestLimit: Int = OutboxStore.defaultDigestLimit
+    ) {
         self.callTimeout = callTimeout
         if let leases {
             self.gate = { @Sendable sink in leases.holds(sink: sink) }
@@ -118,7 +123,8 @@ package final class OutboxWorker: Sendable {
     package func run() async {
         do { try await outbox.retryPendingNow(env.now(), sinks: Array(sinks.keys)) } catch { logger.error("outbox: \(error)") }
         if let orphans = try? await outbox.sinksWithPending().filter({ sinks[$0] == nil }), !orphans.isEmpty {
-            logger.warning("outbox has pending deliveries for sinks that are no longer configured: \(orphans.sorted().joined(separator: ", ")) (see `tidings outbox`)")
+            logger.warning(
+                "outbox has pending deliveries for sinks that are no longer configured: \(orphans.sorted().joined(separator: ", ")) (see `tidings outbox`)")
         }
         await withTaskGroup(of: Void.self) { group in
             for (name, sink) in sinks {
@@ -220,7 +226,9 @@ package final class OutboxWorker: Sendable {
         guard !rows.isEmpty else { return nil }
         let digest = Self.digest(name, sink, rows)
         do {
-            try await withTimeout(callTimeout, onTimeout: { DeliveryError(.retryable, "sink did not answer within \(DurationParser.format(self.callTimeout))") }) {
+            try await withTimeout(
+                callTimeout, onTimeout: { DeliveryError(.retryable, "sink did not answer within \(DurationParser.format(self.callTimeout))") }
+            ) {
                 if let digest { try await sink.deliverDigest(digest) } else { try await sink.deliver(rows.map(\.event)) }
             }
         } catch {
@@ -229,7 +237,9 @@ package final class OutboxWorker: Sendable {
             return failure
         }
         TidingsMetrics.delivered(sink: name, .delivered, count: rows.count)
-        if let digest { log.info("delivered a digest of \(rows.count) events (\(digest.reason == .quietHours ? "held for quiet hours" : "grouped")), id \(digest.id)") }
+        if let digest {
+            log.info("delivered a digest of \(rows.count) events (\(digest.reason == .quietHours ? "held for quiet hours" : "grouped")), id \(digest.id)")
+        }
         for e in rows.map(\.event) { log.info("delivered \(e.event.rawValue) \(e.kind) \(e.id) (\(e.source))") }
         if setState(name, .ready) == .failing { log.notice("sink \(name) recovered") }
         return await recordDelivered(name, rows.map(\.id))
@@ -244,7 +254,8 @@ package final class OutboxWorker: Sendable {
         do {
             let kept = try await outbox.silenceDue(rows, now: env.now())
             if kept.count < rows.count {
-                log.info("\(rows.count - kept.count) held deliver\(rows.count - kept.count == 1 ? "y" : "ies") silenced before going out (see `tidings history`)")
+                log.info(
+                    "\(rows.count - kept.count) held deliver\(rows.count - kept.count == 1 ? "y" : "ies") silenced before going out (see `tidings history`)")
             }
             return kept
         } catch {

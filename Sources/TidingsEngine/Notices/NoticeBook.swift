@@ -36,14 +36,14 @@ package enum NoticeBook {
             case .new, .changed:
                 try db.execute(
                     """
-                        INSERT INTO notice(source, key, event_id, title, body, url, severity, created_at, updated_at, expires_at)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        ON CONFLICT(source, key) DO UPDATE SET event_id = excluded.event_id, title = excluded.title,
-                          body = excluded.body, url = excluded.url, severity = excluded.severity,
-                          created_at = CASE WHEN notice.ended_at IS NULL THEN notice.created_at ELSE excluded.created_at END,
-                          updated_at = excluded.updated_at, expires_at = excluded.expires_at,
-                          seen_at = NULL, dismissed_at = NULL, ended_at = NULL, redelivered_at = NULL
-                        """,
+                    INSERT INTO notice(source, key, event_id, title, body, url, severity, created_at, updated_at, expires_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(source, key) DO UPDATE SET event_id = excluded.event_id, title = excluded.title,
+                      body = excluded.body, url = excluded.url, severity = excluded.severity,
+                      created_at = CASE WHEN notice.ended_at IS NULL THEN notice.created_at ELSE excluded.created_at END,
+                      updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+                      seen_at = NULL, dismissed_at = NULL, ended_at = NULL, redelivered_at = NULL
+                    """,
                     source, event.key, event.id, event.title, event.body, event.url, event.severity.rawValue, now, now, expires)
             case .removed:
                 try db.execute("UPDATE notice SET ended_at = ? WHERE source = ? AND key = ? AND ended_at IS NULL", now, source, event.key)
@@ -60,7 +60,10 @@ package enum NoticeBook {
         try store.database.read { db in
             var sql = "SELECT event_id, source, key, title, body, url, severity, created_at, updated_at, expires_at, seen_at FROM notice WHERE \(pendingSQL)"
             var args = [now.sqlValue]
-            if let source { sql += " AND source = ?"; args.append(source.sqlValue) }
+            if let source {
+                sql += " AND source = ?"
+                args.append(source.sqlValue)
+            }
             sql += " ORDER BY updated_at DESC, source, key"
             return try db.fetchAll(sql, args).map { r in
                 PendingNotice(
@@ -141,7 +144,8 @@ package enum NoticeBook {
     @discardableResult
     package static func redeliverUnseen(_ store: StateStore, router: Router, now: Date = Date()) throws -> [Event] {
         try store.database.write { db in
-            let rows = try db.fetchAll("""
+            let rows = try db.fetchAll(
+                """
                 SELECT n.source, n.key, e.seq, e.payload FROM notice n JOIN event e ON e.id = n.event_id
                 WHERE n.dismissed_at IS NULL AND n.ended_at IS NULL AND n.expires_at > ?
                   AND n.seen_at IS NULL AND n.redelivered_at IS NULL AND e.silenced_by IS NULL

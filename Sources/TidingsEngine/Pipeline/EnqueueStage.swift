@@ -15,8 +15,14 @@ struct EnqueueStage: PollStage {
         let batch = EventID.make(at: now)
         let insertEvent = "INSERT INTO event(id, source, kind, type, key, observed_at, payload, silenced_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq"
         for e in events {
-            guard let seq: Int64 = try db.scalar(insertEvent, [e.id.sqlValue, e.source.sqlValue, e.kind.sqlValue, e.event.rawValue.sqlValue, e.key.sqlValue, e.observedAt.sqlValue,
-                                                                 e.jsonLine().sqlValue, silenced[e.id].sqlValue]) else {
+            guard
+                let seq: Int64 = try db.scalar(
+                    insertEvent,
+                    [
+                        e.id.sqlValue, e.source.sqlValue, e.kind.sqlValue, e.event.rawValue.sqlValue, e.key.sqlValue, e.observedAt.sqlValue,
+                        e.jsonLine().sqlValue, silenced[e.id].sqlValue,
+                    ])
+            else {
                 throw SQLDecodingError(column: 0, value: .null, expected: "event seq")
             }
             guard let decisions = decisions[e.id] else { continue }

@@ -49,10 +49,12 @@ enum EventFactory {
             title: "\(source.name): \(changes.count) events in one poll (\(byType)), over max_events = \(limit)",
             body: "Not sent one by one: this summary stands for them. The state is up to date (`tidings items \(source.name)`).",
             url: nil, severity: changes.map(\.item.severity).max() ?? .info, observedAt: now,
-            data: ["summary": [
-                "events": .number(Double(changes.count)), "max_events": .number(Double(limit)),
-                "by_type": .object(Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, .number(Double($0.value))) })),
-            ]])
+            data: [
+                "summary": [
+                    "events": .number(Double(changes.count)), "max_events": .number(Double(limit)),
+                    "by_type": .object(Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, .number(Double($0.value))) })),
+                ]
+            ])
     }
 
     static func health(source: SourceConfig, type: EventType, message: String, failures: Int, now: Date, auth: Bool = false) -> Event {

@@ -21,7 +21,9 @@ struct HealthStage: PollStage {
             case .counted:
                 let failures = ctx.state.failures
                 if ctx.state.errorReported {
-                    ctx.events.append(EventFactory.health(source: source, type: .recovered, message: "recovered after \(failures) failed polls", failures: failures, now: now))
+                    ctx.events.append(
+                        EventFactory.health(source: source, type: .recovered, message: "recovered after \(failures) failed polls", failures: failures, now: now)
+                    )
                 }
                 (ctx.state.failures, ctx.state.errorReported, ctx.state.authFailedHash) = (0, false, nil)
                 ctx.state.nextDue = nextDue ?? ctx.state.nextDue

@@ -45,7 +45,8 @@ enum ItemIntake {
     /// `data`, nothing copied).
     private static func bounded(_ item: Item, _ limits: Limits, _ notes: inout [String]) -> Item? {
         let size = DataSize(item.data)
-        let textFits = item.key.utf8.count <= limits.keyBytes && item.kind.utf8.count <= limits.kindBytes
+        let textFits =
+            item.key.utf8.count <= limits.keyBytes && item.kind.utf8.count <= limits.kindBytes
             && item.title.utf8.count <= limits.titleBytes && item.body.utf8.count <= limits.bodyBytes
             && (item.url?.utf8.count ?? 0) <= limits.urlBytes
         if textFits && size.depth <= limits.dataDepth && size.bytes <= limits.dataBytes && size.nonFinite == 0 { return nil }
@@ -110,7 +111,11 @@ enum ItemIntake {
                 var out: [JSONValue] = []
                 for (i, v) in a.enumerated() {
                     guard budget > 0 else {
-                        out.append(.string(marker("\(a.count - i) more elements, over \(limits.dataBytes >> 10) KiB", digestOf: JSONValue.array(Array(a[i...])).jsonString())))
+                        out.append(
+                            .string(
+                                marker(
+                                    "\(a.count - i) more elements, over \(limits.dataBytes >> 10) KiB", digestOf: JSONValue.array(Array(a[i...])).jsonString()))
+                        )
                         break
                     }
                     out.append(bound(v, depth: depth + 1, limits: limits, budget: &budget))

@@ -16,21 +16,21 @@ struct PollPipeline {
     /// The whole pipeline of a poll recorded with `options`.
     static func build(_ options: RecordOptions) -> PollPipeline {
         var stages: [any PollStage] = [
-            IntakeStage(),       // items bounded: what does not fit is cut, with a marker
-            DedupeStage(),       // new / changed / removed against the stored items; baseline
-            EventsStage(),       // the event of each change, or one summary over max_events
-            NoticeStage(),       // kind `notice` kept pending until dismissed
-            HealthStage(),       // failures, `error` / `recovered`, auth-failed, next due
+            IntakeStage(),  // items bounded: what does not fit is cut, with a marker
+            DedupeStage(),  // new / changed / removed against the stored items; baseline
+            EventsStage(),  // the event of each change, or one summary over max_events
+            NoticeStage(),  // kind `notice` kept pending until dismissed
+            HealthStage(),  // failures, `error` / `recovered`, auth-failed, next due
         ]
         if let router = options.router, options.remindsOfItems {
             stages.append(ReminderStage(router: router))  // repeat_interval reminders
         }
-        stages.append(SilenceStage())                     // active silences keep events from the sinks
+        stages.append(SilenceStage())  // active silences keep events from the sinks
         if let router = options.router {
-            stages.append(RouteStage(router: router))     // first matching rule, quiet hours, group_wait
+            stages.append(RouteStage(router: router))  // first matching rule, quiet hours, group_wait
         }
         stages += [
-            EnqueueStage(),      // event rows (history); one outbox row per (event, sink), sent or held
+            EnqueueStage(),  // event rows (history); one outbox row per (event, sink), sent or held
             SourceStateStage(),  // the source_state row, written once
         ]
         return PollPipeline(stages: stages)

@@ -115,8 +115,10 @@ package struct PollRecorder: Sendable {
 
     /// One poll's transaction: the lease (where daemons share the state, the poll is recorded
     /// only while this instance holds the source's lease, else ``LeaseLost``), the row, the pipeline.
-    static func record(_ db: any SQLConnection, _ source: SourceConfig, _ answer: PollRecording.Answer, now: Date, options: RecordOptions,
-                       prior: Prior) throws -> PollRecord {
+    static func record(
+        _ db: any SQLConnection, _ source: SourceConfig, _ answer: PollRecording.Answer, now: Date, options: RecordOptions,
+        prior: Prior
+    ) throws -> PollRecord {
         if let fence = options.fence { try LeaseBook.check(db, name: LeaseBook.sourceLease(source.name), owner: fence) }
         let read: SourceState?
         switch prior {
@@ -131,7 +133,8 @@ package struct PollRecorder: Sendable {
     /// Stores when the scheduler will poll the source next (survives restarts).
     package func setNextDue(_ source: String, provider: String, at date: Date) async throws {
         try await store.database.write { db in
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO source_state(source, provider, next_due) VALUES (?, ?, ?)
                 ON CONFLICT(source) DO UPDATE SET provider = excluded.provider, next_due = excluded.next_due
                 """, source, provider, date)
@@ -157,8 +160,9 @@ package struct PollRecorder: Sendable {
     /// items that left it: the Deduplicator must know them when they come back).
     static func items(_ db: any SQLConnection, source: String, includingGone: Bool = false) throws -> [String: StoredItem] {
         var out: [String: StoredItem] = [:]
-        let rows = try db.fetchAll("SELECT key, kind, fingerprint, content_hash, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ?"
-                                   + (includingGone ? "" : " AND state <> \(StoredItem.State.gone.sql)"), source)
+        let rows = try db.fetchAll(
+            "SELECT key, kind, fingerprint, content_hash, state, first_seen, changed_at, missing_since, snapshot FROM item WHERE source = ?"
+                + (includingGone ? "" : " AND state <> \(StoredItem.State.gone.sql)"), source)
         out.reserveCapacity(rows.count)
         for r in rows {
             let key: String = try r[0]
@@ -178,9 +182,13 @@ package struct PollRecorder: Sendable {
               content_hash = excluded.content_hash, state = excluded.state, first_seen = excluded.first_seen,
               changed_at = excluded.changed_at, missing_since = excluded.missing_since, snapshot = excluded.snapshot
             """
-        try db.executeMany(sql, upserts.map { u in
-            [source.sqlValue, u.key.sqlValue, u.kind.sqlValue, u.fingerprint.sqlValue, (u.contentHash == u.fingerprint ? nil : u.contentHash).sqlValue,
-             u.state.rawValue.sqlValue, u.firstSeen.sqlValue, u.changedAt.sqlValue, u.missingSince.sqlValue, u.snapshotJSON.sqlValue]
-        })
+        try db.executeMany(
+            sql,
+            upserts.map { u in
+                [
+                    source.sqlValue, u.key.sqlValue, u.kind.sqlValue, u.fingerprint.sqlValue, (u.contentHash == u.fingerprint ? nil : u.contentHash).sqlValue,
+                    u.state.rawValue.sqlValue, u.firstSeen.sqlValue, u.changedAt.sqlValue, u.missingSince.sqlValue, u.snapshotJSON.sqlValue,
+                ]
+            })
     }
 }

@@ -34,9 +34,11 @@ package struct SourceState: Sendable, Equatable {
     ]
 
     private var columns: [SQLValue] {
-        [provider.sqlValue, etag.sqlValue, lastModified.sqlValue, baselineAt.sqlValue, lastPoll.sqlValue, lastSuccess.sqlValue,
-         lastError.sqlValue, lastErrorAt.sqlValue, failures.sqlValue, errorReported.sqlValue, authFailedHash.sqlValue,
-         nextDue.sqlValue, notBefore.sqlValue, minInterval.sqlValue]
+        [
+            provider.sqlValue, etag.sqlValue, lastModified.sqlValue, baselineAt.sqlValue, lastPoll.sqlValue, lastSuccess.sqlValue,
+            lastError.sqlValue, lastErrorAt.sqlValue, failures.sqlValue, errorReported.sqlValue, authFailedHash.sqlValue,
+            nextDue.sqlValue, notBefore.sqlValue, minInterval.sqlValue,
+        ]
     }
 
     private init(row r: SQLRow) throws {
@@ -76,13 +78,15 @@ package struct SourceState: Sendable, Equatable {
     func write(_ db: any SQLConnection, source: String, over read: SourceState?) throws {
         let new = columns
         guard let read else {
-            let sql = "INSERT INTO source_state(source, \(Self.names.joined(separator: ", "))) VALUES (?, \(SQL.placeholders(new.count))) ON CONFLICT(source) DO NOTHING"
+            let sql =
+                "INSERT INTO source_state(source, \(Self.names.joined(separator: ", "))) VALUES (?, \(SQL.placeholders(new.count))) ON CONFLICT(source) DO NOTHING"
             guard try db.execute(sql, [source.sqlValue] + new) == 1 else { throw Moved() }
             return
         }
         let old = read.columns
         let changed = Self.names.indices.filter { new[$0] != old[$0] || Self.names[$0] == "last_poll" }
-        let sql = "UPDATE source_state SET " + changed.map { "\(Self.names[$0]) = ?" }.joined(separator: ", ")
+        let sql =
+            "UPDATE source_state SET " + changed.map { "\(Self.names[$0]) = ?" }.joined(separator: ", ")
             + " WHERE source = ? AND COALESCE(last_poll, -1) = ? AND failures = ? AND error_reported = ? AND baseline_at IS \(read.baselineAt == nil ? "" : "NOT ")NULL"
         let guardValues = [source.sqlValue, (read.lastPoll?.timeIntervalSince1970 ?? -1).sqlValue, read.failures.sqlValue, read.errorReported.sqlValue]
         guard try db.execute(sql, changed.map { new[$0] } + guardValues) == 1 else { throw Moved() }

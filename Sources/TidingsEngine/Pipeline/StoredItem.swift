@@ -44,8 +44,10 @@ package struct StoredItem: Sendable, Equatable {
 
     /// A stored row; `contentHash` nil means the same as the fingerprint (rows store it only
     /// when it differs, and rows from before it was stored do not have it).
-    init(key: String, kind: String, fingerprint: String, contentHash: String?, state: State, firstSeen: Date, changedAt: Date,
-         missingSince: Date?, snapshot: String) {
+    init(
+        key: String, kind: String, fingerprint: String, contentHash: String?, state: State, firstSeen: Date, changedAt: Date,
+        missingSince: Date?, snapshot: String
+    ) {
         self.key = key
         self.fingerprint = fingerprint
         self.contentHash = contentHash ?? fingerprint
@@ -102,15 +104,23 @@ struct ItemSnapshot {
     var expiresAt: Date?
 
     init(_ i: Item) {
-        kind = i.kind; title = i.title; body = i.body; url = i.url; severity = i.severity; data = i.data; expiresAt = i.expiresAt
+        kind = i.kind
+        title = i.title
+        body = i.body
+        url = i.url
+        severity = i.severity
+        data = i.data
+        expiresAt = i.expiresAt
     }
 
     /// Reads ``jsonText()`` back; nil when the stored text is not such an object.
     init?(stored text: String) {
         guard let o = try? JSONMembers<Member>(parsing: text, what: "item"),
-              let kind = try? o.string(.kind), let title = try? o.string(.title), let body = try? o.string(.body)
+            let kind = try? o.string(.kind), let title = try? o.string(.title), let body = try? o.string(.body)
         else { return nil }
-        self.kind = kind; self.title = title; self.body = body
+        self.kind = kind
+        self.title = title
+        self.body = body
         url = o[.url]?.stringValue
         severity = o[.severity]?.stringValue.flatMap(Severity.init(rawValue:)) ?? .info
         data = o[.data] ?? .object([:])

@@ -25,7 +25,8 @@ struct DueQueue {
         let top = heap.removeLast()
         var i = 0
         while true {
-            let l = 2 * i + 1, r = l + 1
+            let l = 2 * i + 1
+            let r = l + 1
             var m = i
             if l < heap.count && heap[l].due < heap[m].due { m = l }
             if r < heap.count && heap[r].due < heap[m].due { m = r }

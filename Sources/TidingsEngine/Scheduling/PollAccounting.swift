@@ -1,4 +1,5 @@
 import TidingsPluginAPI
+
 /// Whether a poll counts for its source's schedule and health.
 package enum PollAccounting: Sendable {
     /// A scheduled poll, or `tidings check` with no daemon: it sets the failure count, the

@@ -19,8 +19,10 @@ package final class PollLimits: Sendable {
     }
 
     /// Runs `body` once both limits allow a poll of `source`.
-    package func withSlot<T>(for source: SourceConfig, isolation: isolated (any Actor)? = #isolation,
-                             _ body: () async -> T) async -> T {
+    package func withSlot<T>(
+        for source: SourceConfig, isolation: isolated (any Actor)? = #isolation,
+        _ body: () async -> T
+    ) async -> T {
         let host = source.instance.host.map(limiter)
         await global.wait()
         await host?.wait()

@@ -45,7 +45,9 @@ package final class PollRunner: Sendable {
             return .unrecorded(err, retry: env.now().addingTimeInterval(min(settings.interval, 60)))
         }
         if SourceHealth(source, state, polling: true) == .authFailed {
-            return .skipped(PollError(.auth, "credentials were rejected earlier; fix the configuration (a changed config or `tidings state forget \(source.name)` retries)"))
+            return .skipped(
+                PollError(.auth, "credentials were rejected earlier; fix the configuration (a changed config or `tidings state forget \(source.name)` retries)")
+            )
         }
         /// The remote's minimum interval between polls, stored by the last successful poll.
         let paced = state?.minInterval
@@ -57,21 +59,26 @@ package final class PollRunner: Sendable {
                 return .deferred(until: notBefore)
             }
             if options.accounting == .uncounted || (options.callerReportsFailures && paced != nil) {
-                let why = paced.map { "the server allows one poll every \(DurationParser.format($0)) at most (its minimum interval)" }
+                let why =
+                    paced.map { "the server allows one poll every \(DurationParser.format($0)) at most (its minimum interval)" }
                     ?? "the server asked for no request before \(Timestamp.format(notBefore)) (Retry-After)"
                 return .unrecorded(PollError(.rateLimited, "\(why); not polling it before \(Timestamp.format(notBefore))"), retry: nil)
             }
         }
         let validators = Validators(etag: state?.etag, lastModified: state?.lastModified)
-        let context = PollContext(source: source.name, http: http, validators: validators, timeout: settings.timeout,
-                                  maxBody: settings.maxBody, logger: log, now: env.now())
+        let context = PollContext(
+            source: source.name, http: http, validators: validators, timeout: settings.timeout,
+            maxBody: settings.maxBody, logger: log, now: env.now())
         let result: Result<PollResult, PollError>
         do {
             let provider = source.instance
             let needsPrepare = !prepared.withLock { $0.contains(source.name) }
-            let value = try await withTimeout(settings.timeout + 1, onTimeout: {
-                PollError(.transient, "timed out after \(DurationParser.format(settings.timeout))")
-            }) {
+            let value = try await withTimeout(
+                settings.timeout + 1,
+                onTimeout: {
+                    PollError(.transient, "timed out after \(DurationParser.format(settings.timeout))")
+                }
+            ) {
                 if needsPrepare { try await provider.prepare(context) }
                 return try await provider.poll(context)
             }
@@ -123,26 +130,31 @@ package final class PollRunner: Sendable {
                 // A failed poll keeps the remote's minimum interval as a floor, like a Retry-After.
                 let floor = [error.retryAfter, paced].compactMap { $0 }.max()
                 let wait: @Sendable (Int) -> TimeInterval = { failures in
-                    Backoff.afterFailure(interval: settings.interval, failures: failures, maxBackoff: settings.maxBackoff,
-                                         jitter: settings.jitter, unit: unit, retryAfter: floor)
+                    Backoff.afterFailure(
+                        interval: settings.interval, failures: failures, maxBackoff: settings.maxBackoff,
+                        jitter: settings.jitter, unit: unit, retryAfter: floor)
                 }
                 let isAuth = error.category == .auth
                 let notBefore = floor.map { now.addingTimeInterval($0) }
                 let nextDue: @Sendable (Int) -> Date? = { failures in isAuth ? .distantFuture : now.addingTimeInterval(wait(failures)) }
-                let record = try await recorder.record(source, .failure(error, notBefore: notBefore, nextDue: nextDue), now: now, options: options,
-                                                       prior: .read(state))
+                let record = try await recorder.record(
+                    source, .failure(error, notBefore: notBefore, nextDue: nextDue), now: now, options: options,
+                    prior: .read(state))
                 stateSucceeded(logger: log)
                 if isAuth {
                     prepared.withLock { _ = $0.remove(source.name) }
-                    let reported = logFailure(error, "credentials rejected: \(error.message); not polling again until the configuration changes",
-                                              level: .error, orExplain: "credentials rejected: not polled again until the configuration changes", options: options, logger: log)
+                    let reported = logFailure(
+                        error, "credentials rejected: \(error.message); not polling again until the configuration changes",
+                        level: .error, orExplain: "credentials rejected: not polled again until the configuration changes", options: options, logger: log)
                     return .authFailed(reported, record)
                 }
                 let delay = wait(record.failures)
                 let first = failing.withLock { $0.updateValue(record.failures, forKey: source.name) == nil }
-                let reported = logFailure(error, "poll failed (\(record.failures) in a row): \(error.message); next try in \(DurationParser.format(delay))",
-                                          level: first ? .warning : .debug, orExplain: error.retryAfter.map { "the server asked for no request for \(DurationParser.format($0)) (Retry-After)" },
-                                          options: options, logger: log)
+                let reported = logFailure(
+                    error, "poll failed (\(record.failures) in a row): \(error.message); next try in \(DurationParser.format(delay))",
+                    level: first ? .warning : .debug,
+                    orExplain: error.retryAfter.map { "the server asked for no request for \(DurationParser.format($0)) (Retry-After)" },
+                    options: options, logger: log)
                 return .failed(reported, record, next: now.addingTimeInterval(delay))
             }
         } catch let lost as LeaseLost {
@@ -162,8 +174,10 @@ package final class PollRunner: Sendable {
     /// Logs a counted failure as `line`; or, when the caller reports failures itself, logs
     /// nothing and returns the error with `consequence` (what the state now holds for later
     /// polls) after its message: the one line the caller prints then says it all.
-    private func logFailure(_ error: PollError, _ line: String, level: Logger.Level, orExplain consequence: String?,
-                            options: RecordOptions, logger: Logger) -> PollError {
+    private func logFailure(
+        _ error: PollError, _ line: String, level: Logger.Level, orExplain consequence: String?,
+        options: RecordOptions, logger: Logger
+    ) -> PollError {
         guard options.callerReportsFailures else {
             logger.log(level: level, "\(line)")
             return error

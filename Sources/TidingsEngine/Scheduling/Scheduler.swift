@@ -51,18 +51,23 @@ package actor Scheduler {
     /// How often the scheduler logs one `scheduler: polls=…` line at info level.
     package static let reportInterval: TimeInterval = 60
 
-    package init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
-                logger: Logger, onEvents: @escaping @Sendable () -> Void, heartbeat: @escaping @Sendable () -> Void = {}) {
-        self.init(config: config, runner: runner, router: router, env: env, host: HostConditions(), logger: logger,
-                  onEvents: onEvents, heartbeat: heartbeat)
+    package init(
+        config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
+        logger: Logger, onEvents: @escaping @Sendable () -> Void, heartbeat: @escaping @Sendable () -> Void = {}
+    ) {
+        self.init(
+            config: config, runner: runner, router: router, env: env, host: HostConditions(), logger: logger,
+            onEvents: onEvents, heartbeat: heartbeat)
     }
 
     /// `host`: the network and sleep state now (a scheduler built on a reload carries it on).
     /// `leases`: where daemons share the state, this instance's (its polls start with the
     /// sources it holds; ``leasesChanged(_:)`` tells it the rest).
-    package init(config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
-                 host: HostConditions, leases: LeaseKeeper? = nil, logger: Logger, onEvents: @escaping @Sendable () -> Void,
-                 heartbeat: @escaping @Sendable () -> Void = {}) {
+    package init(
+        config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
+        host: HostConditions, leases: LeaseKeeper? = nil, logger: Logger, onEvents: @escaping @Sendable () -> Void,
+        heartbeat: @escaping @Sendable () -> Void = {}
+    ) {
         self.config = config
         self.byName = Dictionary(config.sources.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         self.runner = runner
@@ -196,7 +201,9 @@ package actor Scheduler {
     private func report(seconds: Double) {
         func ms(_ s: Double) -> String { String(format: "%.1fms", s * 1000) }
         let w = recentLateness
-        logger.info("scheduler: polls=\(w.count) in \(Int(seconds.rounded()))s, lateness p50=\(ms(w.percentile(0.5))) p99=\(ms(w.percentile(0.99))) max=\(ms(w.maximum)); since start: polls=\(lateness.count) p50=\(ms(lateness.percentile(0.5))) p99=\(ms(lateness.percentile(0.99))) max=\(ms(lateness.maximum))")
+        logger.info(
+            "scheduler: polls=\(w.count) in \(Int(seconds.rounded()))s, lateness p50=\(ms(w.percentile(0.5))) p99=\(ms(w.percentile(0.99))) max=\(ms(w.maximum)); since start: polls=\(lateness.count) p50=\(ms(lateness.percentile(0.5))) p99=\(ms(lateness.percentile(0.99))) max=\(ms(lateness.maximum))"
+        )
         recentLateness = LatenessStats()
     }
 
@@ -217,7 +224,8 @@ package actor Scheduler {
         do {
             (schedules, health) = try await runner.store.database.read { db in try StoredSchedule.all(db, names: names) }
         } catch {
-            runner.stateFailed("could not read the schedule from the state database \(runner.store.path): \(error); starting every source afresh", logger: logger)
+            runner.stateFailed(
+                "could not read the schedule from the state database \(runner.store.path): \(error); starting every source afresh", logger: logger)
         }
         let now = env.now()
         let wanted = names.map(Set.init)
@@ -228,7 +236,9 @@ package actor Scheduler {
                 logger.warning("source \(s.name) is waiting for a config change (credentials were rejected); not polling it")
                 continue
             }
-            let window = takeover ? min(s.settings.interval / 8, Double(active.count) * 0.005)
+            let window =
+                takeover
+                ? min(s.settings.interval / 8, Double(active.count) * 0.005)
                 : Backoff.spreadWindow(count: active.count, interval: s.settings.interval)
             let schedule = schedules[s.name] ?? StoredSchedule(nextDue: nil)
             queue.push(schedule.firstDue(settings: s.settings, now: now, spread: window, unit: env.unit()), s.name)

@@ -78,10 +78,13 @@ package enum LeaseBook {
     /// round inserts the others and adds them).
     /// `grace`: how long an expired lease is left to instances under their share before any
     /// instance takes it (a round).
-    package static func round(_ db: any SQLConnection, instance: Instance, wants: LeaseWants, liveWindow: TimeInterval, grace: TimeInterval,
-                              now: Date, known: inout Set<String>) throws -> Held {
+    package static func round(
+        _ db: any SQLConnection, instance: Instance, wants: LeaseWants, liveWindow: TimeInterval, grace: TimeInterval,
+        now: Date, known: inout Set<String>
+    ) throws -> Held {
         let t = now.timeIntervalSince1970
-        try db.execute("""
+        try db.execute(
+            """
             INSERT INTO instance(id, host, pid, started_at, seen_at) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT(id) DO UPDATE SET seen_at = excluded.seen_at, stopped_at = NULL
             """, instance.id, instance.host, Int(instance.pid), t, t)
@@ -91,8 +94,9 @@ package enum LeaseBook {
         // the other's uncommitted rows; seen with 30,000 sources and three instances).
         let missing = (Array(wants.sources.keys) + Array(wants.sinks.keys)).filter { !known.contains($0) }.sorted()
         for chunk in stride(from: 0, to: missing.count, by: 500).map({ Array(missing[$0..<min($0 + 500, missing.count)]) }) {
-            try db.execute("INSERT INTO lease(name) VALUES \(Array(repeating: "(?)", count: chunk.count).joined(separator: ", ")) ON CONFLICT(name) DO NOTHING",
-                           chunk.map(\.sqlValue))
+            try db.execute(
+                "INSERT INTO lease(name) VALUES \(Array(repeating: "(?)", count: chunk.count).joined(separator: ", ")) ON CONFLICT(name) DO NOTHING",
+                chunk.map(\.sqlValue))
             known.formUnion(chunk)
         }
         var held = Held(live: live)
@@ -102,11 +106,16 @@ package enum LeaseBook {
     }
 
     /// Steps 2–5 for one kind of lease.
-    private static func share(_ db: any SQLConnection, prefix: String, wants: [String: TimeInterval], instance: Instance, live: Int,
-                              grace: TimeInterval, now t: Double) throws -> Set<String> {
+    private static func share(
+        _ db: any SQLConnection, prefix: String, wants: [String: TimeInterval], instance: Instance, live: Int,
+        grace: TimeInterval, now t: Double
+    ) throws -> Set<String> {
         // Renew what this instance holds (and drop what it no longer wants: a reload removed it).
-        var mine = Set(try db.fetchAll("UPDATE lease SET expires_at = ? + length WHERE owner = ? AND substr(name, 1, length(?)) = ? RETURNING name",
-                                       t, instance.id, prefix, prefix).map { try $0[0] as String })
+        var mine = Set(
+            try db.fetchAll(
+                "UPDATE lease SET expires_at = ? + length WHERE owner = ? AND substr(name, 1, length(?)) = ? RETURNING name",
+                t, instance.id, prefix, prefix
+            ).map { try $0[0] as String })
         let unwanted = mine.filter { wants[$0] == nil }
         if !unwanted.isEmpty {
             try release(db, names: Array(unwanted))
@@ -128,32 +137,41 @@ package enum LeaseBook {
         var room = max(0, fair - mine.count - overdue.count)
         let recent = expired.filter { $0.expires >= t - grace }.prefix(room).map(\.name)
         room -= recent.count
-        let free = room == 0 ? [] : try candidates(db, prefix: prefix, condition: "owner IS NULL", limit: room + 64)
-            .filter { wants[$0.name] != nil }.prefix(room).map(\.name)
+        let free =
+            room == 0
+            ? []
+            : try candidates(db, prefix: prefix, condition: "owner IS NULL", limit: room + 64)
+                .filter { wants[$0.name] != nil }.prefix(room).map(\.name)
         let taking = overdue + recent + free
         // One UPDATE per distinct length (a few: one per interval in use).
         for (length, names) in Dictionary(grouping: taking, by: { wants[$0]! }) {
             for chunk in stride(from: 0, to: names.count, by: 500).map({ Array(names[$0..<min($0 + 500, names.count)]) }) {
-                try db.execute("UPDATE lease SET owner = ?, expires_at = ?, length = ?, taken_at = ? WHERE name IN (\(SQL.placeholders(chunk.count)))",
-                               [instance.id.sqlValue, (t + length).sqlValue, length.sqlValue, t.sqlValue] + chunk.map(\.sqlValue))
+                try db.execute(
+                    "UPDATE lease SET owner = ?, expires_at = ?, length = ?, taken_at = ? WHERE name IN (\(SQL.placeholders(chunk.count)))",
+                    [instance.id.sqlValue, (t + length).sqlValue, length.sqlValue, t.sqlValue] + chunk.map(\.sqlValue))
             }
         }
         mine.formUnion(taking)
         return mine
     }
 
-    private static func candidates(_ db: any SQLConnection, prefix: String, condition: String, _ arguments: any SQLConvertible...,
-                                   limit: Int) throws -> [(name: String, expires: Double)] {
+    private static func candidates(
+        _ db: any SQLConnection, prefix: String, condition: String, _ arguments: any SQLConvertible...,
+        limit: Int
+    ) throws -> [(name: String, expires: Double)] {
         guard limit > 0 else { return [] }
         return try db.fetchAll(
-            "SELECT name, expires_at FROM lease WHERE substr(name, 1, length(?)) = ? AND \(condition) ORDER BY name LIMIT \(limit)" + db.dialect.forUpdateSkipLocked,
-            [prefix.sqlValue, prefix.sqlValue] + arguments.map(\.sqlValue)).map { (try $0[0] as String, try $0[1] as Double) }
+            "SELECT name, expires_at FROM lease WHERE substr(name, 1, length(?)) = ? AND \(condition) ORDER BY name LIMIT \(limit)"
+                + db.dialect.forUpdateSkipLocked,
+            [prefix.sqlValue, prefix.sqlValue] + arguments.map(\.sqlValue)
+        ).map { (try $0[0] as String, try $0[1] as Double) }
     }
 
     private static func release(_ db: any SQLConnection, names: [String]) throws {
         for chunk in stride(from: 0, to: names.count, by: 500).map({ Array(names[$0..<min($0 + 500, names.count)]) }) {
-            try db.execute("UPDATE lease SET owner = NULL, expires_at = 0 WHERE name IN (\(SQL.placeholders(chunk.count)))",
-                           chunk.map(\.sqlValue))
+            try db.execute(
+                "UPDATE lease SET owner = NULL, expires_at = 0 WHERE name IN (\(SQL.placeholders(chunk.count)))",
+                chunk.map(\.sqlValue))
         }
     }
 
@@ -166,10 +184,12 @@ package enum LeaseBook {
     /// Source name → the instance ("HOST:PID") holding its lease now.
     static func sourceOwners(_ db: any SQLConnection, now: Date) throws -> [String: String] {
         var out: [String: String] = [:]
-        for r in try db.fetchAll("""
+        for r in try db.fetchAll(
+            """
             SELECT l.name, i.host, i.pid FROM lease l JOIN instance i ON i.id = l.owner
             WHERE l.expires_at > ? AND substr(l.name, 1, 7) = 'source:'
-            """, now) {
+            """, now)
+        {
             let name: String = try r[0]
             out[String(name.dropFirst(7))] = "\(try r[1] as String):\(try r[2] as Int)"
         }
@@ -191,14 +211,17 @@ package enum LeaseBook {
     /// The instances that renewed their leases within `window`, with the leases they hold
     /// (one query, whatever the number of sources).
     package static func liveInstanceLeases(_ db: any SQLConnection, within window: TimeInterval, now: Date) throws -> [LiveInstance] {
-        try db.fetchAll("""
+        try db.fetchAll(
+            """
             SELECT i.host, i.pid, i.started_at, i.seen_at,
               (SELECT count(*) FROM lease l WHERE l.owner = i.id AND l.expires_at > ? AND substr(l.name, 1, 7) = 'source:'),
               (SELECT count(*) FROM lease l WHERE l.owner = i.id AND l.expires_at > ? AND substr(l.name, 1, 5) = 'sink:')
             FROM instance i WHERE i.stopped_at IS NULL AND i.seen_at > ? ORDER BY i.host, i.pid
-            """, now, now, now.addingTimeInterval(-window)).map { r -> LiveInstance in
-            LiveInstance(label: "\(try r[0] as String):\(try r[1] as Int)", startedAt: try r[2], seenAt: try r[3],
-                         sources: try r[4], sinks: try r[5])
+            """, now, now, now.addingTimeInterval(-window)
+        ).map { r -> LiveInstance in
+            LiveInstance(
+                label: "\(try r[0] as String):\(try r[1] as Int)", startedAt: try r[2], seenAt: try r[3],
+                sources: try r[4], sinks: try r[5])
         }
     }
 

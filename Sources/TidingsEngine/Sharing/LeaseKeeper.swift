@@ -48,8 +48,10 @@ package final class LeaseKeeper: Sendable {
     /// Called after each round that changed what this instance holds.
     package typealias Listener = @Sendable (_ sources: Set<String>, _ sinks: Set<String>) async -> Void
 
-    package init(database: any StateDatabase, instance: Instance = .current(), sources: [SourceConfig], sinks: [String],
-                 env: any Environment = SystemEnvironment(), logger: Logger) {
+    package init(
+        database: any StateDatabase, instance: Instance = .current(), sources: [SourceConfig], sinks: [String],
+        env: any Environment = SystemEnvironment(), logger: Logger
+    ) {
         let active = sources.filter { $0.settings.enabled }
         let shortest = active.map(\.settings.interval).min() ?? 60
         let period = min(10, max(0.25, shortest / 4))
@@ -106,13 +108,16 @@ package final class LeaseKeeper: Sendable {
             failures.succeeded("round", "leases: renewed again in \(database.location)", logger: logger)
             if before != held {
                 if before.sources.count != held.sources.count || before.live != held.live || before.sinks != held.sinks {
-                    logger.info("leases: polling \(held.sources.count) of \(wants.sources.count) sources, delivering to \(held.sinks.count) of \(wants.sinks.count) sinks; \(held.live) instance\(held.live == 1 ? "" : "s") live")
+                    logger.info(
+                        "leases: polling \(held.sources.count) of \(wants.sources.count) sources, delivering to \(held.sinks.count) of \(wants.sinks.count) sinks; \(held.live) instance\(held.live == 1 ? "" : "s") live"
+                    )
                 }
                 await listener(sources, sinks)
             }
             return true
         } catch {
-            failures.failed("round", "leases: cannot renew in \(database.location): \(error); polls and deliveries stop when the leases may have expired", logger: logger)
+            failures.failed(
+                "round", "leases: cannot renew in \(database.location): \(error); polls and deliveries stop when the leases may have expired", logger: logger)
             return false
         }
     }
@@ -138,7 +143,10 @@ package final class LeaseKeeper: Sendable {
     private func releaseAll() async {
         let instance = self.instance
         let now = env.now()
-        state.withLock { $0.held = LeaseBook.Held(); $0.validUntil = .distantPast }
+        state.withLock {
+            $0.held = LeaseBook.Held()
+            $0.validUntil = .distantPast
+        }
         do {
             try await database.write { db in try LeaseBook.releaseAll(db, instance: instance, now: now) }
             logger.info("leases: released (a clean stop); other instances take over now")

@@ -29,8 +29,10 @@ package enum Schema {
         /// `table(column)`; rows go with the row they refer to (ON DELETE CASCADE).
         package var references: String?
 
-        package init(_ name: String, _ type: ColumnType, notNull: Bool = false, defaultValue: String? = nil,
-                     generatedKey: Bool = false, primaryKey: Bool = false, unique: Bool = false, references: String? = nil) {
+        package init(
+            _ name: String, _ type: ColumnType, notNull: Bool = false, defaultValue: String? = nil,
+            generatedKey: Bool = false, primaryKey: Bool = false, unique: Bool = false, references: String? = nil
+        ) {
             self.name = name
             self.type = type
             self.notNull = notNull
@@ -84,125 +86,160 @@ package enum Schema {
 
     /// Every migration, oldest first.
     package static let migrations: [Migration] = [
-        Migration(id: "v1", changes: [
-            .createTable(Table(name: "source_state", columns: [
-                Column("source", .text, primaryKey: true),
-                text("provider"),
-                optionalText("etag"),
-                optionalText("last_modified"),
-                optionalReal("baseline_at"),
-                optionalReal("last_poll"),
-                optionalReal("last_success"),
-                optionalText("last_error"),
-                optionalReal("last_error_at"),
-                integer("failures", defaultValue: "0"),
-                integer("error_reported", defaultValue: "0"),
-                optionalText("auth_failed_hash"),
-                optionalReal("next_due"),
-            ])),
-            .createTable(Table(name: "item", columns: [
-                text("source"),
-                text("key"),
-                text("kind"),
-                text("fingerprint"),
-                text("state"),  // StoredItem.State: present, gone
-                real("first_seen"),
-                real("changed_at"),
-                optionalReal("missing_since"),
-                text("snapshot"),
-            ], primaryKey: ["source", "key"], withoutRowID: true)),
-            .createTable(Table(name: "event", columns: [
-                Column("seq", .integer, generatedKey: true),
-                Column("id", .text, notNull: true, unique: true),
-                text("source"),
-                text("kind"),
-                text("type"),
-                text("key"),
-                real("observed_at"),
-                text("payload"),
-            ])),
-            .createIndex(Index(name: "event_by_source", table: "event", columns: ["source", "seq"])),
-            .createIndex(Index(name: "event_by_time", table: "event", columns: ["observed_at"])),
-            .createTable(Table(name: "delivery", columns: [
-                Column("id", .integer, generatedKey: true),
-                Column("event_seq", .integer, notNull: true, references: "event(seq)"),
-                text("sink"),
-                text("batch"),
-                text("status"),  // DeliveryStatus
-                integer("attempts", defaultValue: "0"),
-                real("next_attempt"),
-                real("created_at"),
-                optionalText("last_error"),
-            ])),
-            .createIndex(Index(name: "delivery_by_sink", table: "delivery", columns: ["sink", "status", "id"])),
-        ]),
-        Migration(id: "v2-notices", changes: [
-            .createTable(Table(name: "notice", columns: [
-                text("source"),
-                text("key"),
-                text("event_id"),
-                text("title"),
-                text("body"),
-                optionalText("url"),
-                text("severity"),
-                real("created_at"),
-                real("updated_at"),
-                real("expires_at"),
-                optionalReal("seen_at"),
-                optionalReal("dismissed_at"),
-                optionalReal("ended_at"),
-                optionalReal("redelivered_at"),
-            ], primaryKey: ["source", "key"])),
-            .createIndex(Index(name: "notice_by_event", table: "notice", columns: ["event_id"])),
-        ]),
+        Migration(
+            id: "v1",
+            changes: [
+                .createTable(
+                    Table(
+                        name: "source_state",
+                        columns: [
+                            Column("source", .text, primaryKey: true),
+                            text("provider"),
+                            optionalText("etag"),
+                            optionalText("last_modified"),
+                            optionalReal("baseline_at"),
+                            optionalReal("last_poll"),
+                            optionalReal("last_success"),
+                            optionalText("last_error"),
+                            optionalReal("last_error_at"),
+                            integer("failures", defaultValue: "0"),
+                            integer("error_reported", defaultValue: "0"),
+                            optionalText("auth_failed_hash"),
+                            optionalReal("next_due"),
+                        ])),
+                .createTable(
+                    Table(
+                        name: "item",
+                        columns: [
+                            text("source"),
+                            text("key"),
+                            text("kind"),
+                            text("fingerprint"),
+                            text("state"),  // StoredItem.State: present, gone
+                            real("first_seen"),
+                            real("changed_at"),
+                            optionalReal("missing_since"),
+                            text("snapshot"),
+                        ], primaryKey: ["source", "key"], withoutRowID: true)),
+                .createTable(
+                    Table(
+                        name: "event",
+                        columns: [
+                            Column("seq", .integer, generatedKey: true),
+                            Column("id", .text, notNull: true, unique: true),
+                            text("source"),
+                            text("kind"),
+                            text("type"),
+                            text("key"),
+                            real("observed_at"),
+                            text("payload"),
+                        ])),
+                .createIndex(Index(name: "event_by_source", table: "event", columns: ["source", "seq"])),
+                .createIndex(Index(name: "event_by_time", table: "event", columns: ["observed_at"])),
+                .createTable(
+                    Table(
+                        name: "delivery",
+                        columns: [
+                            Column("id", .integer, generatedKey: true),
+                            Column("event_seq", .integer, notNull: true, references: "event(seq)"),
+                            text("sink"),
+                            text("batch"),
+                            text("status"),  // DeliveryStatus
+                            integer("attempts", defaultValue: "0"),
+                            real("next_attempt"),
+                            real("created_at"),
+                            optionalText("last_error"),
+                        ])),
+                .createIndex(Index(name: "delivery_by_sink", table: "delivery", columns: ["sink", "status", "id"])),
+            ]),
+        Migration(
+            id: "v2-notices",
+            changes: [
+                .createTable(
+                    Table(
+                        name: "notice",
+                        columns: [
+                            text("source"),
+                            text("key"),
+                            text("event_id"),
+                            text("title"),
+                            text("body"),
+                            optionalText("url"),
+                            text("severity"),
+                            real("created_at"),
+                            real("updated_at"),
+                            real("expires_at"),
+                            optionalReal("seen_at"),
+                            optionalReal("dismissed_at"),
+                            optionalReal("ended_at"),
+                            optionalReal("redelivered_at"),
+                        ], primaryKey: ["source", "key"])),
+                .createIndex(Index(name: "notice_by_event", table: "notice", columns: ["event_id"])),
+            ]),
         // The earliest time a server allowed the next poll (its Retry-After).
         Migration(id: "v3-schedule-not-before", changes: [.addColumn(table: "source_state", optionalReal("not_before"))]),
         // The hash of what an item shows, where it differs from its fingerprint (custom fingerprints).
         Migration(id: "v3-item-content-hash", changes: [.addColumn(table: "item", optionalText("content_hash"))]),
         // DESIGN §10: held and grouped deliveries (hold: 'quiet' or 'group'), silences, reminders.
-        Migration(id: "v4-attention", changes: [
-            .addColumn(table: "delivery", optionalReal("hold_until")),
-            .addColumn(table: "delivery", optionalText("hold")),
-            .addColumn(table: "event", optionalText("silenced_by")),
-            .createTable(Table(name: "silence", columns: [
-                Column("id", .text, primaryKey: true),
-                text("matchers"),  // JSON array of {"name","op","value"}
-                text("comment", defaultValue: "''"),
-                text("created_by"),
-                real("created_at"),
-                real("starts_at"),
-                real("ends_at"),
-                integer("silenced", defaultValue: "0"),  // events it kept from their sinks
-            ])),
-            .createIndex(Index(name: "silence_by_end", table: "silence", columns: ["ends_at"])),
-            .createTable(Table(name: "reminder", columns: [
-                text("source"),
-                text("key"),
-                text("route"),
-                real("last_at"),
-            ], primaryKey: ["source", "key", "route"], withoutRowID: true)),
-        ]),
+        Migration(
+            id: "v4-attention",
+            changes: [
+                .addColumn(table: "delivery", optionalReal("hold_until")),
+                .addColumn(table: "delivery", optionalText("hold")),
+                .addColumn(table: "event", optionalText("silenced_by")),
+                .createTable(
+                    Table(
+                        name: "silence",
+                        columns: [
+                            Column("id", .text, primaryKey: true),
+                            text("matchers"),  // JSON array of {"name","op","value"}
+                            text("comment", defaultValue: "''"),
+                            text("created_by"),
+                            real("created_at"),
+                            real("starts_at"),
+                            real("ends_at"),
+                            integer("silenced", defaultValue: "0"),  // events it kept from their sinks
+                        ])),
+                .createIndex(Index(name: "silence_by_end", table: "silence", columns: ["ends_at"])),
+                .createTable(
+                    Table(
+                        name: "reminder",
+                        columns: [
+                            text("source"),
+                            text("key"),
+                            text("route"),
+                            real("last_at"),
+                        ], primaryKey: ["source", "key", "route"], withoutRowID: true)),
+            ]),
         // Reminders sent for the item through the route since its last change.
         Migration(id: "v5-reminders", changes: [.addColumn(table: "reminder", integer("count", defaultValue: "0"))]),
         // Sharing one state between daemons (DESIGN §11).
-        Migration(id: "v6-leases", changes: [
-            .createTable(Table(name: "instance", columns: [
-                Column("id", .text, primaryKey: true),
-                text("host"),
-                integer("pid"),
-                real("started_at"),
-                real("seen_at"),  // its last lease round (heartbeat)
-                optionalReal("stopped_at"),  // set when it stopped cleanly
-            ])),
-            .createTable(Table(name: "lease", columns: [
-                Column("name", .text, primaryKey: true),  // 'source:NAME' or 'sink:NAME'
-                optionalText("owner"),  // instance.id; NULL when released
-                real("expires_at", defaultValue: "0"),
-                real("length", defaultValue: "0"),  // seconds a renewal extends it by
-                optionalReal("taken_at"),
-            ])),
-            .createIndex(Index(name: "lease_by_owner", table: "lease", columns: ["owner"])),
-        ]),
+        Migration(
+            id: "v6-leases",
+            changes: [
+                .createTable(
+                    Table(
+                        name: "instance",
+                        columns: [
+                            Column("id", .text, primaryKey: true),
+                            text("host"),
+                            integer("pid"),
+                            real("started_at"),
+                            real("seen_at"),  // its last lease round (heartbeat)
+                            optionalReal("stopped_at"),  // set when it stopped cleanly
+                        ])),
+                .createTable(
+                    Table(
+                        name: "lease",
+                        columns: [
+                            Column("name", .text, primaryKey: true),  // 'source:NAME' or 'sink:NAME'
+                            optionalText("owner"),  // instance.id; NULL when released
+                            real("expires_at", defaultValue: "0"),
+                            real("length", defaultValue: "0"),  // seconds a renewal extends it by
+                            optionalReal("taken_at"),
+                        ])),
+                .createIndex(Index(name: "lease_by_owner", table: "lease", columns: ["owner"])),
+            ]),
         // The remote's own minimum time between polls (e.g. GitHub's X-Poll-Interval).
         Migration(id: "v7-schedule-min-interval", changes: [.addColumn(table: "source_state", optionalReal("min_interval"))]),
     ]
@@ -226,13 +263,15 @@ package enum Schema {
 
     static func column(_ c: Column, _ dialect: SQLDialect) -> String {
         let postgres = dialect == .postgres
-        var s = "\(c.name) " + {
-            switch c.type {
-            case .text: "TEXT"
-            case .integer: postgres ? "BIGINT" : "INTEGER"
-            case .real: postgres ? "DOUBLE PRECISION" : "DOUBLE"
-            }
-        }()
+        var s =
+            "\(c.name) "
+            + {
+                switch c.type {
+                case .text: "TEXT"
+                case .integer: postgres ? "BIGINT" : "INTEGER"
+                case .real: postgres ? "DOUBLE PRECISION" : "DOUBLE"
+                }
+            }()
         if c.generatedKey { s += postgres ? " GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY" : " PRIMARY KEY AUTOINCREMENT" }
         if c.primaryKey { s += " PRIMARY KEY" }
         if c.notNull { s += " NOT NULL" }
@@ -252,7 +291,7 @@ package enum Schema {
                 order.append(change)
             case .addColumn(let table, let column):
                 guard let i = order.firstIndex(where: { if case .createTable(let t) = $0 { t.name == table } else { false } }),
-                      case .createTable(var t) = order[i]
+                    case .createTable(var t) = order[i]
                 else {
                     order.append(change)  // a table an earlier step made: altered in place
                     continue

@@ -30,11 +30,17 @@ package enum SourceHealth: String, CaseIterable, Sendable {
     /// Of `source`, as stored (`stored`: nil before its first poll). `polling`: the health its
     /// polls have, whether or not it is enabled (`tidings check` polls a disabled source too).
     package init(_ source: SourceConfig, _ stored: (any StoredHealthFields)?, polling: Bool = false) {
-        if !source.settings.enabled && !polling { self = .paused }
-        else if let stored, stored.authFailedHash == source.configHash { self = .authFailed }
-        else if (stored?.failures ?? 0) > 0 { self = .failing }
-        else if stored?.lastSuccess == nil { self = .new }
-        else { self = .ok }
+        if !source.settings.enabled && !polling {
+            self = .paused
+        } else if let stored, stored.authFailedHash == source.configHash {
+            self = .authFailed
+        } else if (stored?.failures ?? 0) > 0 {
+            self = .failing
+        } else if stored?.lastSuccess == nil {
+            self = .new
+        } else {
+            self = .ok
+        }
     }
 
     /// A problem: `tidings status` lists it, the status line counts it as failing, the status

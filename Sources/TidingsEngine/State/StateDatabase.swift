@@ -39,7 +39,9 @@ extension Int64: SQLConvertible {
         switch sqlValue {
         case .integer(let i): self = i
         case .real(let d) where d.rounded() == d && abs(d) < 9e18: self = Int64(d)
-        case .text(let t): guard let i = Int64(t) else { return nil }; self = i
+        case .text(let t):
+            guard let i = Int64(t) else { return nil }
+            self = i
         default: return nil
         }
     }
@@ -59,7 +61,9 @@ extension Double: SQLConvertible {
         switch sqlValue {
         case .real(let d): self = d
         case .integer(let i): self = Double(i)
-        case .text(let t): guard let d = Double(t) else { return nil }; self = d
+        case .text(let t):
+            guard let d = Double(t) else { return nil }
+            self = d
         case .null: return nil
         }
     }
@@ -92,7 +96,10 @@ extension Date: SQLConvertible {
 extension Optional: SQLConvertible where Wrapped: SQLConvertible {
     package var sqlValue: SQLValue { self?.sqlValue ?? .null }
     package init?(sqlValue: SQLValue) {
-        if sqlValue == .null { self = .none; return }
+        if sqlValue == .null {
+            self = .none
+            return
+        }
         guard let w = Wrapped(sqlValue: sqlValue) else { return nil }
         self = .some(w)
     }

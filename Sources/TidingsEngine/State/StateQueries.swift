@@ -28,10 +28,15 @@ package struct StoredHealth: Sendable, Equatable, StoredHealthFields {
 extension StateStore {
     package func statuses() throws -> [String: SourceStatus] {
         try database.read { db in
-            let counts = Dictionary(uniqueKeysWithValues: try db.fetchAll("SELECT source, count(*) FROM item WHERE state != \(StoredItem.State.gone.sql) GROUP BY source").map { (try $0[0] as String, try $0[1] as Int) })
+            let counts = Dictionary(
+                uniqueKeysWithValues: try db.fetchAll("SELECT source, count(*) FROM item WHERE state != \(StoredItem.State.gone.sql) GROUP BY source").map {
+                    (try $0[0] as String, try $0[1] as Int)
+                })
             let owners = database.isShared ? try LeaseBook.sourceOwners(db, now: Date()) : [:]
             var out: [String: SourceStatus] = [:]
-            for r in try db.fetchAll("SELECT source, last_success, last_error, last_error_at, failures, next_due, auth_failed_hash, baseline_at, min_interval FROM source_state") {
+            for r in try db.fetchAll(
+                "SELECT source, last_success, last_error, last_error_at, failures, next_due, auth_failed_hash, baseline_at, min_interval FROM source_state")
+            {
                 let name: String = try r[0]
                 out[name] = SourceStatus(
                     source: name, lastSuccess: try r[1], lastError: try r[2], lastErrorAt: try r[3], failures: try r[4],
@@ -126,7 +131,9 @@ extension StateStore {
             // without bound. Its age counts from when it was queued (or requeued).
             if let deadLetterDays {
                 let deadCutoff = now.addingTimeInterval(-Double(deadLetterDays) * 86_400)
-                for r in try db.fetchAll("SELECT sink, count(*) FROM delivery WHERE status = \(DeliveryStatus.dead.sql) AND created_at < ? GROUP BY sink", deadCutoff) {
+                for r in try db.fetchAll(
+                    "SELECT sink, count(*) FROM delivery WHERE status = \(DeliveryStatus.dead.sql) AND created_at < ? GROUP BY sink", deadCutoff)
+                {
                     pruned.deadLetters[try r[0]] = try r[1]
                 }
                 if !pruned.deadLetters.isEmpty {
@@ -136,7 +143,8 @@ extension StateStore {
             pruned.events = try db.execute("DELETE FROM event WHERE observed_at < ? AND seq NOT IN (SELECT event_seq FROM delivery)", cutoff)
             pruned.items = try db.execute("DELETE FROM item WHERE state = \(StoredItem.State.gone.sql) AND changed_at < ?", cutoff)
             // Notices that ended, were dismissed or expired long ago are no longer pending anywhere.
-            try db.execute("""
+            try db.execute(
+                """
                 DELETE FROM notice WHERE updated_at < ?
                   AND (ended_at IS NOT NULL OR dismissed_at IS NOT NULL OR expires_at < ?)
                 """, cutoff, cutoff)

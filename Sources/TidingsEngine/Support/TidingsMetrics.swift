@@ -1,5 +1,5 @@
-import Foundation
 import CoreMetrics
+import Foundation
 import Metrics
 import Synchronization
 import TidingsPluginAPI
@@ -65,7 +65,10 @@ package enum TidingsMetrics {
         name: "tidings_build_info", kind: .gauge,
         help: "Always 1; the version label says which tidings runs.")
 
-    package static let families = [polls, pollDuration, sourceUp, lastSuccess, events, silencedEvents, deliveries, outboxPending, outboxHeld, outboxDead, deadLettersPruned, lateness, buildInfo]
+    package static let families = [
+        polls, pollDuration, sourceUp, lastSuccess, events, silencedEvents, deliveries, outboxPending, outboxHeld, outboxDead, deadLettersPruned, lateness,
+        buildInfo,
+    ]
 
     /// What became of a delivery attempt, per event (the `outcome` label).
     package enum DeliveryOutcome: String, Sendable, CaseIterable {
@@ -97,8 +100,11 @@ package enum TidingsMetrics {
         case .succeeded, .failed, .authFailed, .unrecorded, .notOwned: break
         }
         let result = outcome.error == nil ? PollLabel.success : .failure
-        RecentPolls.shared.record(source, .init(at: now, seconds: max(0, seconds), error: outcome.error.map { Redactor.shared.scrub("\($0)") },
-                                                events: outcome.record.events.count))
+        RecentPolls.shared.record(
+            source,
+            .init(
+                at: now, seconds: max(0, seconds), error: outcome.error.map { Redactor.shared.scrub("\($0)") },
+                events: outcome.record.events.count))
         Counter(label: polls.name, dimensions: [("source", source), ("outcome", result.rawValue)]).increment()
         CoreMetrics.Timer(label: pollDuration.name).record(max(0, seconds))
         for e in outcome.record.events {

@@ -41,7 +41,12 @@ package final class Wakeup: Sendable {
     /// Returns once the environment's clock reads `deadline`, on ``signal()``, or on
     /// cancellation, whichever is first.
     package func wait(until deadline: Date) async {
-        if state.withLock({ s -> Bool in defer { s.pending = false }; return s.pending }) { return }
+        if state.withLock({ s -> Bool in
+            defer { s.pending = false }
+            return s.pending
+        }) {
+            return
+        }
         let env = self.env
         let timer = Task { [weak self] in
             do { try await env.sleep(until: deadline) } catch { return }  // cancelled: the wait is over
@@ -50,7 +55,10 @@ package final class Wakeup: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { s -> Bool in
-                    if s.pending { s.pending = false; return true }
+                    if s.pending {
+                        s.pending = false
+                        return true
+                    }
                     s.waiter = c
                     s.timer = timer
                     return false

@@ -13,7 +13,8 @@ package struct QuietHours: Sendable, Equatable {
         package init?(_ text: String) {
             let parts = text.split(separator: ":", omittingEmptySubsequences: false)
             guard (2...3).contains(parts.count), parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isASCII) }),
-                  let h = Int(parts[0]), let m = Int(parts[1]), (0..<24).contains(h), (0..<60).contains(m) else { return nil }
+                let h = Int(parts[0]), let m = Int(parts[1]), (0..<24).contains(h), (0..<60).contains(m)
+            else { return nil }
             let s = parts.count == 3 ? Int(parts[2]) : 0
             guard let s, (0..<60).contains(s) else { return nil }
             seconds = h * 3600 + m * 60 + s
@@ -59,8 +60,9 @@ package struct QuietHours: Sendable, Equatable {
         // The window starting today, or the one that started yesterday and wraps past midnight.
         for offset in [0, -1] {
             guard let day = cal.date(byAdding: .day, value: offset, to: today),
-                  days.contains(cal.component(.weekday, from: day)),
-                  let from = at(start, on: day, cal) else { continue }
+                days.contains(cal.component(.weekday, from: day)),
+                let from = at(start, on: day, cal)
+            else { continue }
             let endDay = end.seconds > start.seconds ? day : cal.date(byAdding: .day, value: 1, to: day)!
             guard let to = at(end, on: endDay, cal) else { continue }
             if from <= date && date < to { return to }
@@ -69,8 +71,9 @@ package struct QuietHours: Sendable, Equatable {
     }
 
     private func at(_ t: TimeOfDay, on day: Date, _ cal: Calendar) -> Date? {
-        cal.date(bySettingHour: t.seconds / 3600, minute: t.seconds / 60 % 60, second: t.seconds % 60, of: day,
-                 matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .forward)
+        cal.date(
+            bySettingHour: t.seconds / 3600, minute: t.seconds / 60 % 60, second: t.seconds % 60, of: day,
+            matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .forward)
     }
 
     /// How the window reads in messages: `22:00–07:00 Europe/Stockholm (mon, tue)`.
@@ -103,7 +106,9 @@ package struct QuietHours: Sendable, Equatable {
             q.days = days
         }
         if let tz = try t.string("timezone") {
-            guard let zone = TimeZone(identifier: tz) else { throw t.error("timezone", "\(what): unknown time zone '\(tz)' (an IANA name like \"Europe/Stockholm\")") }
+            guard let zone = TimeZone(identifier: tz) else {
+                throw t.error("timezone", "\(what): unknown time zone '\(tz)' (an IANA name like \"Europe/Stockholm\")")
+            }
             q.timeZone = zone
         }
         try t.finish()

@@ -75,10 +75,13 @@ package struct Silence: Sendable, Equatable {
 
     /// Who makes a silence unless told (`--author`): `$USER@host`, as amtool records it.
     package static func defaultAuthor(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        let user = environment["USER"].flatMap { $0.isEmpty ? nil : $0 }
+        let user =
+            environment["USER"].flatMap { $0.isEmpty ? nil : $0 }
             ?? getpwuid(geteuid()).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid \(geteuid())"
         var host = [UInt8](repeating: 0, count: 256)
-        let named = host.withUnsafeMutableBufferPointer { gethostname(UnsafeMutableRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), $0.count - 1) == 0 }
+        let named = host.withUnsafeMutableBufferPointer {
+            gethostname(UnsafeMutableRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), $0.count - 1) == 0
+        }
         let name = named ? String(decoding: host.prefix { $0 != 0 }, as: UTF8.self) : "localhost"
         return "\(user)@\(name)"
     }
@@ -142,10 +145,11 @@ package enum SilenceID {
     package static func make() -> String {
         var rng = SystemRandomNumberGenerator()
         var bits = rng.next()
-        return String((0..<length).map { _ in
-            defer { bits >>= 5 }
-            return alphabet[Int(bits & 31)]
-        })
+        return String(
+            (0..<length).map { _ in
+                defer { bits >>= 5 }
+                return alphabet[Int(bits & 31)]
+            })
     }
 }
 

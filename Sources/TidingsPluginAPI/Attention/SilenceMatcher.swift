@@ -111,7 +111,8 @@ package struct SilenceMatcher: Sendable, Equatable, CustomStringConvertible {
     /// Reads ``json`` back.
     package init(json: JSONValue) throws(ParseError) {
         guard let name = json["name"]?.stringValue, let opText = json["op"]?.stringValue, let op = Op(rawValue: opText),
-              case .string(let value)? = json["value"] else {
+            case .string(let value)? = json["value"]
+        else {
             throw ParseError(description: "unreadable matcher \(json.jsonString())")
         }
         try self.init(name: name, op: op, value: value)

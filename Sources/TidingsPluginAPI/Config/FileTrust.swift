@@ -60,7 +60,8 @@ package struct FileTrust: Sendable {
         guard stat(path, &st) == 0 else { return [] }
         var problems: [Problem] = []
         if let owner = untrustedOwner(st) {
-            problems.append(Problem(path: path, message: "\(role.rawValue) is owned by \(owner), not by \(trustedOwners): chown \(Self.name(of: user)) \(path)"))
+            problems.append(
+                Problem(path: path, message: "\(role.rawValue) is owned by \(owner), not by \(trustedOwners): chown \(Self.name(of: user)) \(path)"))
         }
         if st.st_mode & 0o022 != 0 {
             let fix = role == .stateDirectory ? "chmod 700" : "chmod go-w"
@@ -77,10 +78,20 @@ package struct FileTrust: Sendable {
             var st = stat()
             if stat(dir, &st) == 0 {
                 if let owner = untrustedOwner(st) {
-                    problems.append(Problem(path: dir, message: "directory is owned by \(owner), not by \(trustedOwners), so they could replace what tidings reads below it: chown \(Self.name(of: user)) \(dir)"))
+                    problems.append(
+                        Problem(
+                            path: dir,
+                            message:
+                                "directory is owned by \(owner), not by \(trustedOwners), so they could replace what tidings reads below it: chown \(Self.name(of: user)) \(dir)"
+                        ))
                 }
                 if st.st_mode & 0o022 != 0 && st.st_mode & S_ISVTX == 0 {
-                    problems.append(Problem(path: dir, message: "directory is writable by group or others (mode \(Self.octal(st.st_mode))), so they could replace what tidings reads below it: chmod go-w \(dir)"))
+                    problems.append(
+                        Problem(
+                            path: dir,
+                            message:
+                                "directory is writable by group or others (mode \(Self.octal(st.st_mode))), so they could replace what tidings reads below it: chmod go-w \(dir)"
+                        ))
                 }
             }
             if dir == "/" { break }

@@ -32,7 +32,10 @@ package struct HTTPSettings: Sendable, Equatable {
             if !errors.isEmpty { throw ConfigErrors(errors) }
         }
         if !address.isLoopback && auth == nil {
-            throw r.error("listen", "[http] listen = \"\(text)\" is not a loopback address: off loopback the endpoint needs [http.auth] (user and password, or token), since the status page can change the state and /metrics names every source; or listen on 127.0.0.1 or ::1 behind a proxy")
+            throw r.error(
+                "listen",
+                "[http] listen = \"\(text)\" is not a loopback address: off loopback the endpoint needs [http.auth] (user and password, or token), since the status page can change the state and /metrics names every source; or listen on 127.0.0.1 or ::1 behind a proxy"
+            )
         }
     }
 }
@@ -57,7 +60,9 @@ package enum HTTPAuth: Sendable, Equatable {
         case (_, _, _?):
             throw r.error(nil, "\(r.what): give 'user' and 'password' (Basic), or 'token' (Bearer), not both")
         default:
-            throw r.error(nil, "\(r.what): give 'user' and 'password' (Basic, password as password_file, password_env or password_credential), or 'token' (Bearer, likewise)")
+            throw r.error(
+                nil,
+                "\(r.what): give 'user' and 'password' (Basic, password as password_file, password_env or password_credential), or 'token' (Bearer, likewise)")
         }
     }
 
@@ -80,7 +85,8 @@ package struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     package var port: UInt16
 
     package init?(_ text: String) {
-        let hostPart: Substring, portPart: Substring
+        let hostPart: Substring
+        let portPart: Substring
         if text.hasPrefix("[") {
             guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
             hostPart = text[text.index(after: text.startIndex)..<close]

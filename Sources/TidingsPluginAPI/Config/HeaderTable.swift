@@ -52,9 +52,10 @@ package struct HeaderTable: Sendable {
 
     /// An RFC 9110 token: what libcurl may put before the colon without changing the request.
     package static func isValidName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy { b in
-            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
-        }
+        !name.isEmpty
+            && name.utf8.allSatisfy { b in
+                (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
+            }
     }
 
     /// No line break or NUL: a value cannot add headers of its own.

@@ -246,7 +246,8 @@ package final class OptionReader {
     package func requestURL(_ key: String) throws -> URL {
         let raw = try requiredString(key)
         guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              let host = url.host, !host.isEmpty else {
+            let host = url.host, !host.isEmpty
+        else {
             throw error(key, "\(what): '\(key)' must be an http:// or https:// URL, not \"\(Redactor.shared.scrub(raw))\"")
         }
         guard let password = url.password, !password.isEmpty else { return url }
@@ -256,7 +257,10 @@ package final class OptionReader {
         _ = Secret(Data("\((url.user ?? "").removingPercentEncoding ?? ""):\(decoded)".utf8).base64EncodedString())
         secretHashes.append(Fingerprint.of(["secret", key, decoded]))
         if let mode = FilePermissions.mode(of: file), mode & 0o044 != 0 {
-            throw error(key, "\(what): '\(key)' carries a password, an inline secret, in a file readable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod 600 \(file), or send it as a header from a file (headers = { Authorization_file = \"…\" })")
+            throw error(
+                key,
+                "\(what): '\(key)' carries a password, an inline secret, in a file readable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod 600 \(file), or send it as a header from a file (headers = { Authorization_file = \"…\" })"
+            )
         }
         return url
     }
@@ -303,7 +307,10 @@ package final class OptionReader {
         switch source {
         case .inline:
             if let mode = FilePermissions.mode(of: file), mode & 0o044 != 0 {
-                throw error(key, "\(what): inline secret '\(key)' in a file readable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod 600 \(file), or use '\(key)_file'")
+                throw error(
+                    key,
+                    "\(what): inline secret '\(key)' in a file readable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod 600 \(file), or use '\(key)_file'"
+                )
             }
             return raw
         case .file:
@@ -321,7 +328,8 @@ package final class OptionReader {
                 throw error(variant, "\(what): '\(variant)' must name a credential (a file name, as in LoadCredential=NAME:…), not \"\(raw)\"")
             }
             guard let dir = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"], !dir.isEmpty else {
-                throw error(variant, "\(what): '\(variant)' needs $CREDENTIALS_DIRECTORY, which is not set (systemd sets it for a unit with LoadCredential=\(raw):…)")
+                throw error(
+                    variant, "\(what): '\(variant)' needs $CREDENTIALS_DIRECTORY, which is not set (systemd sets it for a unit with LoadCredential=\(raw):…)")
             }
             let path = (dir as NSString).appendingPathComponent(raw)
             return try readSecretFile(path, variant: variant, named: "credential \(raw) (\(path))", private: false)

@@ -115,7 +115,8 @@ final class NeedleTable: Sendable {
         // byte pairs: this keeps the scan at the speed of a plain loop over the bytes.
         pairs.withUnsafeBufferPointer { pairs -> [UInt8]? in
             var out: [UInt8] = []
-            var copied = 0, i = 0
+            var copied = 0
+            var i = 0
             let n = bytes.count
             while true {
                 // The hot loop: to the next position where a form may start.

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Hosts whose traffic never leaves the machine: `localhost` and `*.localhost` (RFC 6761),

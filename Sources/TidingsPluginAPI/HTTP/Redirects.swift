@@ -26,7 +26,7 @@ package struct Origin: Sendable, Equatable, CustomStringConvertible {
     /// Nil for a URL without a host, or with a scheme other than http and https.
     package init?(_ url: URL) {
         guard let scheme = url.scheme?.lowercased(), let defaultPort = ["http": 80, "https": 443][scheme],
-              let host = url.host?.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]")), !host.isEmpty
+            let host = url.host?.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]")), !host.isEmpty
         else { return nil }
         self.scheme = scheme
         self.host = host

@@ -62,7 +62,8 @@ package struct CompactJSONWriter {
     /// The order `JSONEncoder` uses for `.sortedKeys` on Linux: by UTF-8 bytes (memcmp, not
     /// `String.<`, which compares canonically equivalent text as equal).
     package static func keyOrder(_ a: String, _ b: String) -> Bool {
-        var a = a, b = b
+        var a = a
+        var b = b
         return a.withUTF8 { x in
             b.withUTF8 { y in
                 let n = min(x.count, y.count)

@@ -57,10 +57,11 @@ package struct Event: Sendable, Equatable {
         let o = try JSONMembers<Member>(parsing: jsonLine, what: "event")
         let typeName = try o.string(.event)
         guard let type = EventType(rawValue: typeName) else { throw JSONParseError(message: "event: unknown 'event' type '\(typeName)'") }
-        let severity = try o.optionalString(.severity).map { s throws(JSONParseError) in
-            guard let v = Severity(rawValue: s) else { throw JSONParseError(message: "event: unknown severity '\(s)'") }
-            return v
-        } ?? .info
+        let severity =
+            try o.optionalString(.severity).map { s throws(JSONParseError) in
+                guard let v = Severity(rawValue: s) else { throw JSONParseError(message: "event: unknown severity '\(s)'") }
+                return v
+            } ?? .info
         let stamp = try o.string(.observedAt)
         guard let observedAt = Timestamp.parse(stamp) else { throw JSONParseError(message: "event: bad timestamp \(stamp)") }
         let data: JSONValue

@@ -17,8 +17,10 @@ package struct EventFormatter: Sendable {
     /// ``TerminalText/line(_:)``: control and bidi characters become visible `\u{…}` escapes,
     /// line breaks and tabs become spaces.
     package func line(_ e: Event) -> String {
-        var parts = [dim(Self.localTime(e.observedAt)), paint(e.severity.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0), e.severity),
-                     bold(TerminalText.line(e.source)), e.event.rawValue, TerminalText.line(e.title)]
+        var parts = [
+            dim(Self.localTime(e.observedAt)), paint(e.severity.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0), e.severity),
+            bold(TerminalText.line(e.source)), e.event.rawValue, TerminalText.line(e.title),
+        ]
         let body = TerminalText.line(e.body)
         if !body.isEmpty { parts.append("— " + (body.count > 160 ? String(body.prefix(159)) + "…" : body)) }
         if let url = e.url, !url.isEmpty { parts.append(dim("<\(TerminalText.line(url))>")) }

@@ -48,9 +48,15 @@ package struct JSONParser {
         case UInt8(ascii: "{"): return try object(depth: depth + 1)
         case UInt8(ascii: "["): return try array(depth: depth + 1)
         case UInt8(ascii: "\""): return .string(try string())
-        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
-        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
-        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try number())
         default: throw failure("unexpected \(describeByte())")
         }
@@ -62,11 +68,17 @@ package struct JSONParser {
         var out: [String: JSONValue] = [:]
         var repeated: [String: String] = [:]
         skipWhitespace()
-        if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(out) }
+        if i < bytes.count, bytes[i] == UInt8(ascii: "}") {
+            i += 1
+            return .object(out)
+        }
         while true {
             skipWhitespace()
             // One trailing comma is tolerated, as JSONDecoder does.
-            if !out.isEmpty, i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(out) }
+            if !out.isEmpty, i < bytes.count, bytes[i] == UInt8(ascii: "}") {
+                i += 1
+                return .object(out)
+            }
             guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw failure("expected a quoted key") }
             let key = try string()
             skipWhitespace()
@@ -77,15 +89,27 @@ package struct JSONParser {
             if let earlier = out[key] {
                 // A repeated name: keep the value whose JSON text sorts first (each text made
                 // once, so a hostile run of repeats stays linear).
-                let kept = repeated[key] ?? earlier.jsonString(), text = v.jsonString()
-                if CompactJSONWriter.keyOrder(text, kept) { out[key] = v; repeated[key] = text } else { repeated[key] = kept }
+                let kept = repeated[key] ?? earlier.jsonString()
+                let text = v.jsonString()
+                if CompactJSONWriter.keyOrder(text, kept) {
+                    out[key] = v
+                    repeated[key] = text
+                } else {
+                    repeated[key] = kept
+                }
             } else {
                 out[key] = v
             }
             skipWhitespace()
             guard i < bytes.count else { throw failure("unexpected end of input in an object") }
-            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-            if bytes[i] == UInt8(ascii: "}") { i += 1; return .object(out) }
+            if bytes[i] == UInt8(ascii: ",") {
+                i += 1
+                continue
+            }
+            if bytes[i] == UInt8(ascii: "}") {
+                i += 1
+                return .object(out)
+            }
             throw failure("expected ',' or '}' in an object, found \(describeByte())")
         }
     }
@@ -95,15 +119,27 @@ package struct JSONParser {
         i += 1
         var out: [JSONValue] = []
         skipWhitespace()
-        if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; return .array(out) }
+        if i < bytes.count, bytes[i] == UInt8(ascii: "]") {
+            i += 1
+            return .array(out)
+        }
         while true {
             skipWhitespace()
-            if !out.isEmpty, i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; return .array(out) }
+            if !out.isEmpty, i < bytes.count, bytes[i] == UInt8(ascii: "]") {
+                i += 1
+                return .array(out)
+            }
             out.append(try value(depth: depth))
             skipWhitespace()
             guard i < bytes.count else { throw failure("unexpected end of input in an array") }
-            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
-            if bytes[i] == UInt8(ascii: "]") { i += 1; return .array(out) }
+            if bytes[i] == UInt8(ascii: ",") {
+                i += 1
+                continue
+            }
+            if bytes[i] == UInt8(ascii: "]") {
+                i += 1
+                return .array(out)
+            }
             throw failure("expected ',' or ']' in an array, found \(describeByte())")
         }
     }

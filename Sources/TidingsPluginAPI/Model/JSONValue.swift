@@ -12,12 +12,19 @@ package enum JSONValue: Sendable, Hashable, Codable {
 
     package init(from decoder: Decoder) throws {
         let c = try decoder.singleValueContainer()
-        if c.decodeNil() { self = .null }
-        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
-        else if let n = try? c.decode(Double.self) { self = .number(n) }
-        else if let s = try? c.decode(String.self) { self = .string(s) }
-        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
-        else { self = .object(try c.decode([String: JSONValue].self)) }
+        if c.decodeNil() {
+            self = .null
+        } else if let b = try? c.decode(Bool.self) {
+            self = .bool(b)
+        } else if let n = try? c.decode(Double.self) {
+            self = .number(n)
+        } else if let s = try? c.decode(String.self) {
+            self = .string(s)
+        } else if let a = try? c.decode([JSONValue].self) {
+            self = .array(a)
+        } else {
+            self = .object(try c.decode([String: JSONValue].self))
+        }
     }
 
     package func encode(to encoder: Encoder) throws {
@@ -60,10 +67,22 @@ package enum JSONValue: Sendable, Hashable, Codable {
         }
     }
 
-    package var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
-    package var arrayValue: [JSONValue]? { if case .array(let a) = self { return a }; return nil }
-    package var objectValue: [String: JSONValue]? { if case .object(let o) = self { return o }; return nil }
-    package var isNull: Bool { if case .null = self { return true }; return false }
+    package var boolValue: Bool? {
+        if case .bool(let b) = self { return b }
+        return nil
+    }
+    package var arrayValue: [JSONValue]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+    package var objectValue: [String: JSONValue]? {
+        if case .object(let o) = self { return o }
+        return nil
+    }
+    package var isNull: Bool {
+        if case .null = self { return true }
+        return false
+    }
 
     /// Compact JSON text with sorted keys (stable for fingerprints). Byte-identical to
     /// `JSONEncoder` with `[.sortedKeys, .withoutEscapingSlashes]` wherever that succeeds;

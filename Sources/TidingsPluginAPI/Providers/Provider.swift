@@ -119,12 +119,15 @@ package struct PollContext: Sendable {
     /// - The response body passes through ``Redactor``: a server that echoes a credential
     ///   cannot plant it in items, events or the state.
     /// - `caFile`: the source's `ca_file`, trusted for https instead of the system's CAs.
-    package func send(_ method: String = "GET", _ url: URL, headers: [(String, String)] = [], body: Data? = nil,
-                     credentials: Credentials, caFile: String? = nil) async throws -> HTTPResponse {
+    package func send(
+        _ method: String = "GET", _ url: URL, headers: [(String, String)] = [], body: Data? = nil,
+        credentials: Credentials, caFile: String? = nil
+    ) async throws -> HTTPResponse {
         do {
-            var response = try await http.send(HTTPRequest(
-                method: method, url: url, headers: headers, body: body, timeout: timeout, maxBody: maxBody,
-                redirects: credentials.redirects, caFile: caFile))
+            var response = try await http.send(
+                HTTPRequest(
+                    method: method, url: url, headers: headers, body: body, timeout: timeout, maxBody: maxBody,
+                    redirects: credentials.redirects, caFile: caFile))
             response.body = Redactor.shared.scrub(response.body)
             return response
         } catch let e as HTTPClientError {

@@ -14,7 +14,10 @@ package final class AsyncSemaphore: Sendable {
     package func wait() async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let ready = state.withLock { s -> Bool in
-                if s.available > 0 { s.available -= 1; return true }
+                if s.available > 0 {
+                    s.available -= 1
+                    return true
+                }
                 s.waiters.append(c)
                 return false
             }
@@ -24,7 +27,10 @@ package final class AsyncSemaphore: Sendable {
 
     package func signal() {
         let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            if s.waiters.isEmpty { s.available += 1; return nil }
+            if s.waiters.isEmpty {
+                s.available += 1
+                return nil
+            }
             return s.waiters.removeFirst()
         }
         next?.resume()

@@ -92,7 +92,8 @@ package struct StderrLogHandler: LogHandler {
     package func log(event: LogEvent) {
         var all = metadata
         event.metadata?.forEach { all[$0] = $1 }
-        FileHandle.standardError.write(Data(Self.line(at: Date(), level: event.level, metadata: all, message: "\(event.message)", destination: destination).utf8))
+        FileHandle.standardError.write(
+            Data(Self.line(at: Date(), level: event.level, metadata: all, message: "\(event.message)", destination: destination).utf8))
     }
 
     /// One log line, newline-terminated: secrets scrubbed, then the whole text (metadata values

@@ -173,7 +173,8 @@ private struct ScalarSet: Sendable {
 
     /// In a range or builtin, before negation and folding.
     private func listed(_ c: Unicode.Scalar) -> Bool {
-        var lo = 0, hi = ranges.count
+        var lo = 0
+        var hi = ranges.count
         while lo < hi {
             let mid = (lo + hi) / 2
             if ranges[mid].upperBound < c.value { lo = mid + 1 } else { hi = mid }
@@ -197,13 +198,13 @@ private let posixClasses: [String: [ClosedRange<UInt32>]] = [
 
 /// A zero-width test of the scalars either side of a position.
 private enum Assertion: Sendable {
-    case textStart              // \A, ^
-    case lineStart              // ^ with (?m)
-    case textEnd                // \z
+    case textStart  // \A, ^
+    case lineStart  // ^ with (?m)
+    case textEnd  // \z
     case textEndOrFinalNewline  // \Z, $
-    case lineEnd                // $ with (?m)
-    case wordBoundary           // \b
-    case notWordBoundary        // \B
+    case lineEnd  // $ with (?m)
+    case wordBoundary  // \b
+    case notWordBoundary  // \B
 
     /// `prev` is the scalar before the position, `next` the one after it, `afterNext` the one
     /// after that (nil past the end of the text).
@@ -246,7 +247,11 @@ private struct Parser {
     enum Last { case nothing, atom, quantified }
 
     /// One escape: a scalar, a class like `\d`, or an assertion like `\b`.
-    enum Escape { case scalar(Unicode.Scalar), builtin(Builtin), assertion(Assertion) }
+    enum Escape {
+        case scalar(Unicode.Scalar)
+        case builtin(Builtin)
+        case assertion(Assertion)
+    }
 
     let s: [Unicode.Scalar]
     var i = 0
@@ -341,9 +346,15 @@ private struct Parser {
         let at = i
         var bounds: (Int, Int?)
         switch peek() {
-        case "*": bounds = (0, nil); i += 1
-        case "+": bounds = (1, nil); i += 1
-        case "?": bounds = (0, 1); i += 1
+        case "*":
+            bounds = (0, nil)
+            i += 1
+        case "+":
+            bounds = (1, nil)
+            i += 1
+        case "?":
+            bounds = (0, 1)
+            i += 1
         case "{":
             guard let counted = parseCount() else { return nil }
             bounds = counted
@@ -465,9 +476,15 @@ private struct Parser {
     mutating func parseAtom(_ flags: Flags) throws(SyntaxError) -> Node {
         let c = s[i]
         switch c {
-        case ".": i += 1; return .any(dotAll: flags.dotAll)
-        case "^": i += 1; return .assertion(flags.multiline ? .lineStart : .textStart)
-        case "$": i += 1; return .assertion(flags.multiline ? .lineEnd : .textEndOrFinalNewline)
+        case ".":
+            i += 1
+            return .any(dotAll: flags.dotAll)
+        case "^":
+            i += 1
+            return .assertion(flags.multiline ? .lineStart : .textStart)
+        case "$":
+            i += 1
+            return .assertion(flags.multiline ? .lineEnd : .textEndOrFinalNewline)
         case "[": return try parseClass(flags)
         case "\\":
             switch try parseEscape(inClass: false) {
@@ -519,15 +536,23 @@ private struct Parser {
             var digits = ""
             if peek() == "{" {
                 i += 1
-                while let d = peek(), d != "}" { digits.unicodeScalars.append(d); i += 1 }
+                while let d = peek(), d != "}" {
+                    digits.unicodeScalars.append(d)
+                    i += 1
+                }
                 guard peek() == "}" else { throw fail("missing '}' in '\(written){' at offset \(at)") }
                 i += 1
             } else {
                 let count = c == "x" ? 2 : 4
-                for _ in 0..<count where i < s.count { digits.unicodeScalars.append(s[i]); i += 1 }
+                for _ in 0..<count where i < s.count {
+                    digits.unicodeScalars.append(s[i])
+                    i += 1
+                }
                 guard digits.unicodeScalars.count == count else { throw fail("'\(written)' at offset \(at) needs \(count) hex digits") }
             }
-            guard digits.count <= 8, digits.unicodeScalars.allSatisfy(\.properties.isASCIIHexDigit), let v = UInt32(digits, radix: 16), let scalar = Unicode.Scalar(v) else {
+            guard digits.count <= 8, digits.unicodeScalars.allSatisfy(\.properties.isASCIIHexDigit), let v = UInt32(digits, radix: 16),
+                let scalar = Unicode.Scalar(v)
+            else {
                 throw fail("bad escape '\(text(at..<i))' at offset \(at): not a Unicode scalar in hex")
             }
             return .scalar(scalar)
@@ -587,7 +612,9 @@ private struct Parser {
         }
         switch try parseEscape(inClass: true) {
         case .scalar(let x): return x
-        case .builtin(let b): set.builtins.append(b); return nil
+        case .builtin(let b):
+            set.builtins.append(b)
+            return nil
         case .assertion: return nil  // parseEscape refuses these inside brackets
         }
     }
@@ -651,11 +678,13 @@ private struct Program: Sendable {
     /// that it cannot match. A naive search, resumed after each run found: O(text × run).
     func mayMatch(_ text: String) -> Bool {
         let scalars = text.unicodeScalars
-        var start = scalars.startIndex, offset = 0  // where the next run may begin
+        var start = scalars.startIndex
+        var offset = 0  // where the next run may begin
         for run in requiredRuns {
             while true {
                 if offset + run.count > SafeRegex.maxInputScalars { return false }
-                var i = start, k = 0
+                var i = start
+                var k = 0
                 while k < run.count, i < scalars.endIndex, run[k].acceptsLiteral(scalars[i]) {
                     scalars.formIndex(after: &i)
                     k += 1
@@ -739,7 +768,8 @@ private enum Compiler {
         case .empty:
             break
         case .literal(let c, let fold):
-            let lower = CaseMap.lower(c), upper = CaseMap.upper(c)
+            let lower = CaseMap.lower(c)
+            let upper = CaseMap.upper(c)
             if fold && (c.value >= 0x80 || lower != upper) {
                 p.instructions.append(.foldedScalar(lower: lower, upper: upper))
                 p.foldsCase = true
@@ -835,8 +865,10 @@ private struct Machine {
     let seen: UnsafeMutablePointer<UInt32>
     var generation: UInt32 = 0
 
-    init(program: Program, code: UnsafeBufferPointer<Instruction>, current: UnsafeMutablePointer<Int>,
-         next: UnsafeMutablePointer<Int>, stack: UnsafeMutablePointer<Int>, seen: UnsafeMutablePointer<UInt32>) {
+    init(
+        program: Program, code: UnsafeBufferPointer<Instruction>, current: UnsafeMutablePointer<Int>,
+        next: UnsafeMutablePointer<Int>, stack: UnsafeMutablePointer<Int>, seen: UnsafeMutablePointer<UInt32>
+    ) {
         self.program = program
         self.code = code
         self.current = current
@@ -863,7 +895,8 @@ private struct Machine {
             for k in 0..<currentCount {
                 let pc = current[k]
                 if consumes(code[pc], c, lower: lower, upper: upper),
-                   addThread(pc + 1, prev: c, next: after, afterNext: afterAfter) {
+                    addThread(pc + 1, prev: c, next: after, afterNext: afterAfter)
+                {
                     return true
                 }
             }

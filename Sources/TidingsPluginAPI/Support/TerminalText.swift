@@ -15,8 +15,8 @@ package enum TerminalText {
     package static func line(_ text: String) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)
-        var spaces = 0          // the spaces of the whitespace run not written yet
-        var runHasBreak = false // ... and whether it holds a line break or tab
+        var spaces = 0  // the spaces of the whitespace run not written yet
+        var runHasBreak = false  // ... and whether it holds a line break or tab
         for scalar in text.unicodeScalars {
             if scalar == " " {
                 spaces += 1

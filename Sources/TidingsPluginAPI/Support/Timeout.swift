@@ -13,15 +13,17 @@ package func withTimeout<T: Sendable>(
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, Error>) in
             once.install(c)
-            work.set(Task {
+            work.set(
+                Task {
                     let result: Result<T, Error>
                     do { result = .success(try await body()) } catch { result = .failure(error) }
                     if once.resume(result) { timer.cancel() }
                 })
-            timer.set(Task {
-                do { try await Task.sleep(for: .seconds(seconds)) } catch { return }
-                if once.resume(.failure(onTimeout())) { work.cancel() }
-            })
+            timer.set(
+                Task {
+                    do { try await Task.sleep(for: .seconds(seconds)) } catch { return }
+                    if once.resume(.failure(onTimeout())) { work.cancel() }
+                })
         }
     } onCancel: {
         work.cancel()
@@ -36,7 +38,10 @@ final class ResumeOnce<T: Sendable>: Sendable {
 
     func install(_ c: CheckedContinuation<T, Error>) {
         let early = state.withLock { s -> Result<T, Error>? in
-            if let e = s.early { s.early = nil; return e }
+            if let e = s.early {
+                s.early = nil
+                return e
+            }
             s.continuation = c
             return nil
         }
@@ -49,13 +54,18 @@ final class ResumeOnce<T: Sendable>: Sendable {
         let c = state.withLock { s -> CheckedContinuation<T, Error>?? in
             if s.done { return .none }
             s.done = true
-            if let c = s.continuation { s.continuation = nil; return .some(c) }
+            if let c = s.continuation {
+                s.continuation = nil
+                return .some(c)
+            }
             s.early = result
             return .some(nil)
         }
         switch c {
         case .none: return false
-        case .some(let cont): cont?.resume(with: result); return true
+        case .some(let cont):
+            cont?.resume(with: result)
+            return true
         }
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// What the chat channels (`telegram`, `slack`, `discord`) have in common: the severity mark,
 /// which event URLs become links, and how their secret-bearing URLs are read.
@@ -23,7 +23,7 @@ package enum ChatChannel {
     /// (a `javascript:` URL or a malformed one from a remote system is not linked).
     package static func link(_ event: Event) -> URL? {
         guard let raw = event.url, let url = URL(string: raw), let scheme = url.scheme?.lowercased(),
-              scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty
+            scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty
         else { return nil }
         return url
     }
@@ -45,10 +45,12 @@ package enum ChatChannel {
     package static func httpURL(_ o: OptionReader, _ key: String, _ raw: String, shown: Bool) throws -> URL {
         let value = shown ? " \"\(raw)\"" : " (value not shown: it is a secret)"
         guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              let host = url.host, !host.isEmpty
+            let host = url.host, !host.isEmpty
         else { throw o.error(key, "\(o.what): '\(key)' must be an https:// URL\(shown ? ", not" : "")\(value)") }
         if scheme == "http" && !Loopback.contains(host: host) {
-            throw o.error(key, "\(o.what): '\(key)' must use https:// (plain http is only allowed to loopback: the request carries a secret)\(shown ? "; got\(value)" : "")")
+            throw o.error(
+                key,
+                "\(o.what): '\(key)' must use https:// (plain http is only allowed to loopback: the request carries a secret)\(shown ? "; got\(value)" : "")")
         }
         return url
     }
@@ -77,12 +79,15 @@ package enum ChatChannel {
 
     /// A POST of a JSON payload, never redirected.
     package static func post(_ url: URL, json: Data) -> HTTPRequest {
-        HTTPRequest(method: "POST", url: url, headers: [("Content-Type", "application/json")], body: json,
-                    timeout: timeout, maxBody: maxBody, redirects: .never)
+        HTTPRequest(
+            method: "POST", url: url, headers: [("Content-Type", "application/json")], body: json,
+            timeout: timeout, maxBody: maxBody, redirects: .never)
     }
 
     /// The message of a failed answer, as ``HTTPDelivery`` words it, plus what it means.
-    package static func failure(_ endpoint: String, _ r: HTTPResponse, _ category: DeliveryError.Category, _ meaning: String, retryAfter: TimeInterval? = nil) -> HTTPDelivery.Outcome {
+    package static func failure(_ endpoint: String, _ r: HTTPResponse, _ category: DeliveryError.Category, _ meaning: String, retryAfter: TimeInterval? = nil)
+        -> HTTPDelivery.Outcome
+    {
         .failed(DeliveryError(category, "\(endpoint): HTTP \(r.status)\(HTTPDelivery.excerpt(r.body)) (\(meaning))", retryAfter: retryAfter))
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// What the desktop's "Snooze 1h" action does: a silence of that item (`source=S key=K`) for
 /// an hour, made in the state as `tidings silence add` would (DESIGN §10).
@@ -19,8 +19,9 @@ struct DesktopSnooze: Sendable {
         DispatchQueue.global().async {
             let now = Date()
             do {
-                let s = try writer.addSilence(matchers: matchers, comment: Silence.snoozeComment, now: now,
-                                              until: now.addingTimeInterval(Silence.snoozeDuration))
+                let s = try writer.addSilence(
+                    matchers: matchers, comment: Silence.snoozeComment, now: now,
+                    until: now.addingTimeInterval(Silence.snoozeDuration))
                 logger.notice("snoozed \(what) for \(DurationParser.format(Silence.snoozeDuration)) from the desktop (silence \(s.id))")
             } catch {
                 logger.error("could not snooze \(what) from the desktop: \(error)")

@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// Notification urgency (freedesktop `urgency` hint).
 package enum DesktopUrgency: String, Sendable, Equatable {
@@ -148,15 +148,17 @@ package struct DesktopStyle: Sendable, Equatable {
     }
 
     func summary(of events: [Event], source: String) -> DesktopNotification {
-        let kinds = Set(events.map(\.kind)), types = Set(events.map(\.event))
+        let kinds = Set(events.map(\.kind))
+        let types = Set(events.map(\.event))
         let kind = kinds.count == 1 ? kinds.first! : nil
         var title = "\(events.count) "
         if let t = types.first, types.count == 1, [.new, .changed, .removed].contains(t) { title += "\(t.rawValue) " }
         title += kind.map { $0.hasSuffix("s") ? $0 : $0 + "s" } ?? "events"
         title += " from \(source)"
         let urls = Set(events.map(\.url))
-        return summary(title, lines: events.map { "• " + titleTemplate.render($0) }, events: events,
-                       openURL: urls.count == 1 ? Self.openable(urls.first!) : nil)
+        return summary(
+            title, lines: events.map { "• " + titleTemplate.render($0) }, events: events,
+            openURL: urls.count == 1 ? Self.openable(urls.first!) : nil)
     }
 
     /// A digest (quiet hours, `group_wait`) as one summary notification, as a burst is: the

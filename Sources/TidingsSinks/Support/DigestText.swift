@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// How a ``Digest`` reads in every channel that shows one as one message (DESIGN §10): a heading
 /// (``Digest/title``: "3 events from helpdesk (held for quiet hours)"), then one line per item:

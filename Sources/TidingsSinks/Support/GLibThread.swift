@@ -1,8 +1,8 @@
 import CLibnotify
 import Foundation
 import Synchronization
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// One dedicated thread that owns a GLib main context and runs it for the life of the
 /// process: every libnotify/GLib call of the desktop sinks happens here, never on Swift's cooperative pool, and the signals
@@ -39,7 +39,12 @@ final class GLibThread: @unchecked Sendable {
     }
 
     private func startIfNeeded() {
-        guard state.withLock({ s in defer { s.started = true }; return !s.started }) else { return }
+        guard
+            state.withLock({ s in
+                defer { s.started = true }
+                return !s.started
+            })
+        else { return }
         let thread = Thread { [self] in self.main() }
         thread.name = name
         thread.start()
@@ -71,7 +76,12 @@ final class GLibThread: @unchecked Sendable {
         let resolved = Mutex(false)
         return try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, Error>) in
             @Sendable func finish(_ r: Result<T, Error>) {
-                if resolved.withLock({ done in defer { done = true }; return !done }) { c.resume(with: r) }
+                if resolved.withLock({ done in
+                    defer { done = true }
+                    return !done
+                }) {
+                    c.resume(with: r)
+                }
             }
             state.withLock { s in
                 s.jobs.append {

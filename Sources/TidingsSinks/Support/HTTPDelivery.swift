@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// One channel message over HTTP, in the outbox's terms.
 ///
@@ -84,9 +84,15 @@ package struct HTTPDelivery: Sendable {
         case 410:
             return .failed(DeliveryError(.gone, what + " (the receiver says this endpoint is gone)"))
         case 301, 308:
-            return .failed(DeliveryError(.gone, "\(endpoint): HTTP \(r.status), moved permanently to \(Self.location(r, from: url)); sinks do not follow redirects: update the sink's url"))
+            return .failed(
+                DeliveryError(
+                    .gone,
+                    "\(endpoint): HTTP \(r.status), moved permanently to \(Self.location(r, from: url)); sinks do not follow redirects: update the sink's url"))
         case 300..<400:
-            return .failed(DeliveryError(.retryable, "\(endpoint): HTTP \(r.status) redirect to \(Self.location(r, from: url)); sinks do not follow redirects", retryAfter: r.retryAfter))
+            return .failed(
+                DeliveryError(
+                    .retryable, "\(endpoint): HTTP \(r.status) redirect to \(Self.location(r, from: url)); sinks do not follow redirects",
+                    retryAfter: r.retryAfter))
         default:
             return .failed(DeliveryError(.permanent, what))
         }

@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 extension OptionReader {
     /// An `http://` or `https://` URL option with a host (a channel's server or API endpoint),
@@ -13,7 +13,7 @@ extension OptionReader {
             throw error(nil, "\(what): missing required key '\(key)'")
         }
         guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              let host = url.host, !host.isEmpty
+            let host = url.host, !host.isEmpty
         else {
             throw error(key, "\(what): '\(key)' must be an http:// or https:// URL, not \"\(Redactor.shared.scrub(raw))\"")
         }

@@ -72,12 +72,15 @@ final class Libnotify: @unchecked Sendable {
             actions.append(Action(id: "snooze", label: DesktopSnooze.label) { snooze.snooze(matchers) })
         }
         for action in actions {
-            notify_notification_add_action(note, action.id, action.label, { _, _, data in
-                guard let data else { return }
-                Unmanaged<Action>.fromOpaque(data).takeUnretainedValue().run()
-            }, Unmanaged.passRetained(action).toOpaque(), { data in
-                if let data { Unmanaged<Action>.fromOpaque(data).release() }
-            })
+            notify_notification_add_action(
+                note, action.id, action.label,
+                { _, _, data in
+                    guard let data else { return }
+                    Unmanaged<Action>.fromOpaque(data).takeUnretainedValue().run()
+                }, Unmanaged.passRetained(action).toOpaque(),
+                { data in
+                    if let data { Unmanaged<Action>.fromOpaque(data).release() }
+                })
         }
         var error: UnsafeMutablePointer<GError>?
         guard notify_notification_show(note, &error) != 0 else {

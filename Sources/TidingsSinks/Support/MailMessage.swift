@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// An e-mail address as the `email` sink accepts it: `user@example.org` or
 /// `Display Name <user@example.org>`.
@@ -69,7 +69,8 @@ package struct MailAddress: Sendable, Equatable, CustomStringConvertible {
         }
         guard spec.utf8.count <= 254 else { throw MailAddressError("\"\(spec)\" is longer than 254 characters") }
         guard let at = spec.lastIndex(of: "@") else { throw MailAddressError("\"\(spec)\" has no '@'") }
-        let local = spec[..<at], domain = spec[spec.index(after: at)...]
+        let local = spec[..<at]
+        let domain = spec[spec.index(after: at)...]
         let dotAtom = local.split(separator: ".", omittingEmptySubsequences: false)
         guard !local.isEmpty, local.utf8.count <= 64, dotAtom.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy(isAtext) }) else {
             throw MailAddressError("\"\(spec)\": the part before '@' must be 1 to 64 letters, digits or !#$%&'*+-/=?^_`{|}~, with single dots between them")
@@ -82,10 +83,12 @@ package struct MailAddress: Sendable, Equatable, CustomStringConvertible {
             return
         }
         let labels = domain.split(separator: ".", omittingEmptySubsequences: false)
-        let valid = !domain.isEmpty && labels.allSatisfy { label in
-            label.utf8.count <= 63 && !label.isEmpty && !label.hasPrefix("-") && !label.hasSuffix("-")
-                && label.utf8.allSatisfy(isLabelByte)
-        }
+        let valid =
+            !domain.isEmpty
+            && labels.allSatisfy { label in
+                label.utf8.count <= 63 && !label.isEmpty && !label.hasPrefix("-") && !label.hasSuffix("-")
+                    && label.utf8.allSatisfy(isLabelByte)
+            }
         guard valid else { throw MailAddressError("\"\(spec)\": the domain must be labels of letters, digits and '-' separated by dots") }
     }
 
@@ -103,7 +106,8 @@ package struct MailAddress: Sendable, Equatable, CustomStringConvertible {
         let phrase: [String]
         if name.unicodeScalars.allSatisfy({ $0.isASCII }) {
             let words = name.split(separator: " ").map(String.init)
-            phrase = words.allSatisfy({ $0.utf8.allSatisfy(Self.isAtext) && $0.count <= MailHeader.plainWordLimit })
+            phrase =
+                words.allSatisfy({ $0.utf8.allSatisfy(Self.isAtext) && $0.count <= MailHeader.plainWordLimit })
                 ? words : ["\"" + name + "\""]
         } else {
             phrase = MailHeader.encodedWords(name)
@@ -154,7 +158,8 @@ package enum MailHeader {
         var clean = ""
         for s in text.unicodeScalars { clean.unicodeScalars.append(s.properties.generalCategory == .control ? " " : s) }
         let words = clean.split(separator: " ").map(String.init)
-        let plain = clean.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value < 0x7f } && !clean.contains("=?")
+        let plain =
+            clean.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value < 0x7f } && !clean.contains("=?")
             && words.allSatisfy { $0.count <= plainWordLimit }
         let firstRoom = encodedLineLimit - name.count - 2
         return fold(name, plain ? words : encodedWords(clean.trimmingCharacters(in: .whitespaces), firstRoom: firstRoom))
@@ -163,7 +168,8 @@ package enum MailHeader {
     /// `text` as B-encoded UTF-8 encoded-words, split between characters (a character too long
     /// for one word, between its Unicode scalars), the first at most `firstRoom` long.
     package static func encodedWords(_ text: String, firstRoom: Int = encodedWordLimit) -> [String] {
-        let prefix = "=?UTF-8?B?", suffix = "?="
+        let prefix = "=?UTF-8?B?"
+        let suffix = "?="
         func length(_ bytes: Int) -> Int { prefix.count + suffix.count + (bytes + 2) / 3 * 4 }
         var words: [String] = []
         var chunk: [UInt8] = []

@@ -1,7 +1,7 @@
 import Foundation
 import Mustache
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// The markup a channel renders, and so how remote text is escaped into it by `{{name}}`
 /// (`{{{name}}}` inserts it unescaped, as Mustache does).
@@ -221,7 +221,7 @@ package struct MessageTemplate: Sendable, Equatable {
         case MustacheTemplate.Error.expectedSectionEnd: return "a section is never closed ({{/name}} missing)"
         case MustacheTemplate.Error.invalidSetDelimiter: return "invalid set-delimiter tag ({{=<% %>=}} is the form)"
         case MustacheTemplate.Error.transformAppliedToInheritanceSection, MustacheTemplate.Error.illegalTokenInsideInheritSection,
-             MustacheTemplate.Error.textInsideInheritSection:
+            MustacheTemplate.Error.textInsideInheritSection:
             return "invalid inheritance tag ({{<…}}, {{$…}}): templates here have no partials to inherit from"
         case MustacheTemplate.Error.invalidConfigVariableSyntax, MustacheTemplate.Error.unrecognisedConfigVariable:
             return "unknown pragma {{%…}}"

@@ -1,6 +1,6 @@
 import Foundation
-import TidingsPluginAPI
 import TidingsPOSIX
+import TidingsPluginAPI
 
 /// The text of a phone push (ntfy, Gotify, Pushover): the sink's `title_template` (default
 /// `{{title}}`) and `body_template` (default `{{body}}`) rendered as plain text, and cut to the

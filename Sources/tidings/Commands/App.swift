@@ -1,14 +1,14 @@
 import ArgumentParser
 import Foundation
 import Logging
-import TidingsProviders
-import TidingsCurl
-import TidingsSinks
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsCurl
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsProviders
+import TidingsSQLite
+import TidingsSinks
 
 /// What a command needs: the loaded config and the state database.
 struct App {

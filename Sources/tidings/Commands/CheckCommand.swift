@@ -1,11 +1,11 @@
 import ArgumentParser
 import Foundation
 import Logging
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 struct CheckCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -72,7 +72,9 @@ struct CheckCommand: AsyncParsableCommand {
         // routed, and they deliver them.
         let daemons = dryRun ? [] : try StateOwner.sharingDaemons(store)
         if !daemons.isEmpty {
-            logger.notice("\(daemons.count) daemon\(daemons.count == 1 ? "" : "s") share the state in \(store.path) (\(daemons.joined(separator: ", "))): polling now on request; they deliver the events to their sinks")
+            logger.notice(
+                "\(daemons.count) daemon\(daemons.count == 1 ? "" : "s") share the state in \(store.path) (\(daemons.joined(separator: ", "))): polling now on request; they deliver the events to their sinks"
+            )
             options = RecordOptions(router: app.router)
             options.accounting = .uncounted
         }
@@ -87,15 +89,18 @@ struct CheckCommand: AsyncParsableCommand {
         show(reports)
         var failed = false
         if deliver && !dryRun && daemons.isEmpty {
-            let worker = OutboxWorker(store: store, sinks: Dictionary(uniqueKeysWithValues: app.config.sinks.map { ($0.name, $0.instance) }),
-                                      policy: RetryPolicy(maxAge: app.config.deliveryMaxAge), logger: Log.logger("outbox"))
+            let worker = OutboxWorker(
+                store: store, sinks: Dictionary(uniqueKeysWithValues: app.config.sinks.map { ($0.name, $0.instance) }),
+                policy: RetryPolicy(maxAge: app.config.deliveryMaxAge), logger: Log.logger("outbox"))
             for (sink, failure) in await worker.drainOnce().sorted(by: { $0.key < $1.key }) {
                 failed = true
                 complain("sink \(sink) failed: \(failure.message) (\(Self.consequence(failure.outcome)))")
             }
             // Held by quiet hours or group_wait: not a failure, but not delivered either.
             for (sink, backlog) in ((try? OutboxStore(store: store).backlog()) ?? [:]).sorted(by: { $0.key < $1.key }) where backlog.held > 0 {
-                logger.notice("sink \(sink): \(backlog.held) deliver\(backlog.held == 1 ? "y" : "ies") held by quiet hours or group_wait; they go when the hold ends, with the daemon or a later `tidings check --deliver` (see `tidings outbox`)")
+                logger.notice(
+                    "sink \(sink): \(backlog.held) deliver\(backlog.held == 1 ? "y" : "ies") held by quiet hours or group_wait; they go when the hold ends, with the daemon or a later `tidings check --deliver` (see `tidings outbox`)"
+                )
             }
             for s in app.config.sinks { await s.instance.shutdown() }
         }
@@ -129,7 +134,8 @@ struct CheckCommand: AsyncParsableCommand {
                 return held
             case .daemon(let pid, let client):
                 if turnedAway == 0 {
-                    logger.notice("the daemon\(pid.map { " (PID \($0))" } ?? "") owns the state in \(stateDir): it polls now and delivers the events to its sinks")
+                    logger.notice(
+                        "the daemon\(pid.map { " (PID \($0))" } ?? "") owns the state in \(stateDir): it polls now and delivers the events to its sinks")
                 }
                 let answer = await client.ask(ControlRequest(sources: sources), limit: (deadline - .now) / .seconds(1))
                 guard case .busy(let why) = answer else { try show(answer) }

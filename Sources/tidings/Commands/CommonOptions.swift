@@ -1,11 +1,11 @@
 import ArgumentParser
 import Foundation
 import Logging
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// Options every subcommand takes, before or after the subcommand's name
 /// (`tidings --config X sources` = `tidings sources --config X`).
@@ -14,10 +14,18 @@ import TidingsApp
 /// the whole command line and hands the same decoded value to a subcommand's
 /// `@OptionGroup var common: CommonOptions` (an option group of one type is decoded once).
 struct CommonOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("Main config file. Default: $TIDINGS_CONFIG, else ~/.config/tidings/tidings.toml, else /etc/tidings/tidings.toml.", valueName: "path"), completion: .file(extensions: ["toml"]))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Main config file. Default: $TIDINGS_CONFIG, else ~/.config/tidings/tidings.toml, else /etc/tidings/tidings.toml.", valueName: "path"),
+        completion: .file(extensions: ["toml"]))
     var config: String?
 
-    @Option(name: .long, help: ArgumentHelp("Where the state database lives. Default: $TIDINGS_STATE_DIR, else state_dir from the config, else ~/.local/state/tidings.", valueName: "dir"), completion: .directory)
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Where the state database lives. Default: $TIDINGS_STATE_DIR, else state_dir from the config, else ~/.local/state/tidings.", valueName: "dir"),
+        completion: .directory)
     var stateDir: String?
 
     @Flag(name: .shortAndLong, help: "Log more (debug detail) on stderr.")

@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 struct ConfigCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -40,7 +40,9 @@ struct ConfigCommand: AsyncParsableCommand {
             let app = try App.load(common, logLevel: .warning)
             let c = app.config
             let enabled = c.sources.filter { $0.settings.enabled }.count
-            emit("\(app.configFile): OK: \(c.sources.count) source\(c.sources.count == 1 ? "" : "s") (\(enabled) enabled), \(c.sinks.count) sink\(c.sinks.count == 1 ? "" : "s"), \(c.routes.count) route\(c.routes.count == 1 ? "" : "s"); plugins from \(c.pluginsDir)")
+            emit(
+                "\(app.configFile): OK: \(c.sources.count) source\(c.sources.count == 1 ? "" : "s") (\(enabled) enabled), \(c.sinks.count) sink\(c.sinks.count == 1 ? "" : "s"), \(c.routes.count) route\(c.routes.count == 1 ? "" : "s"); plugins from \(c.pluginsDir)"
+            )
             guard poll else { return }
             let selected = try app.selectSources(sources)
             let http = App.http
@@ -95,7 +97,8 @@ struct ConfigCommand: AsyncParsableCommand {
             emit("wrote \(file) (mode \(String(format: "%04o", starter.fileMode))), and \(pluginsDir)/ for the sources")
             let examples = StarterConfig.installedExamples.map { " and the examples in \($0)/" } ?? ""
             let config = common.config == nil ? "" : " --config \(file)"
-            emit("""
+            emit(
+                """
                 next:
                   1. add a source: \(pluginsDir)/NAME.toml (see `man tidings.toml`\(examples))
                   2. check it:     tidings\(config) config check
@@ -133,16 +136,19 @@ struct StarterConfig {
     var directoryMode: mode_t { scope == .user ? 0o700 : 0o755 }
 
     var text: String {
-        let sink = switch scope {
-        case .user: """
-            [sinks.desktop]
-            type = "desktop"          # notifications in your desktop session
-            """
-        case .system: """
-            [sinks.journal]
-            type = "stdout"           # one line per event on stdout: the journal, under systemd
-            """
-        }
+        let sink =
+            switch scope {
+            case .user:
+                """
+                [sinks.desktop]
+                type = "desktop"          # notifications in your desktop session
+                """
+            case .system:
+                """
+                [sinks.journal]
+                type = "stdout"           # one line per event on stdout: the journal, under systemd
+                """
+            }
         return """
             # tidings configuration, written by `tidings config init --\(scope.rawValue)` (tidings \(TidingsVersion.string)).
             # Every key is described in tidings.toml(5): `man tidings.toml`. After editing, check
@@ -247,9 +253,12 @@ enum SamplePoll {
         let context = PollContext(source: source.name, http: http, timeout: timeout, maxBody: source.settings.maxBody, logger: logger)
         let provider = source.instance
         do {
-            let result = try await withTimeout(timeout + 1, onTimeout: {
-                PollError(.transient, "timed out after \(DurationParser.format(timeout))")
-            }) {
+            let result = try await withTimeout(
+                timeout + 1,
+                onTimeout: {
+                    PollError(.transient, "timed out after \(DurationParser.format(timeout))")
+                }
+            ) {
                 try await provider.prepare(context)
                 return try await provider.poll(context)
             }

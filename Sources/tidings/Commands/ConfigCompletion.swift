@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// Shell completion of names from the configuration (`tidings check <TAB>` offers the
 /// sources): the completion scripts call back into `tidings`, which loads the config the
@@ -33,8 +33,11 @@ enum ConfigCompletion {
     static func configOption(in words: [String]) -> String? {
         var value: String?
         for (i, word) in words.enumerated() {
-            if word == "--config", i + 1 < words.count { value = words[i + 1] }
-            else if word.hasPrefix("--config=") { value = String(word.dropFirst("--config=".count)) }
+            if word == "--config", i + 1 < words.count {
+                value = words[i + 1]
+            } else if word.hasPrefix("--config=") {
+                value = String(word.dropFirst("--config=".count))
+            }
         }
         return value.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "'\"")) }
     }

@@ -1,11 +1,11 @@
 import Foundation
 import Synchronization
-import UnixSignals
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
+import UnixSignals
 
 /// SIGINT (Ctrl-C) and SIGTERM while `tidings check` polls by itself.
 ///

@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// `tidings items SOURCE…`: what each source currently has, as of its last successful poll
 /// (e.g. every alert that is firing right now, not only the ones that changed).

@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// `tidings notices [--json]` and `tidings notices dismiss ID|--all`: broadcast notices
 /// (events of kind `notice`) that are pending until dismissed or expired.

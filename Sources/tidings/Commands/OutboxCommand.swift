@@ -1,16 +1,17 @@
 import ArgumentParser
 import Foundation
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 struct OutboxCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "outbox",
         abstract: "Show pending, held, retrying and dead deliveries per sink.",
-        discussion: "Held deliveries wait for a route's quiet hours to end or its group_wait to close, then go out as one digest per sink. Dead deliveries were refused by their sink (e.g. HTTP 4xx) or retried for too long; `tidings outbox retry` requeues them.",
+        discussion:
+            "Held deliveries wait for a route's quiet hours to end or its group_wait to close, then go out as one digest per sink. Dead deliveries were refused by their sink (e.g. HTTP 4xx) or retried for too long; `tidings outbox retry` requeues them.",
         subcommands: [List.self, Retry.self],
         defaultSubcommand: List.self)
 

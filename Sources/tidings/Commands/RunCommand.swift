@@ -2,14 +2,14 @@ import ArgumentParser
 import Foundation
 import Logging
 import ServiceLifecycle
+import TidingsApp
+import TidingsEngine
 import TidingsMonitoring
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 import TidingsSystemBus
 import UnixSignals
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
-import TidingsApp
 
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -57,7 +57,7 @@ struct RunCommand: AsyncParsableCommand {
             }
         }
         guard !stops.requested,
-              let lock = try await Self.claimState(app.stateDir, logger: logger, stopped: { stops.requested }, whileWaiting: serve)
+            let lock = try await Self.claimState(app.stateDir, logger: logger, stopped: { stops.requested }, whileWaiting: serve)
         else {
             await endpoint.stop()
             logger.info("stopped before starting")
@@ -81,9 +81,10 @@ struct RunCommand: AsyncParsableCommand {
             limitConnectionsPerHost: { App.http.limitConnectionsPerHost($0) }, store: store,
             host: host, notifications: notifications, endpoint: endpoint, logger: logger)
         // The status page reads this state and polls through the daemon, as `tidings check` does.
-        endpoint.pages.attach(StatusPages.Backend(
-            config: { daemon.currentConfig() }, store: store, pid: getpid(), startedAt: Date(),
-            pollNow: { await daemon.answer(ControlRequest(sources: $0)) }, outboxChanged: { daemon.nudgeOutbox() }))
+        endpoint.pages.attach(
+            StatusPages.Backend(
+                config: { daemon.currentConfig() }, store: store, pid: getpid(), startedAt: Date(),
+                pollNow: { await daemon.answer(ControlRequest(sources: $0)) }, outboxChanged: { daemon.nudgeOutbox() }))
         let control: ControlServer
         do {
             control = try ControlServer(path: ControlProtocol.socketPath(in: app.stateDir), logger: Log.logger("control")) { request in
@@ -94,13 +95,17 @@ struct RunCommand: AsyncParsableCommand {
             complain("cannot serve the control socket: \(error)")
             throw ExitCode(Exit.failure)
         }
-        let group = Daemon.serviceGroup(Daemon.Parts(
-            daemon: daemon, control: control, endpoint: endpoint, hostChanges: hostChanges,
-            reloads: AsyncStream { continuation in
-                let forward = Task { for await _ in hangups { continuation.yield() }; continuation.finish() }
-                continuation.onTermination = { _ in forward.cancel() }
-            },
-            shutdownTimeout: app.config.shutdownTimeout))
+        let group = Daemon.serviceGroup(
+            Daemon.Parts(
+                daemon: daemon, control: control, endpoint: endpoint, hostChanges: hostChanges,
+                reloads: AsyncStream { continuation in
+                    let forward = Task {
+                        for await _ in hangups { continuation.yield() }
+                        continuation.finish()
+                    }
+                    continuation.onTermination = { _ in forward.cancel() }
+                },
+                shutdownTimeout: app.config.shutdownTimeout))
         // SIGTERM/SIGINT (trapped since the start) stop the group; one that came already stops it at once.
         await stops.attach(group)
         try await group.run()
@@ -110,8 +115,10 @@ struct RunCommand: AsyncParsableCommand {
     /// Takes the state lock for the daemon's life: waits for checks that work on the state
     /// (running `whileWaiting` once, when it starts to wait); exits 2 at once if another daemon
     /// holds it. Nil when `stopped` says a stop came while it waited.
-    static func claimState(_ stateDir: String, logger: Logger, stopped: () -> Bool = { false },
-                           whileWaiting: () async throws -> Void = {}) async throws -> StateLock? {
+    static func claimState(
+        _ stateDir: String, logger: Logger, stopped: () -> Bool = { false },
+        whileWaiting: () async throws -> Void = {}
+    ) async throws -> StateLock? {
         let deadline = ContinuousClock.now.advanced(by: checkPatience)
         var told = false
         while true {
@@ -128,7 +135,9 @@ struct RunCommand: AsyncParsableCommand {
                 return lock
             case .heldByDaemon(let pid):
                 let holder = await confirmedDaemon(pid, stateDir: stateDir)
-                complain("the state in \(stateDir) is in use by another `tidings run`\(holder.map { " (PID \($0))" } ?? ""): one state has one daemon (two would deliver everything twice)")
+                complain(
+                    "the state in \(stateDir) is in use by another `tidings run`\(holder.map { " (PID \($0))" } ?? ""): one state has one daemon (two would deliver everything twice)"
+                )
                 throw ExitCode(Exit.failure)
             case .heldByChecks:
                 guard ContinuousClock.now < deadline else {

@@ -1,10 +1,10 @@
 import Logging
-import TidingsPostgres
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsPostgres
+import TidingsSQLite
 
 /// Opens the PostgreSQL state of `[state] url` (DESIGN §11).
 enum SharedState {

@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// `tidings silence add|list|expire` (DESIGN §10, like `amtool silence`): silenced events are
 /// recorded in history, marked with the silence's id, and not delivered.
@@ -113,7 +113,8 @@ struct SilenceCommand: AsyncParsableCommand {
         static func text(_ s: Silence, now: Date) -> String {
             let time = { EventFormatter.localTime($0) }
             var out = "\(s.id)  \(s.state(at: now).rawValue)  " + s.matchers.map { TerminalText.line($0.description) }.joined(separator: " ")
-            out += "\n    \(time(s.startsAt)) until \(time(s.endsAt)), silenced \(s.silenced) event\(s.silenced == 1 ? "" : "s"), by \(TerminalText.line(s.createdBy))"
+            out +=
+                "\n    \(time(s.startsAt)) until \(time(s.endsAt)), silenced \(s.silenced) event\(s.silenced == 1 ? "" : "s"), by \(TerminalText.line(s.createdBy))"
             if !s.comment.isEmpty { out += "\n    " + TerminalText.line(s.comment) }
             return out
         }

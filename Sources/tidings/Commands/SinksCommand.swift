@@ -1,11 +1,11 @@
 import ArgumentParser
 import Foundation
-import TidingsSinks
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
+import TidingsSinks
 
 struct SinksCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,11 +1,11 @@
 import ArgumentParser
 import Foundation
-import TidingsMonitoring
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsMonitoring
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 struct SourcesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -43,7 +43,8 @@ struct SourcesCommand: AsyncParsableCommand {
                 ]
                 emit(obj.jsonString())
             } else {
-                var line = "\(Self.pad(s.name, 20)) \(Self.pad(s.provider, 12)) every \(Self.pad(DurationParser.format(s.settings.interval), 6)) \(Self.pad(state, 11))"
+                var line =
+                    "\(Self.pad(s.name, 20)) \(Self.pad(s.provider, 12)) every \(Self.pad(DurationParser.format(s.settings.interval), 6)) \(Self.pad(state, 11))"
                 line += " last ok: \(st?.lastSuccess.map(Self.ago) ?? "never")"
                 if let n = st?.nextDue, s.settings.enabled, state != "auth-failed" { line += ", next: \(Self.until(n))" }
                 if let m = st?.minInterval, m > s.settings.interval { line += ", server minimum interval: \(DurationParser.format(m))" }

@@ -1,11 +1,11 @@
 import ArgumentParser
 import Foundation
-import TidingsPostgres
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsPostgres
+import TidingsSQLite
 
 struct StateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -50,7 +50,9 @@ struct StateCommand: AsyncParsableCommand {
         @Option(name: .customLong("to"), help: ArgumentHelp("The PostgreSQL database: postgres://USER@HOST:PORT/DATABASE[?sslmode=MODE].", valueName: "url"))
         var url: String
 
-        @Option(name: .customLong("password-file"), help: ArgumentHelp("A file holding the database password (first line).", valueName: "path"), completion: .file())
+        @Option(
+            name: .customLong("password-file"), help: ArgumentHelp("A file holding the database password (first line).", valueName: "path"), completion: .file()
+        )
         var passwordFile: String?
 
         func run() async throws {
@@ -67,7 +69,9 @@ struct StateCommand: AsyncParsableCommand {
                 switch try StateLock.share(directory: app.stateDir) {
                 case .shared(let held): lock = held
                 case .heldByDaemon(let pid):
-                    complain("a daemon\(pid.map { " (PID \($0))" } ?? "") runs on the state in \(app.stateDir): stop it first, so that nothing changes during the copy")
+                    complain(
+                        "a daemon\(pid.map { " (PID \($0))" } ?? "") runs on the state in \(app.stateDir): stop it first, so that nothing changes during the copy"
+                    )
                     throw ExitCode(Exit.failure)
                 }
             } catch let e as SystemFailure {
@@ -96,7 +100,9 @@ struct StateCommand: AsyncParsableCommand {
             withExtendedLifetime(lock) {}
             for c in counts { emit(c.description) }
             let copied = counts.reduce(0) { $0 + $1.copied }
-            emit(copied == 0 ? "nothing to copy: \(settings.location) already holds every row" : "copied \(copied) row\(copied == 1 ? "" : "s") to \(settings.location)")
+            emit(
+                copied == 0
+                    ? "nothing to copy: \(settings.location) already holds every row" : "copied \(copied) row\(copied == 1 ? "" : "s") to \(settings.location)")
         }
 
         /// `--to` as `[state]` settings: sslmode (and sslrootcert, connect_timeout) from its
@@ -155,4 +161,3 @@ func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async 
         Thread { continuation.resume(with: Result { try body() }) }.start()
     }
 }
-

@@ -1,11 +1,11 @@
 import ArgumentParser
 import Foundation
-import TidingsMonitoring
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsMonitoring
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// `tidings status [--json]` (DESIGN §13): the whole state at a glance, for a person or a
 /// monitoring script. It only reads: it creates no state, takes no lock it keeps, and marks no
@@ -83,7 +83,7 @@ struct StatusCommand: AsyncParsableCommand {
         let database = "\(directory)/\(StateDirectory.databaseName)"
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDir), isDir.boolValue,
-              FileManager.default.fileExists(atPath: database)
+            FileManager.default.fileExists(atPath: database)
         else {
             complain("no state in \(directory): tidings has not polled here yet (start the daemon, or run `tidings check`)")
             throw ExitCode(Exit.failure)

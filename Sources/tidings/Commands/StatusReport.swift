@@ -1,10 +1,10 @@
 import Foundation
-import TidingsMonitoring
-import TidingsPluginAPI
-import TidingsEngine
-import TidingsSQLite
-import TidingsPOSIX
 import TidingsApp
+import TidingsEngine
+import TidingsMonitoring
+import TidingsPOSIX
+import TidingsPluginAPI
+import TidingsSQLite
 
 /// `tidings status`'s JSON and text of the ``StatusReport`` (the model is in TidingsMonitoring, shared with the status page).
 extension StatusReport {
@@ -19,37 +19,52 @@ extension StatusReport {
             "pid": daemon.pid.map { number(Int($0)) } ?? .null,
             "since": time(daemon.since),
             "version": daemon.version.map(JSONValue.string) ?? .null,
-            "instances": .array(daemon.instances.map { i -> JSONValue in
-                ["instance": .string(i.label), "started_at": time(i.startedAt), "seen_at": time(i.seenAt),
-                 "sources": number(i.sources), "sinks": number(i.sinks)]
-            }),
+            "instances": .array(
+                daemon.instances.map { i -> JSONValue in
+                    [
+                        "instance": .string(i.label), "started_at": time(i.startedAt), "seen_at": time(i.seenAt),
+                        "sources": number(i.sources), "sinks": number(i.sinks),
+                    ]
+                }),
         ]
         let sourcesJSON: JSONValue = [
             "total": number(counts.values.reduce(0, +)),
             "counts": .object(Dictionary(uniqueKeysWithValues: SourceHealth.allCases.map { ($0.rawValue, number(counts[$0] ?? 0)) })),
-            "failing": .array(problems.map { p -> JSONValue in
-                ["name": .string(p.name), "provider": .string(p.provider), "state": .string(p.health.rawValue),
-                 "failures": number(p.failures), "last_error": p.lastError.map(JSONValue.string) ?? .null,
-                 "last_error_at": time(p.lastErrorAt), "next_try": time(p.nextTry)]
-            }),
-        ]
-        let outboxJSON = JSONValue.object(Dictionary(uniqueKeysWithValues: sinks.map { s -> (String, JSONValue) in
-            (s.name, [
-                "type": s.type.map(JSONValue.string) ?? .null,
-                "pending": number(s.pending), "held": number(s.held), "dead": number(s.dead),
-                "holds": .array(s.holds.map { h -> JSONValue in
-                    ["until": time(h.hold.until), "reason": .string(h.hold.reason.rawValue), "count": number(h.count),
-                     "description": .string(h.hold.description(now: now))]
+            "failing": .array(
+                problems.map { p -> JSONValue in
+                    [
+                        "name": .string(p.name), "provider": .string(p.provider), "state": .string(p.health.rawValue),
+                        "failures": number(p.failures), "last_error": p.lastError.map(JSONValue.string) ?? .null,
+                        "last_error_at": time(p.lastErrorAt), "next_try": time(p.nextTry),
+                    ]
                 }),
-                "last_dead_error": s.lastDeadError.map(JSONValue.string) ?? .null,
-            ] as JSONValue)
-        }))
-        let eventsJSON = JSONValue.array(events.map { entry -> JSONValue in
-            switch entry {
-            case .event(let e, let silence): return SilenceMark.json(e, silencedBy: silence)
-            case .unreadable(let id, let source, let reason): return ["id": .string(id), "source": .string(source), "unreadable": .string(reason)]
-            }
-        })
+        ]
+        let outboxJSON = JSONValue.object(
+            Dictionary(
+                uniqueKeysWithValues: sinks.map { s -> (String, JSONValue) in
+                    (
+                        s.name,
+                        [
+                            "type": s.type.map(JSONValue.string) ?? .null,
+                            "pending": number(s.pending), "held": number(s.held), "dead": number(s.dead),
+                            "holds": .array(
+                                s.holds.map { h -> JSONValue in
+                                    [
+                                        "until": time(h.hold.until), "reason": .string(h.hold.reason.rawValue), "count": number(h.count),
+                                        "description": .string(h.hold.description(now: now)),
+                                    ]
+                                }),
+                            "last_dead_error": s.lastDeadError.map(JSONValue.string) ?? .null,
+                        ] as JSONValue
+                    )
+                }))
+        let eventsJSON = JSONValue.array(
+            events.map { entry -> JSONValue in
+                switch entry {
+                case .event(let e, let silence): return SilenceMark.json(e, silencedBy: silence)
+                case .unreadable(let id, let source, let reason): return ["id": .string(id), "source": .string(source), "unreadable": .string(reason)]
+                }
+            })
         return [
             "healthy": .bool(reasons.isEmpty),
             "attention": .array(reasons.map(JSONValue.string)),
@@ -70,7 +85,8 @@ extension StatusReport {
 
     func text(color: Bool) -> [String] {
         func plural(_ n: Int, _ word: String) -> String { "\(n) \(word)\(n == 1 ? "" : "s")" }
-        let ago = SourcesCommand.ago, until = SourcesCommand.until
+        let ago = SourcesCommand.ago
+        let until = SourcesCommand.until
         var out: [String] = []
 
         out.append("state: \(TerminalText.line(location))")
@@ -85,11 +101,14 @@ extension StatusReport {
             out.append("daemon: none on this machine")
         }
         if backend == "postgres" {
-            if daemon.instances.isEmpty { out.append("instances sharing the state: none") }
-            else {
+            if daemon.instances.isEmpty {
+                out.append("instances sharing the state: none")
+            } else {
                 out.append("instances sharing the state: \(daemon.instances.count)")
                 for i in daemon.instances {
-                    out.append("  \(TerminalText.line(i.label))  since \(EventFormatter.localTime(i.startedAt)), polls \(plural(i.sources, "source")), delivers to \(plural(i.sinks, "sink")), seen \(ago(i.seenAt))")
+                    out.append(
+                        "  \(TerminalText.line(i.label))  since \(EventFormatter.localTime(i.startedAt)), polls \(plural(i.sources, "source")), delivers to \(plural(i.sinks, "sink")), seen \(ago(i.seenAt))"
+                    )
                 }
             }
         }
@@ -98,7 +117,8 @@ extension StatusReport {
         let breakdown = SourceHealth.allCases.compactMap { h -> String? in counts[h].flatMap { $0 > 0 ? "\($0) \(h.rawValue)" : nil } }
         out.append("sources: \(total)" + (breakdown.isEmpty ? "" : " (\(breakdown.joined(separator: ", ")))"))
         for p in problems.prefix(Self.namedProblems) {
-            var line = "  \(p.health.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(TerminalText.line(p.name)) (\(TerminalText.line(p.provider)))"
+            var line =
+                "  \(p.health.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(TerminalText.line(p.name)) (\(TerminalText.line(p.provider)))"
             if p.health == .failing { line += ", \(plural(p.failures, "failure"))" }
             if let at = p.lastErrorAt { line += ", since \(ago(at))" }
             if let e = p.lastError { line += ": \(TerminalText.line(e))" }
@@ -110,7 +130,11 @@ extension StatusReport {
         }
 
         let busy = sinks.filter { $0.pending + $0.held + $0.dead > 0 }
-        out.append("outbox: " + (busy.isEmpty ? "empty" : "\(busy.reduce(0) { $0 + $1.pending }) pending, \(busy.reduce(0) { $0 + $1.held }) held, \(busy.reduce(0) { $0 + $1.dead }) dead"))
+        out.append(
+            "outbox: "
+                + (busy.isEmpty
+                    ? "empty"
+                    : "\(busy.reduce(0) { $0 + $1.pending }) pending, \(busy.reduce(0) { $0 + $1.held }) held, \(busy.reduce(0) { $0 + $1.dead }) dead"))
         for s in busy {
             let parts = [(s.pending, "pending"), (s.held, "held"), (s.dead, "dead")].filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
             out.append("  \(TerminalText.line(s.name)) (\(s.type ?? "not configured")): \(parts.joined(separator: ", "))")
@@ -120,7 +144,9 @@ extension StatusReport {
 
         out.append("silences: " + (silences.isEmpty ? "none active" : "\(silences.count) active"))
         for s in silences {
-            out.append("  \(s.id)  " + s.matchers.map { TerminalText.line($0.description) }.joined(separator: " ") + "  until \(EventFormatter.localTime(s.endsAt)) (\(until(s.endsAt)))")
+            out.append(
+                "  \(s.id)  " + s.matchers.map { TerminalText.line($0.description) }.joined(separator: " ")
+                    + "  until \(EventFormatter.localTime(s.endsAt)) (\(until(s.endsAt)))")
         }
 
         out.append("notices: " + (notices.isEmpty ? "none pending" : "\(notices.count) pending"))
