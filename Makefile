@@ -107,8 +107,11 @@ run: build
 # The whole suite: Swift unit tests, then the end-to-end tests against the built binary.
 # The install tests (Tests/e2e/test_install.py) need the static release build (about 11 minutes
 # on 2 cores, more than `make test` may take): they run with `make test-install`, and are
-# skipped, saying so, in `make test`.
-test: test-deps build unit e2e test-calendar
+# skipped, saying so, in `make test`. The e2e suite and its calendar run go side by side: the
+# tests mostly wait on their servers (the suite keeps under one core busy on average), and each
+# test file has its own ports, directories and buses. Each run's output is printed when it ends.
+test: test-deps build unit
+	$(MAKE) --no-print-directory -j2 --output-sync=target e2e test-calendar
 
 # The e2e files whose outcome could depend on the date (Tests/e2e/calendar_files.py finds them:
 # a date literal or calendar arithmetic in the file or a fake it imports) again with the wall
