@@ -59,7 +59,7 @@ MAN_DATE    := $(shell git log -1 --format=%cs 2>/dev/null || date +%F)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build format private-secrets run test test-calendar test-install unit e2e deps test-deps test-venv clean bench fuzz soak release man install uninstall deb
+.PHONY: all build format unit-build unit-run private-secrets run test test-calendar test-install unit e2e deps test-deps test-venv clean bench fuzz soak release man install uninstall deb
 
 all: build
 
@@ -110,8 +110,8 @@ run: build
 # skipped, saying so, in `make test`. The e2e suite and its calendar run go side by side: the
 # tests mostly wait on their servers (the suite keeps under one core busy on average), and each
 # test file has its own ports, directories and buses. Each run's output is printed when it ends.
-test: test-deps build unit
-	$(MAKE) --no-print-directory -j2 --output-sync=target e2e test-calendar
+test: test-deps build unit-build
+	$(MAKE) --no-print-directory -j3 --output-sync=target unit-run e2e test-calendar
 
 # The e2e files whose outcome could depend on the date (Tests/e2e/calendar_files.py finds them:
 # a date literal or calendar arithmetic in the file or a fake it imports) again with the wall
@@ -135,8 +135,11 @@ test-install: test-deps build release man
 # The engine's tests run twice: on SQLite with the rest, then with the backend as their
 # parameter set to PostgreSQL (TIDINGS_TEST_BACKEND; a server the tests start themselves, in a
 # temp dir on a loopback port: TidingsTestSupport's TestState).
-unit:
-	$(SWIFT) test $(DEBUG_FLAGS)
+unit: unit-build unit-run
+unit-build:
+	$(SWIFT) build $(DEBUG_FLAGS) --build-tests
+unit-run:
+	$(SWIFT) test $(DEBUG_FLAGS) --skip-build
 	TIDINGS_TEST_BACKEND=postgres $(SWIFT) test $(DEBUG_FLAGS) --skip-build --filter TidingsEngineTests
 
 # Four test files at a time, each file on one worker (its module fixtures, Synapse say, start once).
