@@ -46,6 +46,9 @@ SWIFT_INPUTS := Package.swift $(wildcard Package.resolved) $(shell find Sources 
 # The installed binary: a copy of the static release build, so that a later dynamic release
 # build (make bench, make soak) cannot replace what `make install` installs.
 RELEASE_BIN := .build/install/tidings
+# The static build has its own build folder: sharing .build/release with the dynamic release build
+# (make bench, make soak) made each of them recompile the whole package after the other.
+STATIC_BUILD := .build-static
 # Man pages generated from the argument parser, one per subcommand (from the debug build: the
 # command line is the same in every build, so a clone needs no release build to read them).
 MAN_DIR     := .build/man
@@ -155,9 +158,9 @@ e2e: test-venv
 release: $(RELEASE_BIN)
 
 $(RELEASE_BIN): $(SWIFT_INPUTS) Makefile packaging/split-debug.sh | deps
-	$(SWIFT) build -c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --product tidings
+	$(SWIFT) build -c release --scratch-path $(STATIC_BUILD) --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --product tidings
 	mkdir -p $(@D)
-	packaging/split-debug.sh .build/release/tidings $@
+	packaging/split-debug.sh $(STATIC_BUILD)/release/tidings $@
 
 # tidings(1) and one page per subcommand, tidings-SUBCOMMAND(1) as git and systemd name theirs,
 # generated from the argument parser of the debug build by swift-argument-parser's
@@ -248,4 +251,4 @@ soak: test-deps
 	SWIFT=$(SWIFT) PYTHON=$(PYTHON) soak/run.sh
 
 clean:
-	rm -rf .build $(STATE_DIR) $(TEST_VENV) tidings_*.deb
+	rm -rf .build $(STATIC_BUILD) $(STATE_DIR) $(TEST_VENV) tidings_*.deb

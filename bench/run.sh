@@ -21,8 +21,7 @@ fi
 
 # The binary `make install` installs (static, stripped: .build/install/tidings), for benchmark
 # 7's size and footprint; then the dynamic release build the other benchmarks have always run.
-# (Both builds use .build/release with different flags: after sources change, each recompiles
-# the package, so the first `make bench` then takes two release builds.)
+# (The static build has its own build folder, .build-static, so neither recompiles the other.)
 echo "building the installed binary (make release)…" >&2
 "${MAKE:-make}" --no-print-directory release SWIFT="$SWIFT" >&2
 echo "building tidings and tidings-bench (release)…" >&2
