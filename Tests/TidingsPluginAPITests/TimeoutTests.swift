@@ -39,3 +39,44 @@ final class TimeoutTests: XCTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(start), 0.9)
     }
 }
+
+final class TimeoutThreadTests: XCTestCase {
+    func testDeadlinesRunInTheirOrderAndACancelledOneNever() throws {
+        let timers = TimeoutThread()
+        let ran = Mutex<[String]>([])
+        let done = expectation(description: "the last deadline ran")
+        _ = timers.schedule(after: 0.30) {
+            ran.withLock { $0.append("c") }
+            done.fulfill()
+        }
+        _ = timers.schedule(after: 0.10) { ran.withLock { $0.append("a") } }
+        let cancelled = timers.schedule(after: 0.05) { ran.withLock { $0.append("cancelled") } }
+        _ = timers.schedule(after: 0.20) { ran.withLock { $0.append("b") } }
+        timers.cancel(cancelled)
+        wait(for: [done], timeout: 5)
+        XCTAssertEqual(ran.withLock { $0 }, ["a", "b", "c"])
+        XCTAssertEqual(timers.pending, 0)
+    }
+
+    func testAnEarlierDeadlineWakesTheThreadFromALongerWait() throws {
+        let timers = TimeoutThread()
+        let done = expectation(description: "the early deadline ran")
+        _ = timers.schedule(after: 60) {}
+        Thread.sleep(forTimeInterval: 0.05)  // the thread now sleeps until the 60 s deadline
+        let start = Date()
+        _ = timers.schedule(after: 0.05) { done.fulfill() }
+        wait(for: [done], timeout: 5)
+        XCTAssertLessThan(Date().timeIntervalSince(start), 2)
+        XCTAssertEqual(timers.pending, 1)
+    }
+
+    func testTimeoutsThatDoNotFireLeaveNothingBehind() async throws {
+        let before = TimeoutThread.shared.pending
+        for i in 0..<1000 {
+            let v = try await withTimeout(30, onTimeout: { CancellationError() }) { i }
+            XCTAssertEqual(v, i)
+        }
+        // Each body cancelled its deadline on the way out: none is left to run for 30 s.
+        XCTAssertEqual(TimeoutThread.shared.pending, before)
+    }
+}
