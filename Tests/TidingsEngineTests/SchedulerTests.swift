@@ -26,24 +26,28 @@ func idle(_ scheduler: Scheduler, _ clock: ManualEnvironment) async throws {
     try await clock.settled("the scheduler at rest") { await scheduler.pollsInFlight == 0 && clock.sleepers > 0 }
 }
 
+/// Three sources polled hourly, without jitter, each counting its polls, and their scheduler
+/// on a virtual clock.
+func threeHourlySources(timerSlack: TimeInterval = 0) throws -> ([CountingProvider], Scheduler, FixedEnvironment) {
+    let providers = (0..<3).map { _ in CountingProvider() }
+    var settings = SourceSettings()
+    settings.interval = 3600
+    settings.jitter = 0
+    var cfg = try loadConfig("")
+    cfg.sources = providers.enumerated().map { i, p in
+        SourceConfig(name: "s\(i)", provider: "counting", settings: settings, flapWindow: 0, instance: p, file: "t", line: nil, configHash: "h")
+    }
+    let env = FixedEnvironment(draw: 0.5)
+    let scheduler = Scheduler(
+        config: cfg, runner: PollRunner(store: try makeTestStore(), http: CurlHTTPClient(), env: env),
+        router: Router(routes: [], allSinks: []), env: env, host: HostConditions(), timerSlack: timerSlack, logger: quietLogger, onEvents: {})
+    return (providers, scheduler, env)
+}
+
 final class SchedulerTests: XCTestCase {
     func testSpreadAtStartThenCatchUpAfterSuspend() async throws {
-        let store = try makeTestStore()
-        let providers = (0..<3).map { _ in CountingProvider() }
-        var settings = SourceSettings()
-        settings.interval = 3600
-        settings.jitter = 0
-        let sources = providers.enumerated().map { i, p in
-            SourceConfig(name: "s\(i)", provider: "counting", settings: settings, flapWindow: 0, instance: p, file: "t", line: nil, configHash: "h")
-        }
-        let config = try loadConfig("")
-        var cfg = config
-        cfg.sources = sources
-        let env = FixedEnvironment(draw: 0.5)
+        let (providers, scheduler, env) = try threeHourlySources()
         let t0 = env.time
-        let scheduler = Scheduler(
-            config: cfg, runner: PollRunner(store: store, http: CurlHTTPClient(), env: env),
-            router: Router(routes: [], allSinks: []), env: env, logger: quietLogger, onEvents: {})
         let task = Task { await scheduler.run() }
         let settle = { try await idle(scheduler, env) }
         try await settle()
@@ -71,6 +75,26 @@ final class SchedulerTests: XCTestCase {
         await task.value
         let stats = await scheduler.lateness
         XCTAssertEqual(stats.count, 6)
+    }
+
+    func testWithTimerSlackTheLoopSleepsTheSlackAndThenStartsWhatFellDue() async throws {
+        let (providers, scheduler, env) = try threeHourlySources(timerSlack: 5)
+        let t0 = env.time
+        let task = Task { await scheduler.run() }
+        let settle = { try await idle(scheduler, env) }
+        try await settle()
+
+        // Due at t0 + 1 (the start-up spread), but the loop sleeps its slack of 5 s.
+        XCTAssertEqual(env.nextDeadline, t0 + 5, "the loop sleeps the slack, not until the first due time")
+        try await env.advance(to: t0 + 4.9, settle: settle)
+        XCTAssertEqual(providers.map(\.count), [0, 0, 0], "nothing starts before the loop wakes")
+        try await env.advance(to: t0 + 5, settle: settle)
+        XCTAssertEqual(providers.map(\.count), [1, 1, 1], "one wake-up starts every poll that fell due meanwhile")
+
+        await scheduler.stop()
+        await task.value
+        let stats = await scheduler.lateness
+        XCTAssertEqual(stats.maximum, 4, accuracy: 1e-6, "late by the slack at most")
     }
 }
 

@@ -217,7 +217,8 @@ package final class DaemonService: Service, Sendable {
         state?.exportBacklog(sinks: config.sinks)
         let (scheduler, pause) = live.withLock { l in
             let scheduler = Scheduler(
-                config: config, runner: runner, router: router, host: l.host, leases: leases, logger: Log.logger("scheduler"),
+                config: config, runner: runner, router: router, host: l.host, leases: leases,
+                timerSlack: Scheduler.daemonTimerSlack, logger: Log.logger("scheduler"),
                 onEvents: { outbox.nudge() }, heartbeat: { notifications.heartbeat() })
             l.generation = Generation(config: config, scheduler: scheduler, outbox: outbox)
             return (scheduler, l.host.pause)
