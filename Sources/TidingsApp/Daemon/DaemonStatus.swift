@@ -60,12 +60,19 @@ package struct DaemonStatus: Equatable, CustomStringConvertible {
 
     package init(_ config: TidingsConfig, _ snapshot: StateSnapshot?, pause: PollPause?) {
         self.pause = pause
-        let polled = config.sources.filter { $0.settings.enabled }
-        sources = polled.count
+        // Counted in place: a filtered copy of the sources (~500 bytes each) every status
+        // interval was the daemon's largest passing allocation (4.9 MB at 10,000 sources).
+        var polled = 0
+        var failing = 0
+        for source in config.sources where source.settings.enabled {
+            polled += 1
+            if let snapshot, SourceHealth(source, snapshot.health[source.name]).isFailing { failing += 1 }
+        }
+        sources = polled
         sinks = config.sinks.count
         counts = snapshot.map { s in
             Counts(
-                failing: polled.filter { SourceHealth($0, s.health[$0.name]).isFailing }.count,
+                failing: failing,
                 queued: s.backlog.values.reduce(0) { $0 + $1.pending }, held: s.backlog.values.reduce(0) { $0 + $1.held },
                 dead: s.backlog.values.reduce(0) { $0 + $1.dead })
         }
