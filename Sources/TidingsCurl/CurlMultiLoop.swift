@@ -129,8 +129,9 @@ final class CurlMultiLoop: @unchecked Sendable {
         var active: [UnsafeMutableRawPointer: any CurlJob] = [:]
         var idle: [UnsafeMutableRawPointer] = []
         /// Handles of finished jobs that keep their connection: still in the multi handle (so
-        /// `curl_easy_send`/`recv` find the connection), until the loop stops.
-        var held: [UnsafeMutableRawPointer] = []
+        /// `curl_easy_send`/`recv` find the connection), until the loop stops; with their jobs,
+        /// which own what the handle points to (its error buffer, its callback's data).
+        var held: [(handle: UnsafeMutableRawPointer, job: any CurlJob)] = []
         var batch: [Command] = []
 
         func retire(_ handle: UnsafeMutableRawPointer) {
@@ -183,10 +184,11 @@ final class CurlMultiLoop: @unchecked Sendable {
                 }
                 for handle in idle { curl_easy_cleanup(handle) }
                 // Removing a CONNECT_ONLY handle closes its connection.
-                for handle in held {
+                for (handle, _) in held {
                     curl_multi_remove_handle(multi, handle)
                     curl_easy_cleanup(handle)
                 }
+                held.removeAll()
                 return
             }
 
@@ -201,7 +203,7 @@ final class CurlMultiLoop: @unchecked Sendable {
                 transfer.finish(code) {
                     if transfer.keepsConnection && code == CURLE_OK {
                         active[handle] = nil
-                        held.append(handle)
+                        held.append((handle, transfer))
                     } else {
                         retire(handle)
                     }
