@@ -8,7 +8,9 @@ import TidingsPluginAPI
 /// - Sends `User-Agent: tidings/<version>` unless the request sets one; accepts gzip/deflate.
 /// - Follows redirects itself, hop by hop, as the request's ``RedirectPolicy`` allows (libcurl
 ///   never follows one): see ``Redirect``. A refused redirect throws
-///   ``HTTPClientError/redirectRefused(_:)`` naming the target.
+///   ``HTTPClientError/redirectRefused(_:)`` naming the target. A redirected hop under
+///   ``PrivateRedirects`` connects to public addresses only, checked on each address libcurl
+///   is about to connect to (`CURLOPT_OPENSOCKETFUNCTION`, on a fresh connection).
 /// - A body larger than `maxBody` fails with ``HTTPClientError/bodyTooLarge(limit:)`` as soon as
 ///   it passes the limit (up front on `Content-Length`), without buffering the rest.
 /// - `timeout` is the whole-request deadline, redirects included (``HTTPClientError/timeout(_:)``); task cancellation
@@ -33,28 +35,36 @@ package final class CurlHTTPClient: HTTPClient {
         let deadline = ContinuousClock.now + .milliseconds(Int64(min(max(request.timeout, 0), 1e9) * 1000))
         var hop = request
         var hops = 0
+        /// The status of the redirect that led to `hop`.
+        var redirectStatus = 0
+        /// Whether redirected hops may connect only to public addresses (``PrivateRedirects``).
+        var publicOnly = request.privateRedirects == .refuse
         while true {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { throw HTTPClientError.timeout(request.timeout) }
             hop.timeout = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
             let response: HTTPResponse
+            let transfer = CurlTransfer(hop, publicOnly: hops > 0 && publicOnly)
             do {
-                response = try await transfer(hop)
+                response = try await loop.run(transfer)
             } catch HTTPClientError.timeout {
                 throw HTTPClientError.timeout(request.timeout)
+            } catch let refused as PrivateAddressRefused {
+                throw HTTPClientError.redirectRefused(
+                    RedirectRefusal(status: redirectStatus, target: Redirect.display(hop.url), reason: .privateAddress(refused.address)))
+            }
+            // Unset, the first hop decides: a public server may not lead into a private network.
+            if hops == 0 && request.privateRedirects == .auto {
+                publicOnly = transfer.connectedAddress.map { !PrivateAddress.isPrivate($0) } ?? true
             }
             do {
                 guard let next = try Redirect.next(after: response, to: hop, first: request, hops: hops) else { return response }
                 hop = next
                 hops += 1
+                redirectStatus = response.status
             } catch let refusal as RedirectRefusal {
                 throw HTTPClientError.redirectRefused(refusal)
             }
         }
-    }
-
-    /// One request on the wire, no redirect followed.
-    private func transfer(_ request: HTTPRequest) async throws -> HTTPResponse {
-        try await loop.run(CurlTransfer(request))
     }
 }

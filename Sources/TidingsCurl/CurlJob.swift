@@ -20,6 +20,13 @@ protocol CurlJob: AnyObject, Sendable {
     func configure(_ handle: UnsafeMutableRawPointer)
     /// What the waiting task gets, once libcurl is done with the transfer.
     func outcome(_ code: CURLcode) -> Result<Output, Error>
+    /// A `CURLOPT_CONNECT_ONLY` job: once it succeeded, its handle stays in the multi handle with
+    /// its connection open (for ``CurlMultiLoop/onLoop(_:)``) until the loop stops.
+    var keepsConnection: Bool { get }
+}
+
+extension CurlJob {
+    var keepsConnection: Bool { false }
 }
 
 extension CurlJob {

@@ -1,7 +1,7 @@
 import CCurl
 import TidingsPluginAPI
 
-/// What SMTP (``CurlMailTransfer``) and IMAP (``CurlMailboxCommand``) share: how a mail
+/// What SMTP (``CurlMailTransfer``) and IMAP (``CurlMailboxConnect``) share: how a mail
 /// connection is secured, and how a certificate that does not verify is told.
 extension MailSecurity {
     /// Sets `CURLOPT_USE_SSL` for this way of securing the connection, and `CURLOPT_CAINFO`.

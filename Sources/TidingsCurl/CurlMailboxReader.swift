@@ -3,17 +3,18 @@ import Foundation
 import Synchronization
 import TidingsPluginAPI
 
-/// ``MailboxReader`` through libcurl's IMAP client.
+/// ``MailboxReader`` through libcurl's IMAP client, for the connection only.
 ///
-/// A session runs on a private ``CurlMultiLoop`` (its own connection cache, one connection), not
-/// the shared one: the commands of a session depend on the mailbox `EXAMINE` opened on *that*
-/// connection, and a shared cache could hand it to another source of the same account between
-/// two commands. Every command after the first must reuse the connection (checked with
-/// `CURLINFO_NUM_CONNECTS`); a new one would have no mailbox open.
+/// libcurl connects, secures (TLS or STARTTLS) and logs in (`CURLOPT_CONNECT_ONLY`: its IMAP
+/// connect phase sends `CAPABILITY`, `STARTTLS` and `AUTHENTICATE`/`LOGIN`, nothing else); the
+/// session then sends its commands itself (`curl_easy_send`) and reads each answer
+/// (`curl_easy_recv`) with an ``IMAPAnswerFramer``, which skips every literal unread. libcurl's
+/// own command path (`CURLOPT_CUSTOMREQUEST`) reads answers line by line, literals included, and
+/// ends one at any line that starts with its (predictable) tag: a message whose text holds
+/// `A005 OK` ended a `UID FETCH` early.
 ///
-/// Each command is a `CURLOPT_CUSTOMREQUEST` on a URL without a mailbox, so libcurl never sends
-/// `SELECT` or a `FETCH` of its own (its URL fetch marks messages seen). libcurl hands every line
-/// of the answer, literals included, to the header callback; that is what a command returns.
+/// A session runs on a private ``CurlMultiLoop`` (one connection): the connected handle stays in
+/// its multi handle, and every command runs on the loop's thread (``CurlMultiLoop/onLoop(_:)``).
 extension CurlHTTPClient: MailboxReader {
     package func open(_ server: MailboxServer) async throws -> any MailboxSession {
         CurlMailboxSession(server)
@@ -24,10 +25,16 @@ final class CurlMailboxSession: MailboxSession, @unchecked Sendable {
     let server: MailboxServer
     private let loop = CurlMultiLoop(maxConnectionsPerHost: 1, maxCachedConnections: 1)
     private let deadline: ContinuousClock.Instant
-    /// Commands sent so far (only one at a time: the provider awaits each).
-    private let sent = Mutex(0)
-    /// The last command succeeded: the connection is open and logged in.
-    private let alive = Mutex(false)
+
+    private struct State {
+        /// The logged-in connection's job (its handle, its error buffer), once connected.
+        var connection: CurlMailboxConnect?
+        /// Commands sent so far: each gets its own tag.
+        var sent = 0
+        /// The last command was answered: the connection is open and logged in.
+        var alive = false
+    }
+    private let state = Mutex(State())
 
     init(_ server: MailboxServer) {
         self.server = server
@@ -40,54 +47,77 @@ final class CurlMailboxSession: MailboxSession, @unchecked Sendable {
         guard !command.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
             throw MailboxError.refused(command: "the command", text: "contains a line break")
         }
-        let left = ContinuousClock.now.duration(to: deadline)
-        guard left > .zero else { throw MailboxError.timeout(server.timeout) }
-        return try await run(command, seconds: Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18, limit: limit)
-    }
-
-    private func run(_ command: String, seconds: Double, limit: Int) async throws -> Data {
-        let first = sent.withLock { n -> Bool in
-            n += 1
-            return n == 1
-        }
+        guard ContinuousClock.now < deadline else { throw MailboxError.timeout(server.timeout) }
+        let limit = min(limit, Self.answerLimit)
         do {
-            let answer = try await loop.run(CurlMailboxCommand(server, command: command, timeout: seconds, limit: min(limit, Self.answerLimit), first: first))
-            alive.withLock { $0 = true }
-            return answer
+            var greeting = Data()
+            let connection: CurlMailboxConnect
+            if let open = state.withLock({ $0.connection }) {
+                connection = open
+            } else {
+                let seconds = Self.seconds(ContinuousClock.now.duration(to: deadline))
+                connection = CurlMailboxConnect(server, timeout: seconds, limit: limit)
+                greeting = try await loop.run(connection)
+                state.withLock { $0.connection = connection }
+            }
+            let answer = try await exchange(command, on: connection, until: deadline, limit: limit - greeting.count)
+            state.withLock { $0.alive = true }
+            return greeting + answer
         } catch {
-            alive.withLock { $0 = false }
+            state.withLock { $0.alive = false }
             throw error
         }
     }
 
     /// Our own LOGOUT, bounded: libcurl's LOGOUT when it closes a live connection would wait
-    /// for the answer up to two minutes, wherever the loop happens to be released. After ours
-    /// the server has closed the connection (or it is dead), and libcurl's costs nothing.
+    /// for the answer up to two minutes. After ours the server has closed the connection (or it
+    /// is dead), and libcurl closes it at once when the loop stops.
     func close() async {
-        // Only on a connection that answered its last command: never a new login to log out.
-        if alive.withLock({ $0 }) {
-            let left = ContinuousClock.now.duration(to: deadline)
-            let seconds = min(max(Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18, 0.5), 5)
-            _ = try? await run("LOGOUT", seconds: seconds, limit: 4096)
+        // Only on a connection that answered its last command.
+        if let connection = state.withLock({ $0.alive ? $0.connection : nil }) {
+            let left = Self.seconds(ContinuousClock.now.duration(to: deadline))
+            _ = try? await exchange("LOGOUT", on: connection, until: ContinuousClock.now + .milliseconds(Int64(min(max(left, 0.5), 5) * 1000)), limit: 4096)
         }
         loop.stop()
     }
 
-    /// libcurl fails a transfer whose answer lines pass 300 KB in all (it counts an untagged
-    /// line twice: as "header" and as "body"); below that, this port's own limit cuts an answer
-    /// first, with its own message.
+    /// Sends `command` with a tag of its own and reads its answer, on the loop thread.
+    private func exchange(_ command: String, on connection: CurlMailboxConnect, until deadline: ContinuousClock.Instant, limit: Int) async throws -> Data {
+        let tag = "T" + String(state.withLock { s -> Int in
+            s.sent += 1
+            return s.sent
+        })
+        let cancelled = CancelFlag()
+        let timeout = server.timeout
+        return try await withTaskCancellationHandler {
+            try await loop.onLoop {
+                try connection.exchange(tag: tag, command: command, deadline: deadline, limit: limit, timeout: timeout, cancelled: cancelled)
+            }
+        } onCancel: {
+            cancelled.flag.store(true, ordering: .relaxed)
+        }
+    }
+
+    static func seconds(_ d: Duration) -> Double {
+        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+
+    /// An answer's limit, whatever the caller asks: the provider fetches in batches below it.
     static let answerLimit = 128 << 10
 }
 
-/// One IMAP command on a ``CurlMultiLoop``: libcurl connects and logs in if it has no
-/// connection yet, sends the command with its own tag, and reads up to the tagged completion.
-final class CurlMailboxCommand: CurlJob, @unchecked Sendable {
+/// Set by task cancellation; a command waiting for its answer looks at it between waits.
+final class CancelFlag: Sendable {
+    let flag = Atomic<Bool>(false)
+}
+
+/// The connection of a session on its ``CurlMultiLoop``: libcurl connects, secures and logs in
+/// (`CURLOPT_CONNECT_ONLY`) and returns the lines of the greeting and login (the server's
+/// capabilities); then ``exchange(tag:command:deadline:limit:timeout:cancelled:)`` runs each command.
+final class CurlMailboxConnect: CurlJob, @unchecked Sendable {
     let server: MailboxServer
-    let command: String
     let timeout: TimeInterval
     let limit: Int
-    /// The session's first command, which may (must) make the connection.
-    let first: Bool
     private let cancelled = Atomic<Bool>(false)
     var continuation: CheckedContinuation<Data, Error>?
 
@@ -95,31 +125,19 @@ final class CurlMailboxCommand: CurlJob, @unchecked Sendable {
     private(set) var handle: UnsafeMutableRawPointer?
     private let errorBuffer = CurlErrorBuffer()
     private var answer = Data()
-    /// The last complete line: on a failure, the server's tagged `NO`/`BAD`.
+    /// The last complete line: on a failed login, the server's tagged `NO`.
     private var lastLine = Data()
     private var overflowed = false
 
-    init(_ server: MailboxServer, command: String, timeout: TimeInterval, limit: Int, first: Bool) {
+    init(_ server: MailboxServer, timeout: TimeInterval, limit: Int) {
         self.server = server
-        self.command = command
         self.timeout = timeout
         self.limit = limit
-        self.first = first
     }
 
-    static let bufferSize = 1 << 20
-    /// libcurl's `CURL_MAX_HTTP_HEADER`, which bounds an IMAP answer too.
-    static let curlLimit = 300 * 1024
-
+    var keepsConnection: Bool { true }
     var isCancelled: Bool { cancelled.load(ordering: .sequentiallyConsistent) }
     func markCancelled() { cancelled.store(true, ordering: .sequentiallyConsistent) }
-
-    /// The command's verb for messages (`UID FETCH`, `EXAMINE`), never its arguments.
-    var verb: String {
-        let words = command.split(separator: " ", maxSplits: 2)
-        guard let w = words.first else { return "the command" }
-        return w.uppercased() == "UID" && words.count > 1 ? "UID \(words[1].uppercased())" : w.uppercased()
-    }
 
     func configure(_ handle: UnsafeMutableRawPointer) {
         self.handle = handle
@@ -128,23 +146,19 @@ final class CurlMailboxCommand: CurlJob, @unchecked Sendable {
         tidings_curl_easy_setopt_str(handle, CURLOPT_URL, s.url.absoluteString)
         tidings_curl_easy_setopt_str(handle, CURLOPT_PROTOCOLS_STR, "imap,imaps")
         tidings_curl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+        // Connect, TLS, CAPABILITY, STARTTLS, login; then the connection is ours.
+        tidings_curl_easy_setopt_long(handle, CURLOPT_CONNECT_ONLY, 1)
         let ms = Int(min(max(timeout, 0.001), 1e9) * 1000)
         tidings_curl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, ms)
         tidings_curl_easy_setopt_ptr(handle, CURLOPT_ERRORBUFFER, errorBuffer.pointer)
-        // libcurl keeps only the head of an answer line longer than half its buffer: a plain
-        // `* SEARCH` of many UIDs is one long line (up to the answer limit: about 18,000 UIDs).
-        tidings_curl_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, Self.bufferSize)
         s.security.configure(handle, caFile: s.caFile)
         tidings_curl_easy_setopt_str(handle, CURLOPT_USERNAME, s.username)
         tidings_curl_easy_setopt_str(handle, CURLOPT_PASSWORD, s.password.value)
-        tidings_curl_easy_setopt_str(handle, CURLOPT_CUSTOMREQUEST, command)
         tidings_curl_easy_setopt_callback(handle, CURLOPT_HEADERFUNCTION, curlMailboxLineCallback)
         tidings_curl_easy_setopt_ptr(handle, CURLOPT_HEADERDATA, me)
-        // Untagged lines also arrive as "body": dropped (they are in the header callback).
-        tidings_curl_easy_setopt_callback(handle, CURLOPT_WRITEFUNCTION, curlMailboxDiscardCallback)
     }
 
-    /// A line of the answer (libcurl calls this per line); false = over the limit, abort.
+    /// A line of the greeting or login (libcurl calls this per line); false = over the limit, abort.
     fileprivate func take(_ line: UnsafeRawBufferPointer) -> Bool {
         guard answer.count + line.count <= limit else {
             overflowed = true
@@ -155,28 +169,11 @@ final class CurlMailboxCommand: CurlJob, @unchecked Sendable {
         return true
     }
 
-    /// The server's last line, printable and short, for an error message.
-    private var serverWords: String {
-        var words = String(decoding: lastLine, as: UTF8.self).unicodeScalars
-            .filter { $0.value >= 0x20 && $0.value != 0x7f }.reduce(into: "") { $0.unicodeScalars.append($1) }
-            .trimmingCharacters(in: .whitespaces)
-        // The tag (libcurl's, e.g. "A004") says nothing to a reader.
-        if let space = words.firstIndex(of: " "), !words.hasPrefix("*") { words = String(words[words.index(after: space)...]) }
-        return words.count > 300 ? String(words.prefix(300)) + "…" : words
-    }
-
     func outcome(_ code: CURLcode) -> Result<Data, Error> {
         let detail = Redactor.shared.scrub(errorBuffer.message(code))
         if overflowed { return .failure(MailboxError.tooLarge(limit)) }
-        // libcurl's own bound on what one command's answer may hold (300 KB, counted its way).
-        if code != CURLE_OK, detail.hasPrefix("Too large response headers") { return .failure(MailboxError.tooLarge(Self.curlLimit)) }
         switch code {
         case CURLE_OK:
-            var connects = 0
-            if let handle { tidings_curl_easy_getinfo_long(handle, CURLINFO_NUM_CONNECTS, &connects) }
-            if !first && connects > 0 {
-                return .failure(MailboxError.unreachable("the server closed the IMAP connection during the poll"))
-            }
             return .success(answer)
         case CURLE_OPERATION_TIMEDOUT:
             return .failure(MailboxError.timeout(server.timeout))
@@ -187,28 +184,103 @@ final class CurlMailboxCommand: CurlJob, @unchecked Sendable {
         case CURLE_SSL_CONNECT_ERROR:
             return .failure(MailboxError.tls(detail))
         case CURLE_LOGIN_DENIED:
-            let words = serverWords
+            // The tag (libcurl's, e.g. "A004") says nothing to a reader.
+            var words = IMAPAnswerFramer.text(lastLine)
+            if !words.hasPrefix("*"), let space = words.firstIndex(of: " ") { words = String(words[words.index(after: space)...]) }
+            words = Self.serverWords(words)
             // RFC 5530: [UNAVAILABLE] is the server's trouble, not the credentials'.
             if words.uppercased().contains("[UNAVAILABLE]") {
                 return .failure(MailboxError.unreachable("login failed for now: \(words)"))
             }
             return .failure(MailboxError.loginRefused(words.isEmpty ? detail : words))
-        case CURLE_QUOTE_ERROR:
-            return .failure(MailboxError.refused(command: verb, text: serverWords))
         case CURLE_WEIRD_SERVER_REPLY:
             return .failure(MailboxError.unreachable("unreadable IMAP answer: \(detail)"))
         default:
             return .failure(MailboxError.unreachable(detail))
         }
     }
+
+    /// The server's words for a message: scrubbed, then cut (a secret across the cut is gone whole).
+    static func serverWords(_ text: String) -> String {
+        let words = Redactor.shared.scrub(text)
+        return words.count > 300 ? String(words.prefix(300)) + "…" : words
+    }
+
+    /// The command's verb for messages (`UID FETCH`, `EXAMINE`), never its arguments.
+    static func verb(_ command: String) -> String {
+        let words = command.split(separator: " ", maxSplits: 2)
+        guard let w = words.first else { return "the command" }
+        return w.uppercased() == "UID" && words.count > 1 ? "UID \(words[1].uppercased())" : w.uppercased()
+    }
+
+    // MARK: - Commands (on the loop thread)
+
+    /// Sends `tag command` and reads up to its tagged completion; every literal of the answer is
+    /// skipped unread by the framer. Waits at most until `deadline`.
+    func exchange(tag: String, command: String, deadline: ContinuousClock.Instant, limit: Int, timeout: TimeInterval, cancelled: CancelFlag) throws -> Data {
+        guard let handle else { throw MailboxError.unreachable("the IMAP connection is closed") }
+        var fd: curl_socket_t = -1
+        guard tidings_curl_easy_getinfo_socket(handle, CURLINFO_ACTIVESOCKET, &fd) == CURLE_OK, fd != -1 else {
+            throw MailboxError.unreachable("the server closed the IMAP connection during the poll")
+        }
+        let verb = Self.verb(command)
+        /// Waits until `fd` is ready for `events`; throws past the deadline or on cancellation.
+        func wait(_ events: Int16) throws {
+            if cancelled.flag.load(ordering: .relaxed) { throw CancellationError() }
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { throw MailboxError.timeout(timeout) }
+            var p = pollfd(fd: fd, events: events, revents: 0)
+            _ = poll(&p, 1, Int32(min(CurlMailboxSession.seconds(left) * 1000 + 1, 200)))
+        }
+        func failure(_ code: CURLcode, _ doing: String) -> MailboxError {
+            .unreachable("\(doing) failed: \(Redactor.shared.scrub(errorBuffer.message(code)))")
+        }
+
+        errorBuffer.pointer[0] = 0
+        let line = Array("\(tag) \(command)\r\n".utf8)
+        var sent = 0
+        while sent < line.count {
+            var n = 0
+            let code = line[sent...].withUnsafeBytes { curl_easy_send(handle, $0.baseAddress, $0.count, &n) }
+            switch code {
+            case CURLE_OK: sent += n
+            case CURLE_AGAIN: try wait(Int16(POLLOUT))
+            default: throw failure(code, "sending \(verb)")
+            }
+        }
+
+        var framer = IMAPAnswerFramer(tag: tag)
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            var n = 0
+            let code = buffer.withUnsafeMutableBytes { curl_easy_recv(handle, $0.baseAddress, $0.count, &n) }
+            switch code {
+            case CURLE_OK where n > 0:
+                let end = framer.take(buffer[..<n])
+                if end == nil, framer.bytes.count > limit { throw MailboxError.tooLarge(limit) }
+                switch end {
+                case nil: continue
+                case .tagged(let status, let text)?:
+                    guard status == "OK" else { throw MailboxError.refused(command: verb, text: Self.serverWords(text)) }
+                    return Data(framer.bytes[..<framer.length])
+                case .bye(let text)?:
+                    // A LOGOUT is answered with BYE, then its tagged OK; any other command is over.
+                    if verb == "LOGOUT" { return Data(framer.bytes[..<framer.length]) }
+                    throw MailboxError.unreachable("the server ended the session: \(Self.serverWords(text))")
+                }
+            case CURLE_OK:  // nothing read: the server closed the connection
+                throw MailboxError.unreachable("the server closed the IMAP connection during the poll")
+            case CURLE_AGAIN:
+                try wait(Int16(POLLIN))
+            default:
+                throw failure(code, "reading the answer to \(verb)")
+            }
+        }
+    }
 }
 
 private func curlMailboxLineCallback(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ me: UnsafeMutableRawPointer?) -> Int {
     guard let me else { return 0 }
-    let ok = Unmanaged<CurlMailboxCommand>.fromOpaque(me).takeUnretainedValue().take(UnsafeRawBufferPointer(start: data, count: size * count))
+    let ok = Unmanaged<CurlMailboxConnect>.fromOpaque(me).takeUnretainedValue().take(UnsafeRawBufferPointer(start: data, count: size * count))
     return ok ? size * count : 0
-}
-
-private func curlMailboxDiscardCallback(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ me: UnsafeMutableRawPointer?) -> Int {
-    size * count
 }

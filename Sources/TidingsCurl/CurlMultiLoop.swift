@@ -16,10 +16,12 @@ private let curlGlobalInit: Void = {
 /// handles, `curl_multi_perform`, the transfer callbacks and resuming the waiting tasks all
 /// happen on the loop thread. The thread starts with the first request and ends after ``stop()``.
 final class CurlMultiLoop: @unchecked Sendable {
-    private enum Command {
+    private enum Command: Sendable {
         case add(any CurlJob)
         case cancel(any CurlJob)
         case limitPerHost(Int)
+        /// Work on the loop thread, between two rounds of `curl_multi_perform`.
+        case call(@Sendable () -> Void)
     }
 
     private struct Inbox {
@@ -56,11 +58,26 @@ final class CurlMultiLoop: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` on the loop thread and returns its result: the one place where the easy handle
+    /// of a finished job that ``CurlJob/keepsConnection`` may be used (`curl_easy_send`/`recv`),
+    /// as the multi handle it still belongs to is touched nowhere else. The loop does nothing else
+    /// meanwhile: `body` bounds its own time.
+    func onLoop<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, Error>) in
+            if !enqueue(.call({ c.resume(with: Result { try body() }) })) { c.resume(throwing: CancellationError()) }
+        }
+    }
+
     /// Hands a job to the loop; it completes the job's continuation.
     private func submit(_ transfer: any CurlJob) {
+        if !enqueue(.add(transfer)) { transfer.fail(CancellationError()) }
+    }
+
+    /// Queues `command` for the loop (starting its thread); false once the loop is stopping.
+    private func enqueue(_ command: Command) -> Bool {
         let accepted = inbox.withLock { inbox -> Bool in
             guard !inbox.stopping else { return false }
-            inbox.commands.append(.add(transfer))
+            inbox.commands.append(command)
             if !inbox.started {
                 inbox.started = true
                 let thread = Thread { [self] in run() }
@@ -69,11 +86,8 @@ final class CurlMultiLoop: @unchecked Sendable {
             }
             return true
         }
-        if accepted {
-            curl_multi_wakeup(multi)
-        } else {
-            transfer.fail(CancellationError())
-        }
+        if accepted { curl_multi_wakeup(multi) }
+        return accepted
     }
 
     /// Cancels a job (from any thread): the loop drops it and it fails with `CancellationError`.
@@ -114,6 +128,10 @@ final class CurlMultiLoop: @unchecked Sendable {
     private func run() {
         var active: [UnsafeMutableRawPointer: any CurlJob] = [:]
         var idle: [UnsafeMutableRawPointer] = []
+        /// Handles of finished jobs that keep their connection: still in the multi handle (so
+        /// `curl_easy_send`/`recv` find the connection), until the loop stops; with their jobs,
+        /// which own what the handle points to (its error buffer, its callback's data).
+        var held: [(handle: UnsafeMutableRawPointer, job: any CurlJob)] = []
         var batch: [Command] = []
 
         func retire(_ handle: UnsafeMutableRawPointer) {
@@ -153,6 +171,8 @@ final class CurlMultiLoop: @unchecked Sendable {
                     transfer.fail(CancellationError())
                 case .limitPerHost(let n):
                     tidings_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, n))
+                case .call(let body):
+                    body()
                 }
             }
             batch.removeAll(keepingCapacity: true)
@@ -163,6 +183,12 @@ final class CurlMultiLoop: @unchecked Sendable {
                     transfer.fail(CancellationError())
                 }
                 for handle in idle { curl_easy_cleanup(handle) }
+                // Removing a CONNECT_ONLY handle closes its connection.
+                for (handle, _) in held {
+                    curl_multi_remove_handle(multi, handle)
+                    curl_easy_cleanup(handle)
+                }
+                held.removeAll()
                 return
             }
 
@@ -173,7 +199,15 @@ final class CurlMultiLoop: @unchecked Sendable {
                 guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
                     let transfer = active[handle]
                 else { continue }
-                transfer.finish(message.pointee.data.result) { retire(handle) }
+                let code = message.pointee.data.result
+                transfer.finish(code) {
+                    if transfer.keepsConnection && code == CURLE_OK {
+                        active[handle] = nil
+                        held.append((handle, transfer))
+                    } else {
+                        retire(handle)
+                    }
+                }
             }
             // Sleeps until a socket is ready, libcurl's next timeout, or a wakeup from submit/cancel/stop.
             curl_multi_poll(multi, nil, 0, active.isEmpty ? 10_000 : 1_000, nil)

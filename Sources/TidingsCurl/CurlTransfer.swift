@@ -21,9 +21,17 @@ final class CurlTransfer: CurlJob, @unchecked Sendable {
     private var headers: [String: String] = [:]
     private var body = Data()
     private var failure: HTTPClientError?
+    /// Connect only to public addresses (a redirect under ``PrivateRedirects``): every address
+    /// libcurl is about to connect to is checked (``PrivateAddress``) and a private one refused.
+    let publicOnly: Bool
+    /// The private address refused, when `publicOnly` refused one.
+    private var refusedAddress: String?
+    /// The address of the server the transfer was connected to (`CURLINFO_PRIMARY_IP`), once done.
+    private(set) var connectedAddress: [UInt8]?
 
-    init(_ request: HTTPRequest) {
+    init(_ request: HTTPRequest, publicOnly: Bool = false) {
         self.request = request
+        self.publicOnly = publicOnly
     }
 
     deinit {
@@ -50,6 +58,12 @@ final class CurlTransfer: CurlJob, @unchecked Sendable {
         tidings_curl_easy_setopt_ptr(handle, CURLOPT_WRITEDATA, me)
         tidings_curl_easy_setopt_callback(handle, CURLOPT_HEADERFUNCTION, curlHeaderCallback)
         tidings_curl_easy_setopt_ptr(handle, CURLOPT_HEADERDATA, me)
+        if publicOnly {
+            // A new connection, so the address is checked: a cached one may be to anywhere.
+            tidings_curl_easy_setopt_long(handle, CURLOPT_FRESH_CONNECT, 1)
+            tidings_curl_easy_setopt_opensocket(handle, curlPublicOnlySocket)
+            tidings_curl_easy_setopt_ptr(handle, CURLOPT_OPENSOCKETDATA, me)
+        }
         if let ca = request.caFile {
             // This CA instead of the system's: no CA directory either.
             tidings_curl_easy_setopt_str(handle, CURLOPT_CAINFO, ca)
@@ -137,8 +151,52 @@ final class CurlTransfer: CurlJob, @unchecked Sendable {
         }
     }
 
+    /// A socket for `address`, or none when it is private and this transfer is `publicOnly`.
+    fileprivate func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
+        let a = address.pointee
+        if publicOnly {
+            let bytes = Self.bytes(address)
+            if bytes.map(PrivateAddress.isPrivate) ?? true {
+                refusedAddress = bytes.flatMap(Self.text) ?? "of family \(a.family)"
+                return -1  // CURL_SOCKET_BAD: libcurl tries the next address, if any
+            }
+        }
+        return socket(a.family, a.socktype | Int32(SOCK_CLOEXEC.rawValue), a.protocol)
+    }
+
+    /// The address bytes of an IPv4 or IPv6 socket address (read in place: libcurl's storage
+    /// behind `addr` is larger than `struct sockaddr` for IPv6).
+    static func bytes(_ address: UnsafeMutablePointer<curl_sockaddr>) -> [UInt8]? {
+        let raw = UnsafeRawPointer(address) + MemoryLayout<curl_sockaddr>.offset(of: \curl_sockaddr.addr)!
+        let length = Int(address.pointee.addrlen)
+        switch Int32(address.pointee.family) {
+        case AF_INET where length >= MemoryLayout<sockaddr_in>.size:
+            var v = raw.loadUnaligned(as: sockaddr_in.self).sin_addr
+            return withUnsafeBytes(of: &v) { Array($0) }
+        case AF_INET6 where length >= MemoryLayout<sockaddr_in6>.size:
+            var v = raw.loadUnaligned(as: sockaddr_in6.self).sin6_addr
+            return withUnsafeBytes(of: &v) { Array($0) }
+        default:
+            return nil
+        }
+    }
+
+    /// An address for messages (`10.0.0.1`, `fd00::1`).
+    static func text(_ bytes: [UInt8]) -> String? {
+        var out = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        guard inet_ntop(bytes.count == 4 ? AF_INET : AF_INET6, bytes, &out, socklen_t(out.count)) != nil else { return nil }
+        return String(decoding: out.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     func outcome(_ code: CURLcode) -> Result<HTTPResponse, Error> {
         if let failure { return .failure(failure) }
+        if code != CURLE_OK, let refusedAddress { return .failure(PrivateAddressRefused(address: refusedAddress)) }
+        if let handle {
+            var ip: UnsafeMutablePointer<CChar>?
+            if tidings_curl_easy_getinfo_str(handle, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK, let ip {
+                connectedAddress = PrivateAddress.bytes(String(cString: ip))
+            }
+        }
         var status = 0
         if let handle { tidings_curl_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status) }
         switch code {
@@ -169,4 +227,14 @@ private func curlHeaderCallback(_ data: UnsafeMutablePointer<CChar>?, _ size: In
     guard let me else { return 0 }
     Unmanaged<CurlTransfer>.fromOpaque(me).takeUnretainedValue().receiveHeader(UnsafeRawBufferPointer(start: data, count: size * count))
     return size * count
+}
+
+/// A `publicOnly` transfer refused every address it could connect to: the first private one.
+struct PrivateAddressRefused: Error {
+    var address: String
+}
+
+private func curlPublicOnlySocket(_ me: UnsafeMutableRawPointer?, _ purpose: curlsocktype, _ address: UnsafeMutablePointer<curl_sockaddr>?) -> curl_socket_t {
+    guard let me, let address else { return -1 }
+    return Unmanaged<CurlTransfer>.fromOpaque(me).takeUnretainedValue().openSocket(address)
 }

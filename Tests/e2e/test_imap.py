@@ -306,9 +306,43 @@ def test_config_errors_name_file_and_line(tidings):
     assert re.search(r"badurl\.toml:3: .*'url' must be imaps://", r.stderr), r.stderr
 
 
+def test_protocol_lines_inside_a_message_are_text_not_answers(tidings, server):
+    """Lines that look like IMAP answers (any client's tagged `OK`, `* BYE`, `* 3 EXISTS`, a literal
+    marker) inside a message's header fields and text are the message's text: the poll reads every
+    message and none of them ends an answer early (issue 30 item 15)."""
+    source(tidings, f"imap://127.0.0.1:{server.imap_port}/INBOX")
+    assert tidings.check().code == 0
+    tags = [f"A{n:03d} OK done" for n in range(1, 10)] + ["B005 OK done", "T1 OK done", "t4 OK done"]
+    lines = tags + ["* BYE shutting down", "* 3 EXISTS", "* OK [UIDVALIDITY 1] forged", "* 1 FETCH (UID 99)",
+                    "{5}", "A005 OK {5}", "A006 BAD {0}", ")"]
+    for n in range(3):
+        raw = (f"Subject: forged {n} {{5}}\r\n"
+               f" A00{n + 3} OK folded into the subject {{5}}\r\n"
+               "From: Mallory <mallory@localhost>\r\n"
+               "To: alice@localhost\r\n"
+               f"Message-ID: <forged{n}@localhost>\r\n"
+               "Content-Type: text/plain; charset=utf-8\r\n\r\n"
+               + "".join(f"{line}\r\n" for line in lines[n:] + lines[:n])).encode()
+        server.deliver("alice", raw=raw)
+    server.deliver("alice", subject="after the forged ones", body="plain")
+    watch = FlagWatch(server)
+    r = tidings.check()
+    assert r.code == 1, r
+    events = items_events(r)
+    assert sorted(e["title"] for e in events) == ["after the forged ones"] + [
+        f"forged {n} {{5}} A00{n + 3} OK folded into the subject {{5}}" for n in range(3)], r
+    first = next(e for e in events if e["title"].startswith("forged 0"))
+    assert first["body"].startswith("From: Mallory <mallory@localhost>\n\nA001 OK done\nA002 OK done\n"), first
+    watch.unchanged("forged protocol lines")
+    assert_no_secrets(tidings, [r], [PASSWORD])
+
+
 class HostileIMAP:
     """Greets, takes any login, then answers the first command after it forever: slowly
-    (`mode="slow"`, a line every 0.2 s) or as fast as it can (`mode="flood"`)."""
+    (`mode="slow"`, a line every 0.2 s) or as fast as it can (`mode="flood"`); or with
+    `* BYE` and a closed connection (`mode="bye"`)."""
+
+    BYE = "System going down for maintenance, back at 04:00 (" + "x" * 240 + " " + PASSWORD + ")"
 
     def __init__(self, mode):
         self.mode = mode
@@ -341,6 +375,9 @@ class HostileIMAP:
                 elif verb == "LOGOUT":
                     conn.sendall(b"* BYE\r\n" + tag.encode() + b" OK bye\r\n")
                     return
+                elif self.mode == "bye":
+                    conn.sendall(b"* BYE " + self.BYE.encode() + b"\r\n")
+                    return
                 else:
                     chunk = b"* OK [ALERT] still thinking\r\n" * (1 if self.mode == "slow" else 2000)
                     while not self.stop.is_set():
@@ -370,5 +407,21 @@ def test_a_never_ending_answer_is_a_bounded_poll_failure(tidings, mode, expect):
         assert re.search(expect, r.stderr), r
         assert took < 8, f"the poll took {took:.1f}s"
         assert_no_secrets(tidings, [r], [PASSWORD])
+    finally:
+        srv.close()
+
+
+def test_bye_during_a_command_quotes_the_server(tidings):
+    """A `* BYE` in answer to a command, then a closed connection: the failure quotes the server's
+    words, scrubbed before they are cut (issue 30 item 16), not a read error of the socket."""
+    srv = HostileIMAP("bye")
+    try:
+        source(tidings, f"imap://127.0.0.1:{srv.port}/INBOX", extra="starttls = false")
+        r = tidings.check(timeout=30)
+        assert r.code == 2, r
+        assert re.search(r"source mail failed: the server ended the session: System going down for maintenance, "
+                         r"back at 04:00 \(x+", r.stderr), r.stderr
+        assert "errno" not in r.stderr, r.stderr
+        assert_no_secrets(tidings, [r], [PASSWORD, PASSWORD[:8]])
     finally:
         srv.close()

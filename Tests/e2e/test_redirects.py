@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -210,3 +211,70 @@ def test_webhook_redirect_is_not_delivered_names_the_location_and_loses_nothing(
     delivered = json.loads(post.body)
     assert delivered["id"] == row["event"]["id"] and delivered["title"] == "redirected event"
     assert post.headers["webhook-id"] == row["event"]["id"]
+
+
+# Redirects into private addresses (issue 30, "also decide and document") ---------------------
+
+@pytest.fixture
+def private_pair():
+    """`main` on 127.0.0.1 redirects to `other` on 127.0.0.2: another host, another address."""
+    from fakes.server import FakeServer
+    from fakes.hostile import HostileHandler
+    with HostilePair() as p:
+        p.other.stop()
+        p.other = FakeServer(HostileHandler, state={"routes": {}}, host="127.0.0.2")
+        p.other.start()
+        yield p
+
+
+@pytest.mark.parametrize("where", ["source", "defaults"])
+def test_refuse_private_redirects_refuses_a_redirect_to_a_private_address(tidings, private_pair, where):
+    pair = private_pair
+    target = pair.script("/items", server="other", json=[{"id": "1", "name": "inside"}])
+    pair.script("/items", redirect=target, status=302)
+    if where == "defaults":
+        tidings.write_config("""
+            [defaults]
+            refuse_private_redirects = true
+            """)
+    http_json(tidings, f"{pair.main.url}/items", "refuse_private_redirects = true" if where == "source" else "")
+    r = tidings.check()
+    assert r.code == 2, r
+    assert (f"HTTP 302 redirect to {target} refused: it leads to the private address 127.0.0.2 "
+            "(refuse_private_redirects)") in r.stderr, r
+    other_received_nothing(pair)
+
+
+@pytest.mark.parametrize("setting", ["", "refuse_private_redirects = false"])
+def test_a_private_source_may_redirect_to_a_private_address(tidings, private_pair, setting):
+    """Unset, the check applies only when the configured URL's server is public: this one is on
+    loopback (so is every test's), and may redirect within its network; `false` never checks."""
+    pair = private_pair
+    target = pair.script("/items", server="other", json=[{"id": "1", "name": "inside"}])
+    pair.script("/items", redirect=target, status=302)
+    http_json(tidings, f"{pair.main.url}/items", "notify_existing = true\n" + setting)
+    r = tidings.check()
+    assert r.code == 1, r
+    assert [e["title"] for e in r.events] == ["inside"]
+    assert [q.path for q in pair.other.requests] == ["/items"]
+
+
+def test_refuse_private_redirects_must_be_a_boolean(tidings):
+    http_json(tidings, "http://127.0.0.1:9/items", 'refuse_private_redirects = "yes"')
+    r = tidings.run("config", "check")
+    assert r.code == 78, r
+    assert "api.toml:6:" in r.stderr and "refuse_private_redirects" in r.stderr, r.stderr
+
+
+def test_refuse_private_redirects_checks_the_address_not_the_name(tidings, private_pair):
+    """A name is no way around it: `localhost` is refused by the address it resolves to."""
+    pair = private_pair
+    port = pair.main.url.rsplit(":", 1)[1]
+    pair.script("/moved", json=[{"id": "1", "name": "inside"}])
+    pair.script("/items", redirect=f"http://localhost:{port}/moved", status=301)
+    http_json(tidings, f"{pair.main.url}/items", "refuse_private_redirects = true")
+    r = tidings.check()
+    assert r.code == 2, r
+    assert re.search(rf"HTTP 301 redirect to http://localhost:{port}/moved refused: it leads to the private address "
+                     r"(127\.0\.0\.1|::1) \(refuse_private_redirects\)", r.stderr), r
+    assert [q.path for q in pair.main.requests] == ["/items"]

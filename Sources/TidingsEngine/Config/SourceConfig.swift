@@ -16,10 +16,12 @@ package struct SourceSettings: Sendable, Equatable {
     /// Most events one poll may send; beyond it, one summary event instead (the state is
     /// still recorded in full).
     package var maxEvents = 1000
+    /// `refuse_private_redirects`: unset is ``PrivateRedirects/auto``.
+    package var privateRedirects = PrivateRedirects.auto
 
     package init() {}
 
-    static let keys = ["interval", "jitter", "timeout", "error_threshold", "max_backoff", "max_body", "notify_existing", "enabled", "notice_ttl", "max_events"]
+    static let keys = ["interval", "jitter", "timeout", "error_threshold", "max_backoff", "max_body", "notify_existing", "enabled", "notice_ttl", "max_events", "refuse_private_redirects"]
 
     /// Reads the keys present in `r` over `self`.
     package func overlaid(with r: OptionReader) throws -> SourceSettings {
@@ -34,6 +36,7 @@ package struct SourceSettings: Sendable, Equatable {
         if let v = try r.bool("enabled") { s.enabled = v }
         if let v = try r.duration("notice_ttl", minimum: 1) { s.noticeTTL = v }
         if let v = try r.int("max_events", range: 1...1_000_000) { s.maxEvents = v }
+        if let v = try r.bool("refuse_private_redirects") { s.privateRedirects = v ? .refuse : .allow }
         return s
     }
 }

@@ -68,7 +68,7 @@ package final class PollRunner: Sendable {
         let validators = Validators(etag: state?.etag, lastModified: state?.lastModified)
         let context = PollContext(
             source: source.name, http: http, validators: validators, timeout: settings.timeout,
-            maxBody: settings.maxBody, logger: log, now: env.now())
+            maxBody: settings.maxBody, logger: log, now: env.now(), privateRedirects: settings.privateRedirects)
         let result: Result<PollResult, PollError>
         do {
             let provider = source.instance

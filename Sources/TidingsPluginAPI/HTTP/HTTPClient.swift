@@ -16,11 +16,13 @@ package struct HTTPRequest: Sendable {
     package var redirects: RedirectPolicy
     /// PEM file of the CAs to trust for https, instead of the system's (a source's `ca_file`).
     package var caFile: String?
+    /// Whether a redirect may lead to a private address (a source's `refuse_private_redirects`).
+    package var privateRedirects: PrivateRedirects
 
     package init(
         method: String = "GET", url: URL, headers: [(String, String)] = [], body: Data? = nil,
         timeout: TimeInterval = 30, maxBody: Int = 10 << 20, redirects: RedirectPolicy = .sameOrigin,
-        caFile: String? = nil
+        caFile: String? = nil, privateRedirects: PrivateRedirects = .allow
     ) {
         self.method = method
         self.url = url
@@ -30,6 +32,7 @@ package struct HTTPRequest: Sendable {
         self.maxBody = maxBody
         self.redirects = redirects
         self.caFile = caFile
+        self.privateRedirects = privateRedirects
     }
 }
 

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Where a request may be redirected, declared by its caller (``HTTPRequest/redirects``).
 ///
@@ -15,6 +18,55 @@ package enum RedirectPolicy: Sendable, Equatable {
     /// Follow to any http(s) URL, except from https to http: for public requests without
     /// credentials (a status page that moved to another host).
     case anyOrigin
+}
+
+/// Whether a redirect may lead to a private address (a source's `refuse_private_redirects`):
+/// a public server that is taken over must not turn tidings into a client of the machines
+/// behind it. Checked on the address each redirected hop actually connects to, never on a name.
+package enum PrivateRedirects: Sendable, Equatable {
+    /// Unset: refused when the request's first hop (the configured URL) connected to a public
+    /// address; a source on a private or loopback server may redirect within its network.
+    case auto
+    /// `true`: a redirect to a private address is always refused.
+    case refuse
+    /// `false`: never checked.
+    case allow
+}
+
+/// Addresses that are not on the public internet (``PrivateRedirects``), decided on the bytes.
+package enum PrivateAddress {
+    /// True for loopback, "this network" (0/8), RFC 1918, CGNAT (100.64/10), link-local,
+    /// IETF-reserved (192.0.0/24), benchmarking (198.18/15), multicast, reserved and broadcast
+    /// IPv4; and IPv6 unspecified, loopback, ULA (fc00::/7), link- and site-local, multicast,
+    /// and the IPv4 address inside an IPv4-mapped, IPv4-compatible, NAT64 or 6to4 one.
+    /// `bytes` is 4 (IPv4) or 16 (IPv6) bytes; anything else is private (refused).
+    package static func isPrivate(_ bytes: [UInt8]) -> Bool {
+        if bytes.count == 4 {
+            let (a, b) = (bytes[0], bytes[1])
+            return a == 0 || a == 10 || a == 127 || a >= 224
+                || (a == 100 && b & 0xC0 == 64) || (a == 169 && b == 254) || (a == 172 && b & 0xF0 == 16)
+                || (a == 192 && b == 168) || (a == 192 && b == 0 && bytes[2] == 0) || (a == 198 && (b == 18 || b == 19))
+        }
+        guard bytes.count == 16 else { return true }
+        let head = bytes[0..<10]
+        if head.allSatisfy({ $0 == 0 }) {
+            // ::ffff:a.b.c.d (mapped), ::a.b.c.d (compatible, deprecated), :: and ::1.
+            if bytes[10] == 0xFF && bytes[11] == 0xFF || bytes[10] == 0 && bytes[11] == 0 { return isPrivate(Array(bytes[12..<16])) }
+        }
+        // 64:ff9b::a.b.c.d (NAT64) and 2002:a.b.c.d:: (6to4) reach the IPv4 address inside.
+        if bytes[0..<12] == [0, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0] { return isPrivate(Array(bytes[12..<16])) }
+        if bytes[0] == 0x20 && bytes[1] == 0x02 { return isPrivate(Array(bytes[2..<6])) }
+        return bytes[0] & 0xFE == 0xFC || (bytes[0] == 0xFE && bytes[1] & 0x80 == 0x80) || bytes[0] == 0xFF
+    }
+
+    /// An address as text (`10.0.0.1`, `::ffff:127.0.0.1`); nil when it is not one.
+    package static func bytes(_ text: String) -> [UInt8]? {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, text, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } }
+        return nil
+    }
 }
 
 /// Scheme, host and port of a URL (the scheme's default port filled in): "the same server".
@@ -49,6 +101,8 @@ package struct RedirectRefusal: Error, Sendable, Equatable, CustomStringConverti
         case tooMany
         /// A `Location` that is not a URL.
         case invalidLocation
+        /// The target's address (the one connected to) is private (``PrivateRedirects``).
+        case privateAddress(String)
     }
 
     /// The redirect's status (301, 302, 303, 307, 308).
@@ -56,6 +110,12 @@ package struct RedirectRefusal: Error, Sendable, Equatable, CustomStringConverti
     /// Where it pointed, for messages (user info removed, length bounded).
     package var target: String
     package var reason: Reason
+
+    package init(status: Int, target: String, reason: Reason) {
+        self.status = status
+        self.target = target
+        self.reason = reason
+    }
 
     package var description: String {
         let redirect = "HTTP \(status) redirect to \(target)"
@@ -66,6 +126,8 @@ package struct RedirectRefusal: Error, Sendable, Equatable, CustomStringConverti
         case .scheme: return "\(redirect) refused: only http and https redirects are followed"
         case .tooMany: return "\(redirect) refused: more than \(Redirect.maxHops) redirects in a row"
         case .invalidLocation: return "HTTP \(status) redirect refused: its Location is not a URL (\(target))"
+        case .privateAddress(let address):
+            return "\(redirect) refused: it leads to the private address \(address) (refuse_private_redirects)"
         }
     }
 }
@@ -120,7 +182,7 @@ package enum Redirect {
     }
 
     /// A URL for messages: no user info, at most 300 characters (the server chose it).
-    static func display(_ url: URL) -> String {
+    package static func display(_ url: URL) -> String {
         var c = URLComponents(url: url, resolvingAgainstBaseURL: false)
         c?.user = nil
         c?.password = nil

@@ -96,10 +96,13 @@ package struct PollContext: Sendable {
     package var now: Date
     /// IMAP, for mail providers: by default the shared client's, when it reads mailboxes.
     package var mailbox: (any MailboxReader)?
+    /// The source's `refuse_private_redirects`, for every request it sends.
+    package var privateRedirects: PrivateRedirects
 
     package init(
         source: String, http: any HTTPClient, validators: Validators = Validators(), timeout: TimeInterval = 30,
-        maxBody: Int = 10 << 20, logger: Logger, now: Date = Date(), mailbox: (any MailboxReader)? = nil
+        maxBody: Int = 10 << 20, logger: Logger, now: Date = Date(), mailbox: (any MailboxReader)? = nil,
+        privateRedirects: PrivateRedirects = .auto
     ) {
         self.source = source
         self.http = http
@@ -109,6 +112,7 @@ package struct PollContext: Sendable {
         self.maxBody = maxBody
         self.logger = logger
         self.now = now
+        self.privateRedirects = privateRedirects
     }
 
     /// Sends a request with this poll's timeout and body limit.
@@ -127,7 +131,7 @@ package struct PollContext: Sendable {
             var response = try await http.send(
                 HTTPRequest(
                     method: method, url: url, headers: headers, body: body, timeout: timeout, maxBody: maxBody,
-                    redirects: credentials.redirects, caFile: caFile))
+                    redirects: credentials.redirects, caFile: caFile, privateRedirects: privateRedirects))
             response.body = Redactor.shared.scrub(response.body)
             return response
         } catch let e as HTTPClientError {

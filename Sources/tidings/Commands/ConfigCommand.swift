@@ -250,7 +250,9 @@ enum SamplePoll {
         let timeout = min(source.settings.timeout, timeoutCap)
         var logger = Log.logger("config")
         logger[metadataKey: "source"] = "\(source.name)"
-        let context = PollContext(source: source.name, http: http, timeout: timeout, maxBody: source.settings.maxBody, logger: logger)
+        let context = PollContext(
+            source: source.name, http: http, timeout: timeout, maxBody: source.settings.maxBody, logger: logger,
+            privateRedirects: source.settings.privateRedirects)
         let provider = source.instance
         do {
             let result = try await withTimeout(
