@@ -46,6 +46,8 @@ package struct MonitoringRoutes: Sendable {
     }
 
     package static let paths: Set<String> = ["/metrics", "/-/healthy", "/-/ready"]
+    /// The probes: no credentials, any `Host`.
+    package static let probes: Set<String> = ["/-/healthy", "/-/ready"]
 
     package func respond(method: String, path: String, hasBody: Bool) -> MonitoringResponse {
         guard Self.paths.contains(path) else { return .text(404, "not found: try /metrics, /-/healthy or /-/ready") }

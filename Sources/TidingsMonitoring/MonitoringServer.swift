@@ -45,6 +45,12 @@ package final class MonitoringServer: Sendable {
             responder: CallbackResponder<BasicRequestContext> { request, _ in
                 let hasBody = request.headers[.transferEncoding] != nil || (request.headers[.contentLength].map { $0 != "0" } ?? false)
                 let path = request.uri.path
+                // DNS rebinding: only requests for this listener; probes whatever their Host
+                // (they show nothing but whether the daemon is up, and a prober may use any address).
+                if !MonitoringRoutes.probes.contains(path) {
+                    let hosts = HostPolicy(listen: address, allowed: pages?.current?.allowedHosts ?? [])
+                    guard hosts.allowsHost(request.head.authority) else { return Response(hosts.misdirected) }
+                }
                 if MonitoringRoutes.paths.contains(path) {
                     if path == "/metrics", let auth = pages?.current?.auth, !WebSecurity.authorized(request.headers[.authorization], auth) {
                         var r = MonitoringResponse.text(401, "authentication required")

@@ -184,6 +184,7 @@ def test_a_change_needs_the_csrf_token_and_a_same_origin_request(site):
         ({**form, "csrf": "1." + "0" * 64}, own),                                    # ancient
         (form, {"Origin": "http://127.0.0.1:1"}),                                    # another origin
         (form, {"Origin": "null"}),                                                  # an opaque origin
+        (form, {"Origin": "null", "Referer": base + "/silences"}),                   # opaque, whatever the Referer says
         (form, {"Referer": "http://127.0.0.1:1/evil"}),                              # another referer
         (form, {}),                                                                  # neither
     ]
@@ -268,6 +269,81 @@ def test_poll_now_goes_through_the_daemon(site):
     assert polls.count("<tr>") >= 3 and polls.count('class="error"') >= 2, polls  # a head row and two failed polls
     assert re.search(r"<td>\d+\.\d{3} s</td>", polls), polls
     assert re.search(r"last 24 h: [2-9] polls \([2-9] failed\), 1 events", page), page
+
+
+# Host (DNS rebinding, issue 30 item 6) -----------------------------------------------------------
+
+def test_a_request_for_another_host_is_misdirected(site):
+    """A page whose name was re-bound to 127.0.0.1 sends its own name as Host: 421 for every
+    page, /metrics and a POST whose Origin matches that Host; the listener's own names work."""
+    t, base = site["t"], site["base"]
+    port = base.rsplit(":", 1)[1]
+    evil = {"Host": "evil.test"}
+    for path in ["/", "/sources/api", "/history", "/static/app.js", "/metrics"]:
+        r = http(base + path, headers=evil)
+        assert r.status == 421, (path, r.status, r.text)
+        assert "allowed_hosts" in r.text and "SECRET" not in r.text, r.text
+    for host in ["evil.test:" + port, "EVIL.test", "127.0.0.1.evil.test:" + port, "localhost.evil.test", "127.0.0.1:1"]:
+        assert http(base + "/", headers={"Host": host}).status == 421, host
+    # The attack that worked: a POST with a valid token whose Origin matches its own Host.
+    token = csrf(base)
+    r = http(base + "/silences", method="POST", headers={"Host": "evil.test:" + port, "Origin": "http://evil.test:" + port},
+             data={"matchers": "source=api", "duration": "1h", "comment": "rebound", "csrf": token})
+    assert r.status == 421, (r.status, r.text)
+    assert [s for s in silences(t) if s["comment"] == "rebound"] == []
+    # An Origin must name a host the listener is for, even when Host does.
+    r = http(base + "/silences", method="POST", headers={"Origin": "http://evil.test:" + port},
+             data={"matchers": "source=api", "duration": "1h", "comment": "rebound", "csrf": token})
+    assert r.status == 403, (r.status, r.text)
+    # Its address with and without the port, and localhost, are this listener.
+    for host in ["127.0.0.1:" + port, "127.0.0.1", "localhost:" + port, "localhost", "LocalHost:" + port]:
+        assert http(base + "/", headers={"Host": host}).status == 200, host
+    # Probes answer whatever the Host (they show nothing but the daemon's readiness).
+    assert http(base + "/-/healthy", headers=evil).status == 200 and http(base + "/-/ready", headers=evil).status == 200
+
+
+def test_allowed_hosts_names_a_reverse_proxy(tidings):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    tidings.write_config(f"""
+        [http]
+        listen = "127.0.0.1:{port}"
+        allowed_hosts = ["Status.Example.org", "192.0.2.7", "[2001:db8::7]"]
+        [sinks.out]
+        type = "stdout"
+    """)
+    exec_plugin(tidings, "lister", [{"key": "a", "title": "Alpha"}])
+    r = tidings.run("config", "check")
+    assert r.code == 0, r
+    d = tidings.start_daemon()
+    wait_for(lambda: status(base + "/-/ready") == 200, what="ready")
+    proxy = {"Host": "status.example.org"}
+    wait_for(lambda: status(base + "/", headers=proxy) == 200, what="the page through the proxy's name")
+    for host in ["status.example.org:8443", "192.0.2.7:9464", "[2001:db8::7]:9464", "localhost:" + str(port)]:
+        assert http(base + "/metrics", headers={"Host": host}).status == 200, host
+    assert http(base + "/", headers={"Host": "evil.test"}).status == 421
+    assert http(base + "/", headers={"Host": "example.org"}).status == 421
+    # A change through the proxy: Host and Origin name it (https in front, plain HTTP behind).
+    token = csrf(base, headers=proxy)
+    form = {"matchers": "source=nowhere", "duration": "1h", "comment": "via proxy", "csrf": token}
+    r = http(base + "/silences", method="POST", data=form, headers={**proxy, "Origin": "https://status.example.org"})
+    assert r.status == 303, (r.status, r.text)
+    r = http(base + "/silences", method="POST", data=form, headers={**proxy, "Origin": "https://evil.test"})
+    assert r.status == 403, (r.status, r.text)
+    d.terminate()
+    d.wait(timeout=30)
+    # Not a host name: refused at its line.
+    for bad in ['["https://status.example.org/"]', '["status.example.org/x"]', '[""]', '["a b"]', '["[::1"]']:
+        tidings.write_config(f'[http]\nlisten = "127.0.0.1:{port}"\nallowed_hosts = {bad}\n[sinks.out]\ntype = "stdout"\n')
+        r = tidings.run("config", "check")
+        assert r.code == 78 and "tidings.toml:3:" in r.stderr and "allowed_hosts" in r.stderr, (bad, r)
+
+
+def test_a_wildcard_listen_without_allowed_hosts_is_warned_about(tidings):
+    pw = tidings.write_secret("http-password", "pw-9d2e")
+    tidings.write_config(f'[http]\nlisten = "0.0.0.0:9464"\n[http.auth]\nuser = "ops"\npassword_file = "{pw}"\n[sinks.out]\ntype = "stdout"\n')
+    r = tidings.run("config", "check")
+    assert r.code == 0 and "allowed_hosts" in r.stderr, r
 
 
 # Configuration and authentication ---------------------------------------------------------------
