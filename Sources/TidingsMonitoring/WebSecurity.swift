@@ -64,15 +64,18 @@ package struct WebSecurity: Sendable {
     // MARK: Authentication
 
     /// Whether the `Authorization` header satisfies `auth` (nil: nothing to satisfy). Compared
-    /// as SHA-256 digests, in constant time.
+    /// as SHA-256 digests, in constant time. An empty secret (refused at load; a placeholder
+    /// of a command that reads secrets leniently) authenticates nobody.
     package static func authorized(_ header: String?, _ auth: HTTPAuth?) -> Bool {
         guard let auth else { return true }
         guard let header, header.utf8.count <= 4096 else { return false }
         let expected: String
         switch auth {
         case .basic(let user, let password):
+            guard !password.value.isEmpty else { return false }
             expected = "Basic " + Data("\(user):\(password.value)".utf8).base64EncodedString()
         case .bearer(let token):
+            guard !token.value.isEmpty else { return false }
             expected = "Bearer " + token.value
         }
         // The scheme is case-insensitive; the credentials are not.

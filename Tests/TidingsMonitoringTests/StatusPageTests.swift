@@ -137,6 +137,8 @@ final class StatusPageTests: XCTestCase {
         XCTAssertFalse(WebSecurity.authorized("Bearer tok-secret-", bearer))
         XCTAssertFalse(WebSecurity.authorized("Bearertok-secret-1", bearer))
         XCTAssertTrue(WebSecurity.authorized(nil, nil), "no auth configured")
+        XCTAssertFalse(WebSecurity.authorized("Basic " + Data("ops:".utf8).base64EncodedString(), .basic(user: "ops", password: Secret(""))))
+        XCTAssertFalse(WebSecurity.authorized("Bearer ", .bearer(token: Secret(""))))
     }
 
     // MARK: pages

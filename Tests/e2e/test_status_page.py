@@ -413,6 +413,34 @@ def test_auth_is_required_when_configured_and_follows_a_reload(tidings):
     assert "Pass-w0rd-81ab" not in read_log(d) and "tok-3c6f0e2d" not in read_log(d)
 
 
+def test_an_empty_secret_is_a_config_error_in_every_form(tidings, tmp_path):
+    """issue 30 item 7: `password = ""` let `Basic ops:` in, `token = ""` locked everyone out."""
+    empty_file = tidings.write_secret("empty", "")  # only a newline
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    (creds / "http-token").write_text("\n")
+    cases = [
+        ('user = "ops"\npassword = ""', {}, "password"),
+        ('token = ""', {}, "token"),
+        (f'user = "ops"\npassword_file = "{empty_file}"', {}, "empty"),
+        ('token_env = "TIDINGS_TEST_EMPTY"', {"TIDINGS_TEST_EMPTY": ""}, "TIDINGS_TEST_EMPTY"),
+        ('token_credential = "http-token"', {"CREDENTIALS_DIRECTORY": str(creds)}, "http-token"),
+    ]
+    for listen in ["127.0.0.1:9464", "0.0.0.0:9464"]:
+        for auth, env, named in cases:
+            tidings.write_config(f'[http]\nlisten = "{listen}"\n[http.auth]\n{auth}\n[sinks.out]\ntype = "stdout"\n')
+            r = tidings.run("config", "check", env=env)
+            assert r.code == 78, (listen, auth, r)
+            line = 4 + auth.count("\n")  # the secret's own line
+            assert f"tidings.toml:{line}:" in r.stderr and "empty" in r.stderr and named in r.stderr, (auth, r.stderr)
+    # Every secret option, not only [http.auth]'s: an empty inline header secret too.
+    tidings.write_config('[sinks.hook]\ntype = "webhook"\nurl = "http://127.0.0.1:9/x"\nheaders = { Authorization = "" }\n')
+    r = tidings.run("config", "check")
+    assert r.code == 78 and "tidings.toml:4:" in r.stderr and "empty" in r.stderr, r
+    r = tidings.run("run", timeout=30)
+    assert r.code == 78 and "empty" in r.stderr, r
+
+
 # A real browser ------------------------------------------------------------------------------------
 
 @pytest.fixture
