@@ -271,6 +271,58 @@ def test_poll_now_goes_through_the_daemon(site):
     assert re.search(r"last 24 h: [2-9] polls \([2-9] failed\), 1 events", page), page
 
 
+def test_poll_now_keeps_the_pacing_its_own_poll_received(tidings):
+    """issue 30 item 9: a poll on request that receives Retry-After (a 429) or X-Poll-Interval
+    records it as a scheduled poll does; the next request within it, from the page or from
+    `tidings check` beside the daemon, is answered without contacting the server."""
+    from fakes.github import GitHub, new_state
+    from test_github import gh_source
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    tidings.write_config(f'[http]\nlisten = "127.0.0.1:{port}"\n[sinks.out]\ntype = "stdout"\n')
+    with FakeServer(JSONAPI, {"items": [{"id": 1, "name": "db1", "status": "up"}]}) as api, \
+            FakeServer(GitHub, new_state(token="ghp_e2eSecretToken0123456789abcdefABCDEF", poll_interval=None)) as gh:
+        api_source(tidings, "api", api.url, 'interval = "1h"\njitter = 0.0')
+        gh_source(tidings, gh, 'interval = "1h"\njitter = 0.0')
+        d = tidings.start_daemon()
+        wait_for(lambda: len(api.requests) >= 1 and len(gh.requests) >= 1 and status(base + "/-/ready") == 200,
+                 what="the scheduled first polls")
+
+        def poll_now(name):
+            return http(base + f"/sources/{name}/poll", method="POST", data={"csrf": csrf(base)}, headers={"Origin": base})
+
+        # GitHub's X-Poll-Interval, received by a poll on request: the same.
+        gh.state["poll_interval"] = 120
+        before = len(gh.requests)
+        r = poll_now("gh")
+        assert r.status == 200 and "polled: ok" in r.text, r.text
+        assert len(gh.requests) == before + 1
+        for _ in range(3):
+            r = poll_now("gh")
+            assert r.status == 502 and "not polling it before" in r.text, r.text
+        c = tidings.run("check", "gh")
+        assert c.code != 0 and "not polling it before" in c.stderr, c
+        assert len(gh.requests) == before + 1
+        # The server now answers 429 with Retry-After: 2 minutes. The click that gets it sends one request.
+        api.state.update({"status": 429, "retry_after": 120})
+        before = len(api.requests)
+        r = poll_now("api")
+        assert r.status == 502 and "HTTP 429" in r.text, r.text
+        assert len(api.requests) == before + 1
+        # The next clicks, and `check` through the daemon, do not reach the server, and say until when and why.
+        for _ in range(3):
+            r = poll_now("api")
+            assert r.status == 502 and "Retry-After" in r.text and "not polling it before" in r.text, r.text
+        c = tidings.run("check", "api")
+        assert c.code != 0 and "Retry-After" in c.stderr and "not polling it before" in c.stderr, c
+        assert len(api.requests) == before + 1, [q.path for q in api.requests[before:]]
+        # The failure on request counts for nothing else: the source is not failing.
+        srcs = {x["name"]: x for x in tidings.run("sources", "--json").events}
+        assert srcs["api"]["state"] == "ok", srcs["api"]
+
+        assert d.poll() is None, read_log(d)
+
+
 # Host (DNS rebinding, issue 30 item 6) -----------------------------------------------------------
 
 def test_a_request_for_another_host_is_misdirected(site):
