@@ -47,37 +47,30 @@ package final class ConnectionAdmission: Sendable {
     /// at all (false: answer 503). Each true is followed by one ``end(_:probe:)``.
     package func begin(_ channel: any Channel, probe: Bool) async -> Bool {
         let id = ObjectIdentifier(channel)
-        enum Now { case go, refuse, wait }
-        let now: Now = state.withLock { s in
-            s.idle.removeAll { $0.id == id }
-            if probe {
-                guard s.probes < maxProbes else { return .refuse }
-                s.probes += 1
-                return .go
-            }
-            if s.serving < maxServing {
-                s.serving += 1
-                return .go
-            }
-            return s.waiting.count < maxWaiting ? .wait : .refuse
-        }
-        switch now {
-        case .go: return true
-        case .refuse: return false
-        case .wait:
-            return await withTaskCancellationHandler {
-                await withCheckedContinuation { turn in
-                    let queued = state.withLock { s in
-                        // Cancelled before it queued, or the connection closed meanwhile.
-                        guard !Task.isCancelled, channel.isActive else { return false }
-                        s.waiting.append((id, turn))
+        // One look under the lock decides: in now, refused, or queued (no place can come free
+        // between the look and the queueing).
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { turn in
+                let now: Bool? = state.withLock { s in
+                    s.idle.removeAll { $0.id == id }
+                    if probe {
+                        guard s.probes < maxProbes else { return false }
+                        s.probes += 1
                         return true
                     }
-                    if !queued { turn.resume(returning: false) }
+                    if s.serving < maxServing {
+                        s.serving += 1
+                        return true
+                    }
+                    // Cancelled before it queued, or the connection closed meanwhile: refused.
+                    guard s.waiting.count < maxWaiting, !Task.isCancelled, channel.isActive else { return false }
+                    s.waiting.append((id, turn))
+                    return nil
                 }
-            } onCancel: {
-                self.leave(id)
+                if let now { turn.resume(returning: now) }
             }
+        } onCancel: {
+            self.leave(id)
         }
     }
 

@@ -12,6 +12,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -304,6 +305,43 @@ def test_health_checks_are_answered_ahead_of_slow_connections(observed):
             s.close()
     # HEAD elsewhere is still 405; a HEAD probe while not ready says 503 (test_ready_is_503_…).
     assert get(base + "/metrics", method="HEAD")[0] == 405
+    assert d.poll() is None, read_log(d)
+
+
+def test_sixteen_requests_are_served_at_once_sixteen_wait_and_probes_pass(observed):
+    """The bound is on requests in flight: 16 served (here: POSTs whose body never comes), 16
+    more wait their turn, a further one gets 503 at once; the health checks are answered."""
+    base, d = observed["base"], observed["d"]
+    host, port = base.removeprefix("http://").split(":")
+    head_only = (f"POST /silences HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                 "Content-Length: 100\r\n\r\n").encode()
+    held = []
+    try:
+        for _ in range(32):
+            s = socket.create_connection((host, int(port)), timeout=10)
+            s.sendall(head_only)
+            held.append(s)
+        time.sleep(0.5)
+        status, body = get(base + "/metrics", timeout=5)
+        assert status == 503 and "busy" in body, (status, body)
+        assert get(base + "/-/healthy", timeout=3) == (200, "healthy\n")
+        # The first 16 go away: the 16 waiting take their places; a new request now waits its
+        # turn (not refused) and is answered once those go too.
+        for s in held[:16]:
+            s.close()
+        time.sleep(0.5)
+        answer = {}
+        waiter = threading.Thread(target=lambda: answer.update(r=get(base + "/metrics", timeout=20)))
+        waiter.start()
+        time.sleep(0.5)
+        for s in held[16:]:
+            s.close()
+        waiter.join(timeout=30)
+        assert answer.get("r", (0,))[0] == 200, answer
+    finally:
+        for s in held:
+            s.close()
+    assert wait_for(lambda: get(base + "/metrics", timeout=5)[0] == 200 or None, timeout=10, what="/metrics once they are gone")
     assert d.poll() is None, read_log(d)
 
 
