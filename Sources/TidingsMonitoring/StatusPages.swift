@@ -406,6 +406,7 @@ package final class StatusPages: Sendable {
     private func httpRows() -> [[String: String]] {
         guard let s = current else { return [] }
         var rows = [["key": "listen", "value": s.listen.description], ["key": "status_page", "value": "true"]]
+        if !s.allowedHosts.isEmpty { rows.append(["key": "allowed_hosts", "value": s.allowedHosts.map(\.description).joined(separator: ", ")]) }
         switch s.auth {
         case nil: rows.append(["key": "auth", "value": "none (loopback only)"])
         case .basic(let user, _)?: rows.append(["key": "auth", "value": "basic, user \(user), password set"])

@@ -371,6 +371,7 @@ def test_allowed_hosts_names_a_reverse_proxy(tidings):
     wait_for(lambda: status(base + "/-/ready") == 200, what="ready")
     proxy = {"Host": "status.example.org"}
     wait_for(lambda: status(base + "/", headers=proxy) == 200, what="the page through the proxy's name")
+    assert "allowed_hosts</th><td>status.example.org, 192.0.2.7, [2001:db8::7]" in http(base + "/", headers=proxy).text
     for host in ["status.example.org:8443", "192.0.2.7:9464", "[2001:db8::7]:9464", "localhost:" + str(port)]:
         assert http(base + "/metrics", headers={"Host": host}).status == 200, host
     assert http(base + "/", headers={"Host": "evil.test"}).status == 421
