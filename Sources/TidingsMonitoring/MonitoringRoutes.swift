@@ -34,8 +34,9 @@ package struct MonitoringResponse: Sendable, Equatable {
     }
 }
 
-/// The routes of `[http]` (DESIGN §8), without any socket: `GET /metrics`, `GET /-/healthy`,
-/// `GET /-/ready`; another method on them 405; any other path 404; a request with a body 413.
+/// The routes of `[http]` (DESIGN §8), without any socket: `GET /metrics`, `GET` or `HEAD`
+/// `/-/healthy` and `/-/ready` (a `HEAD`: the same status, no body); another method on them
+/// 405; any other path 404; a request with a body 413.
 package struct MonitoringRoutes: Sendable {
     package var readiness: @Sendable () -> Readiness
     package var metrics: @Sendable () -> [UInt8]
@@ -46,11 +47,21 @@ package struct MonitoringRoutes: Sendable {
     }
 
     package static let paths: Set<String> = ["/metrics", "/-/healthy", "/-/ready"]
+    /// The probes: no credentials, any `Host`.
+    package static let probes: Set<String> = ["/-/healthy", "/-/ready"]
 
     package func respond(method: String, path: String, hasBody: Bool) -> MonitoringResponse {
         guard Self.paths.contains(path) else { return .text(404, "not found: try /metrics, /-/healthy or /-/ready") }
-        guard method == "GET" else { return .text(405, "method not allowed: use GET", allow: "GET") }
-        guard !hasBody else { return .text(413, "a GET has no body") }
+        let probe = Self.probes.contains(path)
+        guard method == "GET" || (probe && method == "HEAD") else {
+            return probe ? .text(405, "method not allowed: use GET or HEAD", allow: "GET, HEAD") : .text(405, "method not allowed: use GET", allow: "GET")
+        }
+        guard !hasBody else { return .text(413, "a \(method) has no body") }
+        if method == "HEAD" {
+            var r = respond(method: "GET", path: path, hasBody: false)
+            r.body = []
+            return r
+        }
         switch path {
         case "/metrics":
             return MonitoringResponse(status: 200, contentType: PrometheusExporter.contentType, body: metrics())

@@ -9,11 +9,20 @@ import TidingsPluginAPI
 
 /// The `[http] listen` endpoint: ``MonitoringRoutes`` over HTTP/1.1 (Hummingbird), bounded so
 /// that hostile clients, even on loopback, cannot hurt the daemon: at most ``maxConnections``
-/// at once (further ones wait in the kernel's backlog), request heads of at most
-/// ``maxHeaderBytes``, a connection closed after ``idleTimeout`` without a byte and
+/// requests served at once (``maxWaitingRequests`` more wait, further ones 503), the health
+/// checks answered ahead of them (``ConnectionAdmission``), at most ``maxIdleConnections``
+/// connections without a request in flight (the one idle longest is closed), at most
+/// ``maxOpenConnections`` open (further ones wait in the kernel's backlog), request heads of at
+/// most ``maxHeaderBytes``, a connection closed after ``idleTimeout`` without a byte and
 /// ``maxConnectionAge`` after it opened whatever it does, and no request bodies.
 package final class MonitoringServer: Sendable {
+    /// Requests (other than the health checks) served at once.
     package static let maxConnections = 16
+    package static let maxWaitingRequests = 16
+    /// `/-/healthy` and `/-/ready` answered at once, besides those.
+    package static let maxProbes = 8
+    package static let maxIdleConnections = 32
+    package static let maxOpenConnections = maxConnections + maxWaitingRequests + maxProbes + maxIdleConnections + 16
     package static let maxHeaderBytes = 16 * 1024
     package static let idleTimeout: TimeAmount = .seconds(10)
     package static let maxConnectionAge: TimeAmount = .seconds(30)
@@ -41,29 +50,28 @@ package final class MonitoringServer: Sendable {
         // Hummingbird says "Server started" at info; the caller says where it serves, once.
         var quiet = logger
         quiet.logLevel = max(logger.logLevel, .notice)
+        let admission = ConnectionAdmission(
+            maxServing: maxConnections, maxWaiting: maxWaitingRequests, maxProbes: maxProbes, maxIdle: maxIdleConnections)
         let app = Application(
-            responder: CallbackResponder<BasicRequestContext> { request, _ in
-                let hasBody = request.headers[.transferEncoding] != nil || (request.headers[.contentLength].map { $0 != "0" } ?? false)
-                let path = request.uri.path
-                if MonitoringRoutes.paths.contains(path) {
-                    if path == "/metrics", let auth = pages?.current?.auth, !WebSecurity.authorized(request.headers[.authorization], auth) {
-                        var r = MonitoringResponse.text(401, "authentication required")
-                        r.headers["WWW-Authenticate"] = WebSecurity.challenge(auth)
-                        return Response(r)
-                    }
-                } else if let pages, pages.current?.statusPage == true {
-                    return Response(await Self.page(request, pages: pages, hasBody: hasBody))
+            responder: CallbackResponder<ConnectionContext> { request, context in
+                let probe = MonitoringRoutes.probes.contains(request.uri.path)
+                guard await admission.begin(context.channel, probe: probe) else {
+                    var r = MonitoringResponse.text(503, probe ? "busy: too many health checks at once" : "busy: \(maxConnections) requests are being served and \(maxWaitingRequests) wait")
+                    r.headers["Connection"] = "close"
+                    r.headers["Retry-After"] = "1"
+                    return Response(r)
                 }
-                return Response(routes.respond(method: request.method.rawValue, path: path, hasBody: hasBody))
+                defer { admission.end(context.channel, probe: probe) }
+                return await Self.respond(request, address: address, routes: routes, pages: pages)
             },
             server: .http1(
                 configuration: .init(
-                    additionalChannelHandlers: [ConnectionDeadline(after: maxConnectionAge)],
+                    additionalChannelHandlers: [ConnectionDeadline(after: maxConnectionAge, admission: admission)],
                     idleTimeout: idleTimeout,
                     httpDecoderConfiguration: .init(maxHeaderFieldSize: maxHeaderBytes, maxHeaderListSize: maxHeaderBytes, maxHeaderFieldCount: 100))),
             configuration: .init(
                 address: .hostname(address.host, port: Int(address.port)), serverName: nil,
-                availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: quiet)),
+                availableConnectionsDelegate: MaximumAvailableConnections(maxOpenConnections, logger: quiet)),
             onServerRunning: { _ in starting.yield(.success(())) },
             logger: quiet)
         // Its own group, no signals: the daemon decides when it stops (``stop()``).
@@ -79,6 +87,28 @@ package final class MonitoringServer: Sendable {
             }
         }
         throw MonitoringServerError(address: address, reason: "the server ended before it listened")
+    }
+
+    /// One request, let in by ``ConnectionAdmission``.
+    private static func respond(_ request: Request, address: ListenAddress, routes: MonitoringRoutes, pages: StatusPages?) async -> Response {
+        let hasBody = request.headers[.transferEncoding] != nil || (request.headers[.contentLength].map { $0 != "0" } ?? false)
+        let path = request.uri.path
+        // DNS rebinding: only requests for this listener; probes whatever their Host
+        // (they show nothing but whether the daemon is up, and a prober may use any address).
+        if !MonitoringRoutes.probes.contains(path) {
+            let hosts = HostPolicy(listen: address, allowed: pages?.current?.allowedHosts ?? [])
+            guard hosts.allowsHost(request.head.authority) else { return Response(hosts.misdirected) }
+        }
+        if MonitoringRoutes.paths.contains(path) {
+            if path == "/metrics", let auth = pages?.current?.auth, !WebSecurity.authorized(request.headers[.authorization], auth) {
+                var r = MonitoringResponse.text(401, "authentication required")
+                r.headers["WWW-Authenticate"] = WebSecurity.challenge(auth)
+                return Response(r)
+            }
+        } else if let pages, pages.current?.statusPage == true {
+            return Response(await Self.page(request, pages: pages, hasBody: hasBody))
+        }
+        return Response(routes.respond(method: request.method.rawValue, path: path, hasBody: hasBody))
     }
 
     /// A request to the status page: a POST's form body (at most ``StatusPages/maxBody``) read first.
@@ -137,18 +167,35 @@ extension Response {
     }
 }
 
+/// The request context: Hummingbird's, and the connection a request came on (for ``ConnectionAdmission``).
+struct ConnectionContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        channel = source.channel
+    }
+}
+
 /// Closes a connection a fixed time after it opened, whatever it is doing: a client that
-/// trickles bytes just faster than the idle timeout cannot keep a connection.
+/// trickles bytes just faster than the idle timeout cannot keep a connection. Tells
+/// ``ConnectionAdmission`` of the connection.
 private final class ConnectionDeadline: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
     private let limit: TimeAmount
+    private let admission: ConnectionAdmission
     private var deadline: Scheduled<Void>?
 
-    init(after limit: TimeAmount) { self.limit = limit }
+    init(after limit: TimeAmount, admission: ConnectionAdmission) {
+        self.limit = limit
+        self.admission = admission
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         let channel = context.channel
         deadline = context.eventLoop.scheduleTask(in: limit) { channel.close(promise: nil) }
+        admission.opened(channel)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) { deadline?.cancel() }

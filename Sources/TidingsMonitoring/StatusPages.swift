@@ -107,7 +107,7 @@ package final class StatusPages: Sendable {
                     return notFound()
                 }
             case "POST":
-                if let refused = refusal(request) { return refused }
+                if let refused = refusal(request, hosts: HostPolicy(listen: s.listen, allowed: s.allowedHosts)) { return refused }
                 if parts.count == 3 && parts[0] == "sources" && parts[2] == "poll" {
                     guard b.config().source(named: parts[1]) != nil else { return notFound() }
                     // Through the daemon, as `tidings check` asks it; awaited, not blocking.
@@ -134,8 +134,8 @@ package final class StatusPages: Sendable {
     }
 
     /// Why a POST is refused: another origin, or no valid CSRF token.
-    private func refusal(_ request: WebRequest) -> MonitoringResponse? {
-        guard WebSecurity.sameOrigin(origin: request.headers["origin"], referer: request.headers["referer"], host: request.headers["host"]) else {
+    private func refusal(_ request: WebRequest, hosts: HostPolicy) -> MonitoringResponse? {
+        guard WebSecurity.sameOrigin(origin: request.headers["origin"], referer: request.headers["referer"], hosts: hosts) else {
             return page(403, "Refused", "This change did not come from a page of this server (Origin or Referer).")
         }
         let type = request.headers["content-type"]?.lowercased() ?? ""
@@ -406,6 +406,7 @@ package final class StatusPages: Sendable {
     private func httpRows() -> [[String: String]] {
         guard let s = current else { return [] }
         var rows = [["key": "listen", "value": s.listen.description], ["key": "status_page", "value": "true"]]
+        if !s.allowedHosts.isEmpty { rows.append(["key": "allowed_hosts", "value": s.allowedHosts.map(\.description).joined(separator: ", ")]) }
         switch s.auth {
         case nil: rows.append(["key": "auth", "value": "none (loopback only)"])
         case .basic(let user, _)?: rows.append(["key": "auth", "value": "basic, user \(user), password set"])

@@ -39,32 +39,43 @@ package struct WebSecurity: Sendable {
     // MARK: Origin
 
     /// A change must come from a page of this server: its `Origin` (or, without one, its
-    /// `Referer`) names the host and port the request was sent to (`Host`). Neither: refused.
-    package static func sameOrigin(origin: String?, referer: String?, host: String?) -> Bool {
-        guard let host = host?.lowercased(), !host.isEmpty else { return false }
-        let claimed: String?
-        if let origin, origin != "null" { claimed = origin } else if let referer { claimed = referer } else { return false }
-        guard let claimed, let url = URL(string: claimed), let scheme = url.scheme?.lowercased(),
-            scheme == "http" || scheme == "https", let h = url.host?.lowercased()
+    /// `Referer`) names a host the listener is for (``HostPolicy``, with the exact port for its
+    /// own address and `localhost`). Neither: refused; an opaque `Origin: null` (a sandboxed
+    /// frame, a `data:` page) too, whatever its `Referer` says.
+    package static func sameOrigin(origin: String?, referer: String?, hosts: HostPolicy) -> Bool {
+        let claimed: String
+        if let origin {
+            guard origin != "null" else { return false }
+            claimed = origin
+        } else if let referer {
+            claimed = referer
+        } else {
+            return false
+        }
+        guard let url = URL(string: claimed), let scheme = url.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", let h = url.host?.lowercased(), !h.isEmpty
         else { return false }
-        let bracketed = h.contains(":") && !h.hasPrefix("[") ? "[\(h)]" : h
-        let authority = url.port.map { "\(bracketed):\($0)" } ?? bracketed
-        // Without a port, the scheme's default: Host then has none either.
-        return authority == host
+        let name = h.contains(":") && !h.hasPrefix("[") ? "[\(h)]" : h
+        // Without a port, the scheme's default.
+        guard let port = UInt16(exactly: url.port ?? (scheme == "https" ? 443 : 80)) else { return false }
+        return hosts.allows(HostName(name: name, port: port), exactPort: true)
     }
 
     // MARK: Authentication
 
     /// Whether the `Authorization` header satisfies `auth` (nil: nothing to satisfy). Compared
-    /// as SHA-256 digests, in constant time.
+    /// as SHA-256 digests, in constant time. An empty secret (refused at load; a placeholder
+    /// of a command that reads secrets leniently) authenticates nobody.
     package static func authorized(_ header: String?, _ auth: HTTPAuth?) -> Bool {
         guard let auth else { return true }
         guard let header, header.utf8.count <= 4096 else { return false }
         let expected: String
         switch auth {
         case .basic(let user, let password):
+            guard !password.value.isEmpty else { return false }
             expected = "Basic " + Data("\(user):\(password.value)".utf8).base64EncodedString()
         case .bearer(let token):
+            guard !token.value.isEmpty else { return false }
             expected = "Bearer " + token.value
         }
         // The scheme is case-insensitive; the credentials are not.
@@ -112,6 +123,50 @@ package struct WebSecurity: Sendable {
             i = j
         }
         return out
+    }
+}
+
+/// The hosts a listener is for (DNS rebinding, DESIGN §13): a page whose name an attacker
+/// re-binds to 127.0.0.1 still sends that name as `Host`, so only these are answered: the
+/// listen address and `localhost` (with the listen port or none; on a wildcard address such as
+/// 0.0.0.0 also 127.0.0.1 and [::1]), and the `allowed_hosts` of `[http]` (with any port,
+/// unless the entry gives one).
+package struct HostPolicy: Sendable {
+    package var listen: ListenAddress
+    package var allowed: [HostName]
+
+    package init(listen: ListenAddress, allowed: [HostName]) {
+        self.listen = listen
+        self.allowed = allowed
+    }
+
+    /// The names the listener has of its own.
+    private var own: [String] {
+        [listen.hostName, "localhost"] + (listen.isWildcard ? ["127.0.0.1", "[::1]"] : [])
+    }
+
+    /// Whether a request's `Host` header names this listener.
+    package func allowsHost(_ header: String?) -> Bool {
+        guard let header, let host = HostName(header) else { return false }
+        return allows(host, exactPort: false)
+    }
+
+    /// Whether `host` is one of this listener's. `exactPort`: an origin's port (always known)
+    /// must be the listen port for the listener's own names; a `Host` may leave it out.
+    package func allows(_ host: HostName, exactPort: Bool) -> Bool {
+        if own.contains(host.name), host.port == listen.port || (!exactPort && host.port == nil) { return true }
+        return allowed.contains { $0.name == host.name && ($0.port == nil || $0.port == host.port) }
+    }
+
+    /// The answer to a request for another host.
+    package var misdirected: MonitoringResponse {
+        let names = own.map { "\($0):\(listen.port)" } + allowed.map(\.description)
+        var r = MonitoringResponse.text(
+            421,
+            "misdirected request: this endpoint answers only requests whose Host is one of \(names.joined(separator: ", ")); to reach it by another name (a reverse proxy's), add that name to allowed_hosts in [http]"
+        )
+        r.headers = WebSecurity.headers
+        return r
     }
 }
 

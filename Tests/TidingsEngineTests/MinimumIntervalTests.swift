@@ -189,6 +189,36 @@ final class MinimumIntervalTests: XCTestCase {
         guard case .succeeded = out else { return XCTFail("\(out)") }
         XCTAssertEqual(p.polls, 2)
     }
+
+    /// issue 30 item 9: a poll on request that receives a Retry-After keeps it (not counted as a
+    /// failure): the next poll on request within it, and the schedule, make no request.
+    func testAPollOnRequestKeepsTheRetryAfterItReceived() async throws {
+        let store = try makeTestStore()
+        let p = PacedProvider([.success(.snapshot([])), .failure(PollError(.rateLimited, "HTTP 429", retryAfter: 120)), .success(.snapshot([]))])
+        let src = source(p, interval: 1)
+        let runner = PollRunner(store: store, http: testHTTP, env: env)
+        _ = await poll(runner, src)
+        let t0 = env.time
+        var out = await poll(runner, src, onRequest: true)
+        XCTAssertEqual(p.polls, 2)
+        XCTAssertEqual(out.error?.message, "HTTP 429")
+        XCTAssertEqual(try stored(store).notBefore, t0.timeIntervalSince1970 + 120)
+        let row = try await store.database.read { try $0.fetchOne("SELECT failures FROM source_state WHERE source = 'gh'") }!
+        XCTAssertEqual(try row[0] as Int, 0, "not counted as a failure")
+        env.time = t0 + 30
+        out = await poll(runner, src, onRequest: true)
+        XCTAssertEqual(p.polls, 2, "no request within the Retry-After")
+        XCTAssertEqual(out.error?.category, .rateLimited)
+        XCTAssertTrue(out.error?.message.contains("Retry-After") == true, out.error?.message ?? "")
+        out = await poll(runner, src)
+        guard case .deferred(let until) = out else { return XCTFail("the schedule waits too: \(out)") }
+        XCTAssertEqual(until, t0 + 120)
+        XCTAssertEqual(p.polls, 2)
+        env.time = t0 + 120
+        out = await poll(runner, src, onRequest: true)
+        XCTAssertNil(out.error)
+        XCTAssertEqual(p.polls, 3)
+    }
 }
 
 private extension PollOutcome {

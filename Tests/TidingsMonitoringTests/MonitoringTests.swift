@@ -89,6 +89,14 @@ final class MonitoringTests: XCTestCase {
             XCTAssertEqual(r.allow, "GET")
         }
         XCTAssertEqual(routes.respond(method: "GET", path: "/metrics", hasBody: true).status, 413)
+        // HEAD on the health checks (issue 30 item 10): their status, no body.
+        readiness.withLock { $0 = .starting }
+        for (path, status) in [("/-/healthy", 200), ("/-/ready", 503)] {
+            let r = routes.respond(method: "HEAD", path: path, hasBody: false)
+            XCTAssertEqual(r.status, status, path)
+            XCTAssertEqual(r.body, [], path)
+            XCTAssertEqual(routes.respond(method: "POST", path: path, hasBody: false).allow, "GET, HEAD", path)
+        }
     }
 
     // MARK: exported metrics

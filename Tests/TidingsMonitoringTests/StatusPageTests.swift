@@ -80,19 +80,47 @@ final class StatusPageTests: XCTestCase {
         }
     }
 
-    func testSameOriginComparesOriginOrRefererWithHost() {
-        let host = "127.0.0.1:9464"
-        XCTAssertTrue(WebSecurity.sameOrigin(origin: "http://127.0.0.1:9464", referer: nil, host: host))
-        XCTAssertTrue(WebSecurity.sameOrigin(origin: nil, referer: "http://127.0.0.1:9464/silences?x=1", host: host))
-        XCTAssertTrue(WebSecurity.sameOrigin(origin: "https://Status.Example", referer: nil, host: "status.example"))
-        XCTAssertTrue(WebSecurity.sameOrigin(origin: "http://[::1]:9464", referer: nil, host: "[::1]:9464"))
-        XCTAssertFalse(WebSecurity.sameOrigin(origin: "http://127.0.0.1:9465", referer: nil, host: host))
-        XCTAssertFalse(WebSecurity.sameOrigin(origin: "http://evil.example", referer: "http://127.0.0.1:9464/", host: host), "Origin wins")
-        XCTAssertFalse(WebSecurity.sameOrigin(origin: "null", referer: nil, host: host))
-        XCTAssertFalse(WebSecurity.sameOrigin(origin: nil, referer: nil, host: host))
-        XCTAssertFalse(WebSecurity.sameOrigin(origin: "http://127.0.0.1:9464", referer: nil, host: nil))
-        XCTAssertFalse(WebSecurity.sameOrigin(origin: "file:///x", referer: nil, host: host))
-        XCTAssertFalse(WebSecurity.sameOrigin(origin: "http://127.0.0.1:9464.evil.example", referer: nil, host: host))
+    func testSameOriginComparesOriginOrRefererWithTheHostsOfTheListener() {
+        let hosts = HostPolicy(listen: ListenAddress("127.0.0.1:9464")!, allowed: [HostName("status.example")!])
+        func same(_ origin: String?, _ referer: String?, _ h: HostPolicy = hosts) -> Bool { WebSecurity.sameOrigin(origin: origin, referer: referer, hosts: h) }
+        XCTAssertTrue(same("http://127.0.0.1:9464", nil))
+        XCTAssertTrue(same("http://localhost:9464", nil))
+        XCTAssertTrue(same(nil, "http://127.0.0.1:9464/silences?x=1"))
+        XCTAssertTrue(same("https://Status.Example", nil), "an allowed name, any port (a proxy in front)")
+        XCTAssertTrue(same("http://[::1]:9464", nil, HostPolicy(listen: ListenAddress("[::1]:9464")!, allowed: [])))
+        XCTAssertFalse(same("http://127.0.0.1:9465", nil))
+        XCTAssertFalse(same("http://127.0.0.1", nil), "port 80 is another origin")
+        XCTAssertFalse(same("http://evil.example", "http://127.0.0.1:9464/"), "Origin wins")
+        XCTAssertFalse(same("null", nil))
+        XCTAssertFalse(same("null", "http://127.0.0.1:9464/silences"), "an opaque origin, whatever the Referer says")
+        XCTAssertFalse(same(nil, nil))
+        XCTAssertFalse(same("file:///x", nil))
+        XCTAssertFalse(same("http://127.0.0.1:9464.evil.example", nil))
+        XCTAssertFalse(same("http://evil.test:9464", nil), "a re-bound name is not the listener, whatever Host says")
+    }
+
+    func testHostMustNameTheListener() {
+        let hosts = HostPolicy(listen: ListenAddress("127.0.0.1:9464")!, allowed: [HostName("Proxy.Example")!, HostName("192.0.2.7:8443")!])
+        for ok in ["127.0.0.1:9464", "127.0.0.1", "localhost", "LOCALHOST:9464", "proxy.example", "proxy.example:443", "192.0.2.7:8443"] {
+            XCTAssertTrue(hosts.allowsHost(ok), ok)
+        }
+        for bad in [nil, "", "evil.test", "evil.test:9464", "127.0.0.1:9465", "localhost:1", "192.0.2.7", "192.0.2.7:9464", "[::1]:9464",
+            "127.0.0.1.evil.test", "proxy.example.evil.test", "proxy.example:x", "user@127.0.0.1:9464", "127.0.0.1:9464/x"] {
+            XCTAssertFalse(hosts.allowsHost(bad), bad ?? "nil")
+        }
+        let wildcard = HostPolicy(listen: ListenAddress("[::]:9464")!, allowed: [])
+        for ok in ["[::]:9464", "127.0.0.1:9464", "[::1]:9464", "localhost"] { XCTAssertTrue(wildcard.allowsHost(ok), ok) }
+        XCTAssertFalse(wildcard.allowsHost("192.0.2.7:9464"), "the machine's other addresses only through allowed_hosts")
+        XCTAssertEqual(hosts.misdirected.status, 421)
+    }
+
+    func testAllowedHostsAreReadAndCheckedAtTheirLine() throws {
+        let ok = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\nallowed_hosts = [\"Status.Example.org\", \"[2001:DB8::7]:443\"]\n")
+        XCTAssertEqual(ok.http?.allowedHosts, [HostName(name: "status.example.org", port: nil), HostName(name: "[2001:db8::7]", port: 443)])
+        for bad in ["\"https://x/\"", "\"x/y\"", "\"\"", "\"a b\"", "\"x:0\"", "\"x:99999\"", "\"[::1\"", "\"a..b\""] {
+            let errors = try configErrors("[http]\nlisten = \"127.0.0.1:9464\"\nallowed_hosts = [\(bad)]\n")
+            XCTAssertEqual(errors.map(\.line), [3], "\(bad): \(errors)")
+        }
     }
 
     func testAuthorizationIsCheckedExactly() {
@@ -109,6 +137,8 @@ final class StatusPageTests: XCTestCase {
         XCTAssertFalse(WebSecurity.authorized("Bearer tok-secret-", bearer))
         XCTAssertFalse(WebSecurity.authorized("Bearertok-secret-1", bearer))
         XCTAssertTrue(WebSecurity.authorized(nil, nil), "no auth configured")
+        XCTAssertFalse(WebSecurity.authorized("Basic " + Data("ops:".utf8).base64EncodedString(), .basic(user: "ops", password: Secret(""))))
+        XCTAssertFalse(WebSecurity.authorized("Bearer ", .bearer(token: Secret(""))))
     }
 
     // MARK: pages

@@ -184,6 +184,7 @@ def test_a_change_needs_the_csrf_token_and_a_same_origin_request(site):
         ({**form, "csrf": "1." + "0" * 64}, own),                                    # ancient
         (form, {"Origin": "http://127.0.0.1:1"}),                                    # another origin
         (form, {"Origin": "null"}),                                                  # an opaque origin
+        (form, {"Origin": "null", "Referer": base + "/silences"}),                   # opaque, whatever the Referer says
         (form, {"Referer": "http://127.0.0.1:1/evil"}),                              # another referer
         (form, {}),                                                                  # neither
     ]
@@ -270,6 +271,134 @@ def test_poll_now_goes_through_the_daemon(site):
     assert re.search(r"last 24 h: [2-9] polls \([2-9] failed\), 1 events", page), page
 
 
+def test_poll_now_keeps_the_pacing_its_own_poll_received(tidings):
+    """issue 30 item 9: a poll on request that receives Retry-After (a 429) or X-Poll-Interval
+    records it as a scheduled poll does; the next request within it, from the page or from
+    `tidings check` beside the daemon, is answered without contacting the server."""
+    from fakes.github import GitHub, new_state
+    from test_github import gh_source
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    tidings.write_config(f'[http]\nlisten = "127.0.0.1:{port}"\n[sinks.out]\ntype = "stdout"\n')
+    with FakeServer(JSONAPI, {"items": [{"id": 1, "name": "db1", "status": "up"}]}) as api, \
+            FakeServer(GitHub, new_state(token="ghp_e2eSecretToken0123456789abcdefABCDEF", poll_interval=None)) as gh:
+        api_source(tidings, "api", api.url, 'interval = "1h"\njitter = 0.0')
+        gh_source(tidings, gh, 'interval = "1h"\njitter = 0.0')
+        d = tidings.start_daemon()
+        wait_for(lambda: len(api.requests) >= 1 and len(gh.requests) >= 1 and status(base + "/-/ready") == 200,
+                 what="the scheduled first polls")
+
+        def poll_now(name):
+            return http(base + f"/sources/{name}/poll", method="POST", data={"csrf": csrf(base)}, headers={"Origin": base})
+
+        # GitHub's X-Poll-Interval, received by a poll on request: the same.
+        gh.state["poll_interval"] = 120
+        before = len(gh.requests)
+        r = poll_now("gh")
+        assert r.status == 200 and "polled: ok" in r.text, r.text
+        assert len(gh.requests) == before + 1
+        for _ in range(3):
+            r = poll_now("gh")
+            assert r.status == 502 and "not polling it before" in r.text, r.text
+        c = tidings.run("check", "gh")
+        assert c.code != 0 and "not polling it before" in c.stderr, c
+        assert len(gh.requests) == before + 1
+        # The server now answers 429 with Retry-After: 2 minutes. The click that gets it sends one request.
+        api.state.update({"status": 429, "retry_after": 120})
+        before = len(api.requests)
+        r = poll_now("api")
+        assert r.status == 502 and "HTTP 429" in r.text, r.text
+        assert len(api.requests) == before + 1
+        # The next clicks, and `check` through the daemon, do not reach the server, and say until when and why.
+        for _ in range(3):
+            r = poll_now("api")
+            assert r.status == 502 and "Retry-After" in r.text and "not polling it before" in r.text, r.text
+        c = tidings.run("check", "api")
+        assert c.code != 0 and "Retry-After" in c.stderr and "not polling it before" in c.stderr, c
+        assert len(api.requests) == before + 1, [q.path for q in api.requests[before:]]
+        # The failure on request counts for nothing else: the source is not failing.
+        srcs = {x["name"]: x for x in tidings.run("sources", "--json").events}
+        assert srcs["api"]["state"] == "ok", srcs["api"]
+
+        assert d.poll() is None, read_log(d)
+
+
+# Host (DNS rebinding, issue 30 item 6) -----------------------------------------------------------
+
+def test_a_request_for_another_host_is_misdirected(site):
+    """A page whose name was re-bound to 127.0.0.1 sends its own name as Host: 421 for every
+    page, /metrics and a POST whose Origin matches that Host; the listener's own names work."""
+    t, base = site["t"], site["base"]
+    port = base.rsplit(":", 1)[1]
+    evil = {"Host": "evil.test"}
+    for path in ["/", "/sources/api", "/history", "/static/app.js", "/metrics"]:
+        r = http(base + path, headers=evil)
+        assert r.status == 421, (path, r.status, r.text)
+        assert "allowed_hosts" in r.text and "SECRET" not in r.text, r.text
+    for host in ["evil.test:" + port, "EVIL.test", "127.0.0.1.evil.test:" + port, "localhost.evil.test", "127.0.0.1:1"]:
+        assert http(base + "/", headers={"Host": host}).status == 421, host
+    # The attack that worked: a POST with a valid token whose Origin matches its own Host.
+    token = csrf(base)
+    r = http(base + "/silences", method="POST", headers={"Host": "evil.test:" + port, "Origin": "http://evil.test:" + port},
+             data={"matchers": "source=api", "duration": "1h", "comment": "rebound", "csrf": token})
+    assert r.status == 421, (r.status, r.text)
+    assert [s for s in silences(t) if s["comment"] == "rebound"] == []
+    # An Origin must name a host the listener is for, even when Host does.
+    r = http(base + "/silences", method="POST", headers={"Origin": "http://evil.test:" + port},
+             data={"matchers": "source=api", "duration": "1h", "comment": "rebound", "csrf": token})
+    assert r.status == 403, (r.status, r.text)
+    # Its address with and without the port, and localhost, are this listener.
+    for host in ["127.0.0.1:" + port, "127.0.0.1", "localhost:" + port, "localhost", "LocalHost:" + port]:
+        assert http(base + "/", headers={"Host": host}).status == 200, host
+    # Probes answer whatever the Host (they show nothing but the daemon's readiness).
+    assert http(base + "/-/healthy", headers=evil).status == 200 and http(base + "/-/ready", headers=evil).status == 200
+
+
+def test_allowed_hosts_names_a_reverse_proxy(tidings):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    tidings.write_config(f"""
+        [http]
+        listen = "127.0.0.1:{port}"
+        allowed_hosts = ["Status.Example.org", "192.0.2.7", "[2001:db8::7]"]
+        [sinks.out]
+        type = "stdout"
+    """)
+    exec_plugin(tidings, "lister", [{"key": "a", "title": "Alpha"}])
+    r = tidings.run("config", "check")
+    assert r.code == 0, r
+    d = tidings.start_daemon()
+    wait_for(lambda: status(base + "/-/ready") == 200, what="ready")
+    proxy = {"Host": "status.example.org"}
+    wait_for(lambda: status(base + "/", headers=proxy) == 200, what="the page through the proxy's name")
+    assert "allowed_hosts</th><td>status.example.org, 192.0.2.7, [2001:db8::7]" in http(base + "/", headers=proxy).text
+    for host in ["status.example.org:8443", "192.0.2.7:9464", "[2001:db8::7]:9464", "localhost:" + str(port)]:
+        assert http(base + "/metrics", headers={"Host": host}).status == 200, host
+    assert http(base + "/", headers={"Host": "evil.test"}).status == 421
+    assert http(base + "/", headers={"Host": "example.org"}).status == 421
+    # A change through the proxy: Host and Origin name it (https in front, plain HTTP behind).
+    token = csrf(base, headers=proxy)
+    form = {"matchers": "source=nowhere", "duration": "1h", "comment": "via proxy", "csrf": token}
+    r = http(base + "/silences", method="POST", data=form, headers={**proxy, "Origin": "https://status.example.org"})
+    assert r.status == 303, (r.status, r.text)
+    r = http(base + "/silences", method="POST", data=form, headers={**proxy, "Origin": "https://evil.test"})
+    assert r.status == 403, (r.status, r.text)
+    d.terminate()
+    d.wait(timeout=30)
+    # Not a host name: refused at its line.
+    for bad in ['["https://status.example.org/"]', '["status.example.org/x"]', '[""]', '["a b"]', '["[::1"]']:
+        tidings.write_config(f'[http]\nlisten = "127.0.0.1:{port}"\nallowed_hosts = {bad}\n[sinks.out]\ntype = "stdout"\n')
+        r = tidings.run("config", "check")
+        assert r.code == 78 and "tidings.toml:3:" in r.stderr and "allowed_hosts" in r.stderr, (bad, r)
+
+
+def test_a_wildcard_listen_without_allowed_hosts_is_warned_about(tidings):
+    pw = tidings.write_secret("http-password", "pw-9d2e")
+    tidings.write_config(f'[http]\nlisten = "0.0.0.0:9464"\n[http.auth]\nuser = "ops"\npassword_file = "{pw}"\n[sinks.out]\ntype = "stdout"\n')
+    r = tidings.run("config", "check")
+    assert r.code == 0 and "allowed_hosts" in r.stderr, r
+
+
 # Configuration and authentication ---------------------------------------------------------------
 
 def test_a_non_loopback_status_page_without_auth_is_refused_at_start(tidings):
@@ -335,6 +464,34 @@ def test_auth_is_required_when_configured_and_follows_a_reload(tidings):
     page = http(base + "/", headers={"Authorization": "Bearer tok-3c6f0e2d"}).text
     assert "tok-3c6f0e2d" not in page and "bearer, token set" in page
     assert "Pass-w0rd-81ab" not in read_log(d) and "tok-3c6f0e2d" not in read_log(d)
+
+
+def test_an_empty_secret_is_a_config_error_in_every_form(tidings, tmp_path):
+    """issue 30 item 7: `password = ""` let `Basic ops:` in, `token = ""` locked everyone out."""
+    empty_file = tidings.write_secret("empty", "")  # only a newline
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    (creds / "http-token").write_text("\n")
+    cases = [
+        ('user = "ops"\npassword = ""', {}, "password"),
+        ('token = ""', {}, "token"),
+        (f'user = "ops"\npassword_file = "{empty_file}"', {}, "empty"),
+        ('token_env = "TIDINGS_TEST_EMPTY"', {"TIDINGS_TEST_EMPTY": ""}, "TIDINGS_TEST_EMPTY"),
+        ('token_credential = "http-token"', {"CREDENTIALS_DIRECTORY": str(creds)}, "http-token"),
+    ]
+    for listen in ["127.0.0.1:9464", "0.0.0.0:9464"]:
+        for auth, env, named in cases:
+            tidings.write_config(f'[http]\nlisten = "{listen}"\n[http.auth]\n{auth}\n[sinks.out]\ntype = "stdout"\n')
+            r = tidings.run("config", "check", env=env)
+            assert r.code == 78, (listen, auth, r)
+            line = 4 + auth.count("\n")  # the secret's own line
+            assert f"tidings.toml:{line}:" in r.stderr and "empty" in r.stderr and named in r.stderr, (auth, r.stderr)
+    # Every secret option, not only [http.auth]'s: an empty inline header secret too.
+    tidings.write_config('[sinks.hook]\ntype = "webhook"\nurl = "http://127.0.0.1:9/x"\nheaders = { Authorization = "" }\n')
+    r = tidings.run("config", "check")
+    assert r.code == 78 and "tidings.toml:4:" in r.stderr and "empty" in r.stderr, r
+    r = tidings.run("run", timeout=30)
+    assert r.code == 78 and "empty" in r.stderr, r
 
 
 # A real browser ------------------------------------------------------------------------------------

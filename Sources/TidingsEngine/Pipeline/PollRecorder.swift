@@ -130,6 +130,18 @@ package struct PollRecorder: Sendable {
         return ctx.record
     }
 
+    /// No request to `source` before `date`: the Retry-After a poll that is not recorded
+    /// (one on request) received.
+    package func setNotBefore(_ source: String, provider: String, at date: Date) async throws {
+        try await store.database.write { db in
+            try db.execute(
+                """
+                INSERT INTO source_state(source, provider, not_before) VALUES (?, ?, ?)
+                ON CONFLICT(source) DO UPDATE SET provider = excluded.provider, not_before = excluded.not_before
+                """, source, provider, date)
+        }
+    }
+
     /// Stores when the scheduler will poll the source next (survives restarts).
     package func setNextDue(_ source: String, provider: String, at date: Date) async throws {
         try await store.database.write { db in

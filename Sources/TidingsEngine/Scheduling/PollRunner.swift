@@ -54,8 +54,9 @@ package final class PollRunner: Sendable {
         // A poll on request keeps the server's Retry-After too (the schedule always does),
         // and so does a one-shot check its minimum interval between polls.
         if let notBefore = state?.notBefore, notBefore > env.now() {
-            if paced != nil, options.accounting == .counted, !options.callerReportsFailures {
-                // A scheduled poll: a poll on request since then started the remote's interval anew.
+            if options.accounting == .counted, !options.callerReportsFailures {
+                // A scheduled poll: a poll on request since then started the remote's interval
+                // anew, or received a Retry-After (a counted failure's backoff already waits it out).
                 return .deferred(until: notBefore)
             }
             if options.accounting == .uncounted || (options.callerReportsFailures && paced != nil) {
@@ -104,6 +105,12 @@ package final class PollRunner: Sendable {
             switch (result, options.accounting) {
             case (.failure(let error), .uncounted):
                 if error.category == .auth { prepared.withLock { _ = $0.remove(source.name) } }
+                // Not counted, but the server's pacing is kept as a scheduled poll keeps it: no
+                // request before its Retry-After (or its minimum interval), on request or on schedule.
+                if let floor = [error.retryAfter, paced].compactMap({ $0 }).max() {
+                    let until = max(now.addingTimeInterval(floor), state?.notBefore ?? now)
+                    try await recorder.setNotBefore(source.name, provider: source.provider, at: until)
+                }
                 if !options.callerReportsFailures {
                     log.notice("poll on request failed: \(error.message) (not counted: failures, backoff and next poll unchanged)")
                 }

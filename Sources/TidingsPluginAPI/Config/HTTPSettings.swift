@@ -11,19 +11,38 @@ package struct HTTPSettings: Sendable, Equatable {
     /// `[http.auth]`: required on a non-loopback `listen`; when set it guards the status page and
     /// `/metrics` (never `/-/healthy` and `/-/ready`, for probes).
     package var auth: HTTPAuth?
+    /// `allowed_hosts`: further names (or addresses) the endpoint answers for besides its own
+    /// address and `localhost`, e.g. a reverse proxy's `status.example.org`. Lower case, an IPv6
+    /// address in brackets, with `:PORT` only where the entry gives one (``HostName``).
+    package var allowedHosts: [HostName] = []
 
     /// Reads `[http]`. A `listen` address that is not loopback needs `[http.auth]` (DESIGN §13:
     /// without it the daemon refuses to start): the page can change the state, and `/metrics`
     /// names every source and sink.
     package init(_ r: OptionReader, warn: (String) -> Void) throws {
         // Known even when an error below stops the reading (no "unknown key" after a bad listen).
-        r.markConsumed("status_page", "auth")
+        r.markConsumed("status_page", "auth", "allowed_hosts")
         let text = try r.requiredString("listen")
         guard let address = ListenAddress(text) else {
             throw r.error("listen", "\(r.what): 'listen' must be IP:PORT, as in \"127.0.0.1:9464\" or \"[::1]:9464\", not \"\(text)\"")
         }
         listen = address
         statusPage = try r.bool("status_page") ?? true
+        for entry in try r.stringList("allowed_hosts") ?? [] {
+            guard let name = HostName(entry) else {
+                throw r.error(
+                    "allowed_hosts",
+                    "\(r.what): 'allowed_hosts' takes host names or addresses as clients send them in Host (\"status.example.org\", \"192.0.2.7\", \"[2001:db8::7]\", optionally with :PORT), not \"\(entry)\"")
+            }
+            allowedHosts.append(name)
+        }
+        if address.isWildcard && allowedHosts.isEmpty {
+            warn(
+                r.error(
+                    "listen",
+                    "[http] listen = \"\(text)\" answers only requests for \(address.description) and localhost: add the names and addresses clients use to reach it to [http] allowed_hosts (others get 421 Misdirected Request)"
+                ).description)
+        }
         if let a = try r.subtable("auth") {
             // Both what is wrong with the credentials and any unknown key in the table.
             var errors: [ConfigError] = []
@@ -121,4 +140,60 @@ package struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     package var description: String { family == .ipv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// 0.0.0.0 or :: (every address of the machine).
+    package var isWildcard: Bool { Self.parse(host, family)?.allSatisfy { $0 == 0 } ?? false }
+
+    /// The address as a `Host` header names it: `127.0.0.1`, `[::1]`.
+    package var hostName: String { family == .ipv6 ? "[\(host.lowercased())]" : host }
+}
+
+/// A host as a `Host` header or an origin names it: a DNS name or an IPv4 address in lower
+/// case, or an IPv6 address in brackets, and a port if one was given. `init` takes exactly
+/// that syntax (`status.example.org`, `localhost:9464`, `[::1]:9464`), nothing else: no
+/// scheme, path, user or space.
+package struct HostName: Sendable, Hashable, CustomStringConvertible {
+    package var name: String
+    package var port: UInt16?
+
+    package init(name: String, port: UInt16?) {
+        self.name = name.lowercased()
+        self.port = port
+    }
+
+    package init?(_ text: some StringProtocol) {
+        let text = String(text)
+        var name = Substring(text)
+        var port: UInt16?
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            name = text[...close]
+            let inner = text[text.index(after: text.startIndex)..<close]
+            guard !inner.isEmpty, inner.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else { return nil }
+            let rest = text[text.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":"), let p = Self.port(rest.dropFirst()) else { return nil }
+                port = p
+            }
+        } else {
+            if let colon = text.firstIndex(of: ":") {
+                guard let p = Self.port(text[text.index(after: colon)...]) else { return nil }
+                name = text[..<colon]
+                port = p
+            }
+            // Letters, digits, '-' and '.' (a DNS name or an IPv4 address); no empty label.
+            guard !name.isEmpty, name.utf8.count <= 253,
+                name.allSatisfy({ ($0.isASCII && ($0.isLetter || $0.isNumber)) || $0 == "-" || $0 == "." }),
+                !name.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty)
+            else { return nil }
+        }
+        self.init(name: String(name), port: port)
+    }
+
+    private static func port(_ s: Substring) -> UInt16? {
+        guard !s.isEmpty, s.utf8.count <= 5, s.allSatisfy({ $0.isASCII && $0.isNumber }), let p = UInt16(s), p > 0 else { return nil }
+        return p
+    }
+
+    package var description: String { port.map { "\(name):\($0)" } ?? name }
 }

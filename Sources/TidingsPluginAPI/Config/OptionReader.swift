@@ -312,6 +312,8 @@ package final class OptionReader {
                     "\(what): inline secret '\(key)' in a file readable by group or others (mode \(String(mode & 0o777, radix: 8))); chmod 600 \(file), or use '\(key)_file'"
                 )
             }
+            // As a file, a variable or a credential may not be empty (an empty password lets `user:` in).
+            if inline == .string && raw.isEmpty { throw error(key, "\(what): secret '\(key)' is empty: give its value, or leave the option out") }
             return raw
         case .file:
             let path = resolvePath(raw)
@@ -319,9 +321,10 @@ package final class OptionReader {
             if let p = FileTrust().check(path, as: .secretFile).first { throw error(variant, "\(what): \(p)") }
             return try readSecretFile(path, variant: variant, named: "secret file \(path)", private: true)
         case .environment:
-            guard let value = ProcessInfo.processInfo.environment[raw], !value.isEmpty else {
+            guard let value = ProcessInfo.processInfo.environment[raw] else {
                 throw error(variant, "\(what): environment variable \(raw) (from '\(variant)') is not set")
             }
+            guard !value.isEmpty else { throw error(variant, "\(what): environment variable \(raw) (from '\(variant)') is empty") }
             return value
         case .credential:
             guard !raw.isEmpty, !raw.contains("/"), raw != ".", raw != ".." else {
