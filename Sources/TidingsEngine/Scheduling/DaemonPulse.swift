@@ -69,12 +69,15 @@ package struct DaemonPulse: Sendable, Equatable {
         return "the daemon's scheduler has not run for \(DurationParser.format(now.timeIntervalSince(tickAt))) (stalled; polls are not started)"
     }
 
+    /// The sources of ``overrunning``, each once, sorted.
+    package var overrunningSources: [String] { Array(Set(overrunning)).sorted() }
+
     /// `tidings status`'s reasons for attention from this pulse.
     package func reasons(now: Date) -> [String] {
         var out: [String] = []
         if !overrunning.isEmpty {
             let n = overrunning.count
-            let names = Array(Set(overrunning)).sorted()
+            let names = overrunningSources
             let shown = names.prefix(5).joined(separator: ", ") + (names.count > 5 ? ", …" : "")
             out.append("\(n) poll\(n == 1 ? "" : "s") running past \(n == 1 ? "its" : "their") timeout (\(shown))")
         }

@@ -101,7 +101,7 @@ extension StatusReport {
             if let pulse = daemon.pulse {
                 let n = pulse.overrunning.count
                 var polls = "  polls: \(n) running past \(n == 1 ? "its" : "their") timeout"
-                if n > 0 { polls += " (\(Array(Set(pulse.overrunning)).sorted().map(TerminalText.line).joined(separator: ", ")))" }
+                if n > 0 { polls += " (\(pulse.overrunningSources.map(TerminalText.line).joined(separator: ", ")))" }
                 if let tick = pulse.tickAt { polls += "; scheduler last ran \(ago(tick))" }
                 out.append(polls)
             }
