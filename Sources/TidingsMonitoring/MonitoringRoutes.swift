@@ -40,10 +40,17 @@ package struct MonitoringResponse: Sendable, Equatable {
 package struct MonitoringRoutes: Sendable {
     package var readiness: @Sendable () -> Readiness
     package var metrics: @Sendable () -> [UInt8]
+    /// Why the daemon is not healthy (its scheduler loop stalled: ``DaemonPulse/stall(now:)``),
+    /// or nil: `/-/healthy` answers 503 with it.
+    package var unhealthy: @Sendable () -> String?
 
-    package init(readiness: @escaping @Sendable () -> Readiness, metrics: @escaping @Sendable () -> [UInt8] = PrometheusExporter.exposition) {
+    package init(
+        readiness: @escaping @Sendable () -> Readiness, metrics: @escaping @Sendable () -> [UInt8] = PrometheusExporter.exposition,
+        unhealthy: @escaping @Sendable () -> String? = { nil }
+    ) {
         self.readiness = readiness
         self.metrics = metrics
+        self.unhealthy = unhealthy
     }
 
     package static let paths: Set<String> = ["/metrics", "/-/healthy", "/-/ready"]
@@ -66,7 +73,7 @@ package struct MonitoringRoutes: Sendable {
         case "/metrics":
             return MonitoringResponse(status: 200, contentType: PrometheusExporter.contentType, body: metrics())
         case "/-/healthy":
-            return .text(200, "healthy")
+            return unhealthy().map { .text(503, $0) } ?? .text(200, "healthy")
         default:
             let now = readiness()
             return .text(now == .ready ? 200 : 503, now.reason)

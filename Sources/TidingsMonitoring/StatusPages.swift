@@ -38,11 +38,15 @@ package final class StatusPages: Sendable {
         package var pollNow: @Sendable ([String]) async -> [ControlReply]
         /// Wakes the outbox: a requeued dead letter goes out now, not at the worker's next look.
         package var outboxChanged: @Sendable () -> Void
+        /// The daemon's pulse now (overrunning polls, a stalled scheduler) for the summary.
+        package var pulse: @Sendable () -> DaemonPulse?
 
         package init(
             config: @escaping @Sendable () -> TidingsConfig, store: StateStore, pid: Int32, startedAt: Date,
-            pollNow: @escaping @Sendable ([String]) async -> [ControlReply], outboxChanged: @escaping @Sendable () -> Void
+            pollNow: @escaping @Sendable ([String]) async -> [ControlReply], outboxChanged: @escaping @Sendable () -> Void,
+            pulse: @escaping @Sendable () -> DaemonPulse? = { nil }
         ) {
+            self.pulse = pulse
             self.config = config
             self.store = store
             self.pid = pid
@@ -183,7 +187,8 @@ package final class StatusPages: Sendable {
     private func overview(_ b: Backend) throws -> MonitoringResponse {
         let config = b.config()
         let now = clock()
-        let report = try StatusReport.read(config: config, store: b.store, lock: .heldByDaemon(pid: b.pid, since: b.startedAt), now: now)
+        let report = try StatusReport.read(
+            config: config, store: b.store, lock: .heldByDaemon(pid: b.pid, since: b.startedAt), pulse: b.pulse(), now: now)
         let statuses = try b.store.statuses()
         let day = try b.store.history(source: nil, limit: 5000)
         let sources: [[String: Any]] = config.sources.map { s in

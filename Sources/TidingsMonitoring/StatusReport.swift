@@ -22,6 +22,9 @@ package struct StatusReport: Sendable {
         /// PostgreSQL (DESIGN §11): every instance that renewed its leases in the last 30 s,
         /// on any machine, with the leases it holds. Empty for a SQLite state.
         package var instances: [LeaseBook.LiveInstance]
+        /// The lock holder's pulse (``DaemonPulse``: its scheduler's last pass, the polls
+        /// overrunning their timeout); nil when there is none or it is not known.
+        package var pulse: DaemonPulse?
 
         package var running: Bool { holdsLock || !instances.isEmpty }
     }
@@ -70,10 +73,15 @@ package struct StatusReport: Sendable {
     /// (the longest round is 10 s; `tidings check` uses the same window).
     package static let liveWindow: TimeInterval = 30
 
-    package static func read(config: TidingsConfig, store: StateStore, lock: StateLock.Probe, now: Date = Date()) throws -> StatusReport {
+    /// `pulse`: what the daemon holding the lock wrote of its progress (kept only if one holds it).
+    package static func read(
+        config: TidingsConfig, store: StateStore, lock: StateLock.Probe, pulse: DaemonPulse? = nil, now: Date = Date()
+    ) throws -> StatusReport {
         var daemon = Daemon(holdsLock: false, instances: [])
         if case .heldByDaemon(let pid, let since) = lock {
             daemon.holdsLock = true
+            // One written before this daemon took the lock is an earlier daemon's (its file stays).
+            daemon.pulse = pulse.flatMap { p in since.map { p.at >= $0.addingTimeInterval(-1) } ?? true ? p : nil }
             daemon.pid = pid
             daemon.since = since
             daemon.version = pid.flatMap { sameExecutable(pid: $0) == true ? TidingsVersion.string : nil }
@@ -139,6 +147,7 @@ package struct StatusReport: Sendable {
         if let n = counts[.authFailed], n > 0 { out.append(count(n, "source", "sources") + " with rejected credentials (auth-failed)") }
         let dead = sinks.reduce(0) { $0 + $1.dead }
         if dead > 0 { out.append(count(dead, "dead letter", "dead letters")) }
+        if let pulse = daemon.pulse { out += pulse.reasons(now: now) }
         if !daemon.running && enabledSources > 0 {
             out.append("no daemon runs: " + count(enabledSources, "enabled source is", "enabled sources are") + " not polled")
         }

@@ -149,6 +149,7 @@ package struct GitHubProvider: Provider {
         var validators = Validators()
         var items: [Item] = []
         let maxPages = watch == .notifications ? Self.maxNotificationPages : Self.maxReleasePages
+        var read: Set<String> = [url.absoluteString]
         for page in 1... {
             // Conditional on the first page only: it decides whether anything changed.
             let conditional = page == 1 ? ctx.validators.requestHeaders : []
@@ -163,6 +164,14 @@ package struct GitHubProvider: Provider {
                 throw PollError(
                     .transient,
                     "the API's next page is on another origin (\(Redirect.display(next.absoluteString))): not followed, the token goes to \(Origin(apiURL).map(String.init(describing:)) ?? apiURL.absoluteString) only"
+                )
+            }
+            // A `next` back to a page already read (itself, or an earlier one) would go round
+            // until the page limit and then read as "too many unread threads".
+            guard read.insert(next.absoluteString).inserted else {
+                throw PollError(
+                    .transient,
+                    "the server's Link header points back to a page already read: \(Redirect.display(next.absoluteString)) (the next page of page \(page)); not followed"
                 )
             }
             if page == maxPages {

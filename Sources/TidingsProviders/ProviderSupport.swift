@@ -57,10 +57,12 @@ enum ProviderSupport {
 
     static func isSuccess(_ response: HTTPResponse) -> Bool { (200..<300).contains(response.status) }
 
-    /// A list of regular expressions (SafeRegex, linear time); a bad one is a config error at its line.
+    /// A list of regular expressions (SafeRegex, linear time), each able to search a whole
+    /// 64 Ki-scalar text (a page line, a feed title) within its step budget; a bad one is a
+    /// config error at its line.
     static func patterns(_ options: OptionReader, _ key: String) throws -> [SafeRegex] {
         try (options.stringList(key) ?? []).map { (pattern: String) throws -> SafeRegex in
-            do { return try SafeRegex(pattern) } catch {
+            do { return try SafeRegex(pattern, longestInput: SafeRegex.maxInputScalars) } catch {
                 throw options.error(key, "\(options.what): '\(key)': invalid regular expression \"\(pattern)\": \(error)")
             }
         }

@@ -84,6 +84,19 @@ final class SilenceTests: XCTestCase {
         XCTAssertThrowsError(try SilenceMatcher(json: ["name": "source", "op": "≈", "value": "x"]))
     }
 
+    /// Issue 30 item 14: a new `~=` must search the field's longest value within SafeRegex's step
+    /// budget (title 2 Ki, body 64 Ki scalars); one stored before that rule is still read back
+    /// (dropping it would end the silence), its search bounded by the budget all the same.
+    func testARegexTooCostlyForItsFieldIsRefusedWhenAddedNotWhenReadBack() throws {
+        XCTAssertNoThrow(try m("title~=[a-z]{100}"))
+        XCTAssertThrowsError(try m("body~=[a-z]{100}")) { e in
+            XCTAssertTrue("\(e)".hasPrefix("invalid regular expression in body~=[a-z]{100}: too costly for a text of 65536 characters"), "\(e)")
+        }
+        XCTAssertThrowsError(try m("title~=(?:.{900}){20}x"))
+        let stored = try SilenceMatcher(json: ["name": "body", "op": "~=", "value": "[a-z]{100}"])
+        XCTAssertTrue(stored.matches(event(body: String(repeating: "b", count: 100))))
+    }
+
     // MARK: silences
 
     func silence(_ matchers: [String], from start: Date? = nil, for seconds: TimeInterval = 3600) throws -> Silence {

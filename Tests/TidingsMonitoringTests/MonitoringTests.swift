@@ -99,6 +99,18 @@ final class MonitoringTests: XCTestCase {
         }
     }
 
+    /// `/-/healthy` is 503 with the reason while the daemon says it is not healthy (its scheduler
+    /// loop stalled: issue 30, the daemon's health), 200 again once it is.
+    func testHealthyFollowsTheDaemonsVerdict() {
+        let verdict = Mutex<String?>("the daemon's scheduler has not run for 45s (stalled; polls are not started)")
+        let routes = MonitoringRoutes(readiness: { .ready }, metrics: { [] }, unhealthy: { verdict.withLock { $0 } })
+        let stalled = routes.respond(method: "GET", path: "/-/healthy", hasBody: false)
+        XCTAssertEqual(stalled.status, 503)
+        XCTAssertEqual(String(decoding: stalled.body, as: UTF8.self), "the daemon's scheduler has not run for 45s (stalled; polls are not started)\n")
+        verdict.withLock { $0 = nil }
+        XCTAssertEqual(routes.respond(method: "GET", path: "/-/healthy", hasBody: false).status, 200)
+    }
+
     // MARK: exported metrics
 
     func testExpositionHasHelpTypeAndForgetsRemovedSources() throws {

@@ -143,14 +143,14 @@ final class StatusPageTests: XCTestCase {
 
     // MARK: pages
 
-    private func makePages(_ config: TidingsConfig, now: Date) throws -> (StatusPages, StateStore) {
+    private func makePages(_ config: TidingsConfig, now: Date, pulse: DaemonPulse? = nil) throws -> (StatusPages, StateStore) {
         let store = try TestState.make(directory: try scratchDirectory())
         let pages = StatusPages(clock: { now })
         pages.configure(config.http)
         pages.attach(
             .init(
                 config: { config }, store: store, pid: 4242, startedAt: now.addingTimeInterval(-60),
-                pollNow: { _ in [] }, outboxChanged: {}))
+                pollNow: { _ in [] }, outboxChanged: {}, pulse: { pulse }))
         return (pages, store)
     }
 
@@ -223,6 +223,20 @@ final class StatusPageTests: XCTestCase {
         XCTAssertEqual(missing?.status, 404)
         let put = await onPages.respond(WebRequest(method: "PUT", path: "/silences"))
         XCTAssertEqual(put?.status, 405)
+    }
+
+    /// Issue 30: the overview's summary says when polls overrun their timeout (the daemon's pulse).
+    func testTheOverviewNeedsAttentionWhilePollsOverrun() async throws {
+        let now = Date()
+        let config = try loadConfig("[http]\nlisten = \"127.0.0.1:9464\"\nstatus_page = true\n[sinks.out]\ntype = \"stdout\"\n")
+        let (pages, _) = try makePages(config, now: now, pulse: DaemonPulse(tickAt: now, overrunning: ["feed"], at: now))
+        let answer = await pages.respond(WebRequest(method: "GET", path: "/"))
+        let text = String(decoding: try XCTUnwrap(answer).body, as: UTF8.self)
+        XCTAssertTrue(text.contains("<strong>Needs attention:</strong></p><ul><li>1 poll running past its timeout (feed)</li>"), text)
+        let (calm, _) = try makePages(config, now: now, pulse: DaemonPulse(tickAt: now, overrunning: [], at: now))
+        let calmAnswer = await calm.respond(WebRequest(method: "GET", path: "/"))
+        let calmText = String(decoding: try XCTUnwrap(calmAnswer).body, as: UTF8.self)
+        XCTAssertFalse(calmText.contains("Needs attention"), calmText)
     }
 
     func testTheChartCountsPollsAndEventsPerHourOfTheLastDay() {

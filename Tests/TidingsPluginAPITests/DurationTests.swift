@@ -24,6 +24,20 @@ final class DurationTests: XCTestCase {
         }
     }
 
+    /// Issue 30 item 18: ten years or more was "expected a number and a unit"; it names the limit.
+    func testTooLongNamesTheLimit() throws {
+        XCTAssertEqual(try DurationParser.seconds("3649d"), 3649 * 86_400)
+        for long in ["3650d", "522w", "87600h", "99999999999999999999999s", "3649d24h"] {
+            XCTAssertThrowsError(try DurationParser.seconds(long)) { e in
+                XCTAssertEqual(
+                    "\(e)", "invalid duration \"\(long)\": durations must be shorter than 3650d (10 years)")
+            }
+        }
+        XCTAssertThrowsError(try DurationParser.seconds("5x")) { e in
+            XCTAssertTrue("\(e)".contains("expected a number and a unit"), "\(e)")
+        }
+    }
+
     func testFormatsReadably() {
         XCTAssertEqual(DurationParser.format(90), "1m30s")
         XCTAssertEqual(DurationParser.format(3600), "1h")

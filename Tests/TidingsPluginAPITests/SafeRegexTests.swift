@@ -269,6 +269,52 @@ final class SafeRegexTests: XCTestCase {
         assertMatches("a$", String(repeating: "a", count: n))
     }
 
+    /// Issue 30 item 14: `(?:.{900}){20}x` kept ~18,000 threads per scalar over 64 Ki scalars
+    /// (1.2 billion steps, seconds per field). A search now takes at most about `stepBudget`
+    /// steps (counted, not timed): a large program looks at fewer scalars, and a caller that
+    /// names its longest text has a pattern that cannot search all of it refused.
+    func testEverySearchStaysWithinTheStepBudget() throws {
+        let budget = SafeRegex.stepBudget
+        let long = String(repeating: "a", count: SafeRegex.maxInputScalars)
+        let hostile = try SafeRegex("(?:.{900}){20}x")
+        XCTAssertEqual(hostile.scalarLimit, budget / 18_002)
+        XCTAssertLessThanOrEqual(hostile.steps(searching: long), budget + 18_002)
+        XCTAssertFalse(hostile.matches(in: long + "x"))  // needs 18,001 scalars, looks at 232
+        // A match must lie within the limit (1,802 instructions: 2,327 scalars).
+        let large = try SafeRegex("(?:.{90}){20}x")
+        XCTAssertEqual(large.scalarLimit, budget / 1_802)
+        XCTAssertTrue(large.matches(in: String(repeating: "\n", count: 500) + String(repeating: "a", count: 1_800) + "x"))
+        XCTAssertFalse(large.matches(in: String(repeating: "\n", count: 600) + String(repeating: "a", count: 1_800) + "x"))
+        XCTAssertLessThanOrEqual(large.steps(searching: long), budget + 1_802)
+        XCTAssertGreaterThan(large.steps(searching: long), budget / 2, "the count counts")
+
+        // Small programs look at all 64 Ki scalars, at most size × (scalars + 1) steps.
+        for pattern in ["(?i)disk .* full", "(a+)+$", "[0-9a-f]{40}", "(a|aa)*b", "\\b\\w+\\b x"] {
+            let r = try SafeRegex(pattern, longestInput: SafeRegex.maxInputScalars)
+            XCTAssertEqual(r.scalarLimit, SafeRegex.maxInputScalars, pattern)
+            XCTAssertLessThanOrEqual(r.steps(searching: long), budget + 64, pattern)
+        }
+
+        // Refused for a text it could not search within the budget, with the reason.
+        func refusal(_ pattern: String, _ longest: Int) -> String? {
+            do {
+                _ = try SafeRegex(pattern, longestInput: longest)
+                return nil
+            } catch { return error.description }
+        }
+        XCTAssertEqual(
+            refusal("(?:.{900}){20}x", SafeRegex.maxInputScalars),
+            "too costly for a text of 65536 characters: the pattern compiles to 18002 instructions, and a search may visit each at every character; within 4194304 steps, at most 64 instructions fit (use smaller counts in {n,m})"
+        )
+        XCTAssertNotNil(refusal("(?:.{900}){20}x", 2048))
+        XCTAssertNil(refusal("(?:.{900}){20}x", 232))
+        XCTAssertNotNil(refusal("(?:.{900}){20}x", 233))
+        XCTAssertNotNil(refusal("[a-z]{100}", SafeRegex.maxInputScalars))
+        XCTAssertNil(refusal("[a-z]{100}", 2048))
+        XCTAssertNil(refusal("(?:.{900}){20}x", 0))
+        XCTAssertEqual(try SafeRegex("[a-z]{1000}").scalarLimit, budget / 1001)
+    }
+
     /// Where both engines mean the same thing, they agree with Swift's backtracking `Regex`.
     /// Left out on purpose, where the engines differ: `$` before a final "\n" (PCRE's rule here,
     /// Swift matches at the very end only); POSIX classes (ASCII here, Unicode in Swift); scalar

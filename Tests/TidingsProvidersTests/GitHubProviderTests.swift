@@ -183,6 +183,37 @@ final class GitHubProviderTests: XCTestCase {
         }
     }
 
+    /// Issue 30 item 17: a `next` back to a page already read was followed until the page limit
+    /// and reported as "more than 1000 unread notification threads".
+    func testALinkLoopIsReportedAsALoop() async throws {
+        let first = "https://api.github.com/notifications?per_page=50"
+        let second = first + "&page=2"
+        for (watch, loops) in [(GitHubProvider.Watch.notifications, [first: first]), (.notifications, [first: second, second: first])] {
+            var answers: [String: HTTPResponse] = [:]
+            for (from, to) in loops { answers[from] = response(200, "[\(thread("1"))]", ["link": "<\(to)>; rel=\"next\""]) }
+            let http = ScriptedHTTP(answers)
+            do {
+                _ = try await provider(watch).poll(context(http))
+                XCTFail("no error")
+            } catch let e as PollError {
+                XCTAssertEqual(e.category, .transient)
+                XCTAssertTrue(e.message.hasPrefix("the server's Link header points back to a page already read: \(first)"), e.message)
+                XCTAssertFalse(e.message.contains("unread notification threads"), e.message)
+                XCTAssertEqual(http.asked.count, loops.count)
+            }
+        }
+        // Releases too (they stopped quietly at their page window, reporting what they had).
+        let rel = "https://api.github.com/repos/octo/hello/releases?per_page=100"
+        let http = ScriptedHTTP([rel: response(200, "[{\"id\": 1, \"tag_name\": \"v1\"}]", ["link": "<\(rel)>; rel=\"next\""])])
+        do {
+            _ = try await provider(.releases).poll(context(http))
+            XCTFail("no error")
+        } catch let e as PollError {
+            XCTAssertTrue(e.message.contains("points back to a page already read"), e.message)
+            XCTAssertEqual(http.asked.count, 1)
+        }
+    }
+
     func testTooManyUnreadPagesFailRatherThanReportRemovals() async throws {
         var answers: [String: HTTPResponse] = [:]
         for page in 1...GitHubProvider.maxNotificationPages {

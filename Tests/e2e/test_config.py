@@ -30,6 +30,22 @@ def test_errors_name_file_and_line_and_exit_78(tidings):
     assert tidings.check().code == 78
 
 
+def test_a_duration_of_ten_years_names_the_limit_at_its_line(tidings):
+    """Issue 30 item 18: 3650 days or more was "expected a number and a unit"."""
+    tidings.write_config("""
+        [defaults]
+        interval = "5m"
+        max_backoff = "522w"
+
+        [sinks.console]
+        type = "stdout"
+    """)
+    r = tidings.run("config", "check")
+    assert r.code == 78, r
+    assert (f"{tidings.config}:4: config 'defaults': 'max_backoff': invalid duration \"522w\": "
+            "durations must be shorter than 3650d (10 years)") in r.stderr, r
+
+
 def test_plugin_file_errors_name_the_plugin_file(tidings):
     p = tidings.write_plugin("api.toml", """
         provider = "http-json"

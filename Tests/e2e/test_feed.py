@@ -139,6 +139,12 @@ def test_config_check_poll_and_a_bad_pattern_names_file_and_line(tidings):
         assert r.code == 78, r
         assert f"{p}:5: source \"blog\": 'include': invalid regular expression \"(unclosed\"" in r.stderr, r
 
+        # Issue 30 item 14: one that could not search a long title within the step budget.
+        p = feed_source(tidings, srv.url, 'exclude = ["(?:.{900}){20}x"]')
+        r = tidings.run("config", "check")
+        assert r.code == 78, r
+        assert f"{p}:5: source \"blog\": 'exclude': invalid regular expression \"(?:.{{900}}){{20}}x\": too costly" in r.stderr, r
+
 
 def test_not_a_feed_is_a_failed_poll(tidings):
     with FakeServer(FeedServer, {"body": "<html><body>Moved</body></html>", "type": "text/html"}) as srv:

@@ -249,7 +249,9 @@ def test_hostile_answers_are_poll_errors_in_bounded_time(tidings):
             ((200, {}, b"[" * 60_000), "GitHub notifications"),
             ((200, {}, b"[" + b'{"id": "1"},' * 20_000 + b"{}]"), "max_body"),
             ((404, {}, rb'{"message": "\u001b[2J\u001b]0;owned\u0007Not Found"}'), "HTTP 404"),
-            ((200, {"Link": f'<{srv.url}/api/v3/notifications?page=2>; rel="next"'}, b"[]"), "more than 1000 unread"),
+            # Issue 30 item 17: a loop was "more than 1000 unread notification threads" (20 pages read).
+            ((200, {"Link": f'<{srv.url}/api/v3/notifications?page=2>; rel="next"'}, b"[]"),
+             f"the server's Link header points back to a page already read: {srv.url}/api/v3/notifications?page=2"),
         ]
         for raw, expected in cases:
             srv.state["raw"] = raw

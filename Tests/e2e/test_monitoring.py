@@ -194,7 +194,8 @@ def test_promtool_check_metrics_is_clean_on_a_real_scrape(observed):
         status, text = get(base + "/metrics")
         assert status == 200
         return text if ('tidings_outbox_pending{sink="stuck"}' in text and 'tidings_outbox_dead{sink="refusing"}' in text
-                        and 'outcome="dead"' in text and 'outcome="retry"' in text) else None
+                        and 'outcome="dead"' in text and 'outcome="retry"' in text
+                        and "tidings_polls_overrunning " in text) else None
     text = wait_for(scrape_has_everything, timeout=30, what="pending and dead deliveries in /metrics")
     check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
     assert check.returncode == 0 and check.stdout.strip() == "" and check.stderr.strip() == "", (check, text)
@@ -202,10 +203,12 @@ def test_promtool_check_metrics_is_clean_on_a_real_scrape(observed):
     names = {l.split("{")[0].split(" ")[0] for l in series(text)}
     for family in ["tidings_polls_total", "tidings_poll_duration_seconds_bucket", "tidings_source_up",
                    "tidings_source_last_success_timestamp_seconds", "tidings_events_total", "tidings_deliveries_total",
-                   "tidings_outbox_pending", "tidings_outbox_dead", "tidings_scheduler_lateness_seconds_bucket", "tidings_build_info"]:
+                   "tidings_outbox_pending", "tidings_outbox_dead", "tidings_scheduler_lateness_seconds_bucket", "tidings_build_info",
+                   "tidings_polls_overrunning"]:
         assert family in names, (family, names)
     for line in ["# HELP tidings_polls_total ", "# TYPE tidings_polls_total counter", "# TYPE tidings_poll_duration_seconds histogram",
-                 'tidings_source_up{source="broken"} 0.0', 'tidings_source_up{source="api"} 1.0', 'tidings_outbox_pending{sink="hook"} 0.0']:
+                 'tidings_source_up{source="broken"} 0.0', 'tidings_source_up{source="api"} 1.0', 'tidings_outbox_pending{sink="hook"} 0.0',
+                 "# TYPE tidings_polls_overrunning gauge", "tidings_polls_overrunning 0.0"]:
         assert line in text, line
     assert re.search(r'^tidings_outbox_pending\{sink="stuck"\} [1-9]', text, re.M), text
     assert re.search(r'^tidings_outbox_dead\{sink="refusing"\} [1-9]', text, re.M), text
@@ -467,7 +470,7 @@ def test_reload_keeps_an_unchanged_listen_and_moves_a_changed_one(tidings):
 def test_alert_rules_are_valid_and_the_docs_show_them():
     check = subprocess.run(["promtool", "check", "rules", str(RULES)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 3 rules found" in check.stdout, check.stdout
+    assert "SUCCESS: 4 rules found" in check.stdout, check.stdout
     doc = (ROOT / "docs" / "operations.md").read_text()
     blocks = re.findall(r"```yaml\n(.*?)```", doc, re.S)
     assert RULES.read_text() in blocks, "docs/operations.md's alert rules differ from etc/prometheus/tidings-alerts.yml"

@@ -233,6 +233,20 @@ def test_config_errors_name_file_line_and_where_in_the_selector(tidings):
     assert f"{f}:5: source \"f\": 'select' must start with \"css:\" or \"xpath:\", not \"li\"" in err, err
 
 
+def test_a_pattern_too_costly_for_a_long_line_is_refused_at_its_line(tidings):
+    """Issue 30 item 14: `(?:.{900}){20}x` was accepted and kept ~18,000 threads per scalar,
+    3.7 s per 64 KiB line. A search is bounded by a step budget (4 Mi steps); an `ignore`
+    pattern that could not search a whole 64 Ki-character line within it is refused."""
+    a = page_source(tidings, "http://127.0.0.1:9/a", 'ignore = ["ok", "(?:.{900}){20}x"]', name="a")
+    b = page_source(tidings, "http://127.0.0.1:9/b", 'ignore = ["[0-9a-f]{40}", "(?i)generated in \\\\d+ ms"]', name="b")
+    r = tidings.run("config", "check")
+    assert r.code == 78, r
+    assert (f"{a}:5: source \"a\": 'ignore': invalid regular expression \"(?:.{{900}}){{20}}x\": too costly for a text of "
+            "65536 characters: the pattern compiles to 18002 instructions") in r.stderr, r
+    assert "at most 64 instructions fit" in r.stderr, r
+    assert f"{b}:" not in r.stderr, r
+
+
 # ca_file ----------------------------------------------------------------------------------------
 
 def test_ca_file_trusts_a_private_ca_for_page_and_feed(tidings, tmp_path):

@@ -155,7 +155,8 @@ def test_a_daemon_with_problems_needs_attention_and_every_section_shows_them(tid
         d.wait(timeout=30)
         code, s = status_json(tidings)
         assert code == 1
-        assert s["daemon"] == {"running": False, "pid": None, "since": None, "version": None, "instances": []}
+        assert s["daemon"] == {"running": False, "pid": None, "since": None, "version": None, "instances": [],
+                               "polls_overrunning": None, "overrunning": [], "scheduler_ran_at": None}
         assert "no daemon runs: 3 enabled sources are not polled" in s["attention"], s["attention"]
         assert "daemon: none (3 enabled sources not polled)" in tidings.run("status").stdout
 
@@ -185,6 +186,54 @@ def test_all_healthy_exits_0_and_the_status_of_a_stopped_daemon_is_1(tidings):
     tidings.write_plugin("lister.toml", 'enabled = false\n')
     r = tidings.run("status")
     assert r.code == 0 and "sources: 1 (1 paused)" in r.stdout and "daemon: none\n" in r.stdout, r
+
+
+def test_overrunning_polls_and_a_stalled_scheduler_need_attention(tidings):
+    """Issue 30: a stalled daemon still reported itself healthy. The daemon writes its pulse
+    (polls running past their timeout, its scheduler loop's last pass) to tidings.pulse every
+    5 s; `tidings status` shows it and needs attention while a poll overruns or the loop has
+    not run for 30 s. A stopped (SIGSTOP) daemon cannot write: the pulse it left is replaced
+    by one saying what a stalled daemon would, until it runs again and writes its own. A pulse
+    from before the daemon took the lock (an earlier daemon's) is not used."""
+    tidings.write_config('[sinks.console]\ntype = "stdout"\nformat = "json"\n')
+    exec_plugin(tidings, "lister", [{"key": "a", "title": "Alpha"}])
+    d = tidings.start_daemon()
+    wait_for(lambda: "baseline" in read_log(d), what="the baseline poll")
+    pulse = tidings.state / "tidings.pulse"
+    wait_for(lambda: pulse.exists(), timeout=20, what="tidings.pulse")
+    code, s = status_json(tidings)
+    assert code == 0 and s["healthy"] is True, s
+    assert s["daemon"]["polls_overrunning"] == 0 and s["daemon"]["overrunning"] == [], s["daemon"]
+    assert s["daemon"]["scheduler_ran_at"], s["daemon"]
+    r = tidings.run("status")
+    assert r.code == 0 and "  polls: 0 running past their timeout; scheduler last ran " in r.stdout, r
+
+    os.kill(d.pid, signal.SIGSTOP)
+    try:
+        stamp = lambda at: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+        # As written by a daemon whose status loop runs but whose scheduler loop stopped 95 s ago.
+        pulse.write_text(json.dumps({"tick_at": stamp(time.time() - 95), "overrunning": ["lister", "lister"],
+                                     "at": stamp(time.time())}))
+        code, s = status_json(tidings)
+        assert code == 1 and s["healthy"] is False, s
+        assert s["attention"][:1] == ["2 polls running past their timeout (lister)"], s["attention"]
+        assert any(a.startswith("the daemon's scheduler has not run for 1m3") and a.endswith("(stalled; polls are not started)")
+                   for a in s["attention"]), s["attention"]
+        assert s["daemon"]["polls_overrunning"] == 2 and s["daemon"]["overrunning"] == ["lister", "lister"], s["daemon"]
+        r = tidings.run("status")
+        assert r.code == 1 and "  polls: 2 running past their timeout (lister); scheduler last ran 1m3" in r.stdout, r
+        assert "status: needs attention: 2 polls running past their timeout (lister); the daemon's scheduler has not run for" in r.stdout, r
+    finally:
+        os.kill(d.pid, signal.SIGCONT)
+    wait_for(lambda: status_json(tidings)[0] == 0 or None, timeout=20, what="the daemon's own pulse again")
+
+    os.killpg(d.pid, signal.SIGKILL)
+    d.wait(timeout=10)
+    pulse.write_text(json.dumps({"tick_at": stamp(time.time() - 95), "overrunning": ["lister"], "at": stamp(time.time() - 60)}))
+    d = tidings.start_daemon()
+    wait_for(lambda: "scheduler:" in read_log(d) or None, timeout=20, what="the new daemon's scheduler")
+    code, s = status_json(tidings)
+    assert s["daemon"]["polls_overrunning"] in (None, 0) and not any("past their timeout" in a or "stalled" in a for a in s["attention"]), s
 
 
 def test_on_postgres_the_instances_sharing_the_state_are_listed(tidings, pg_db):

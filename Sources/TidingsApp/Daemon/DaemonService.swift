@@ -68,13 +68,20 @@ package final class DaemonService: Service, Sendable {
     static let generationWait: Duration = .seconds(30)
     /// How often the status line and the outbox gauges are brought up to date.
     static let statusInterval: Double = 5
+    /// The scheduler loop's passes and the polls overrunning their timeout, across reloads.
+    private let pulse: PulseKeeper
+    /// Where the pulse is written every ``statusInterval`` for `tidings status` (nil: nowhere).
+    private let pulseDirectory: String?
 
     package init(
         initial: TidingsConfig, configFile: String, loader: ConfigLoader, http: any HTTPClient,
         limitConnectionsPerHost: @escaping @Sendable (Int) -> Void, store: StateStore,
         host: HostConditions,
-        notifications: ServiceNotifications, endpoint: MonitoringEndpoint, logger: Logger
+        notifications: ServiceNotifications, endpoint: MonitoringEndpoint, logger: Logger,
+        pulse: PulseKeeper = PulseKeeper(), pulseDirectory: String? = nil
     ) {
+        self.pulse = pulse
+        self.pulseDirectory = pulseDirectory
         self.initial = initial
         self.live = Mutex(Live(generation: nil, host: host))
         self.retention = Mutex((initial.historyDays, initial.deadLetterDays))
@@ -209,7 +216,8 @@ package final class DaemonService: Service, Sendable {
         let outbox = OutboxWorker(
             store: store, sinks: sinks, policy: RetryPolicy(maxAge: config.deliveryMaxAge), logger: Log.logger("outbox"),
             leases: leases)
-        let runner = PollRunner(store: store, http: http)
+        let runner = PollRunner(store: store, http: http, overruns: pulse.overruns)
+        let pulse = self.pulse
         let router = Router(routes: config.routes, allSinks: config.sinks.map(\.name))
         let notifications = self.notifications
         let state = await snapshot()
@@ -219,7 +227,11 @@ package final class DaemonService: Service, Sendable {
             let scheduler = Scheduler(
                 config: config, runner: runner, router: router, host: l.host, leases: leases,
                 timerSlack: Scheduler.daemonTimerSlack, logger: Log.logger("scheduler"),
-                onEvents: { outbox.nudge() }, heartbeat: { notifications.heartbeat() })
+                onEvents: { outbox.nudge() },
+                heartbeat: {
+                    notifications.heartbeat()
+                    pulse.tick()
+                })
             l.generation = Generation(config: config, scheduler: scheduler, outbox: outbox)
             return (scheduler, l.host.pause)
         }
@@ -304,15 +316,26 @@ package final class DaemonService: Service, Sendable {
         }
     }
 
-    /// Every ``statusInterval``: the status line (when it changed) and the outbox gauges.
+    /// Every ``statusInterval``: the status line (when it changed), the outbox gauges, and the
+    /// pulse (overrunning polls: gauge, status line, `tidings.pulse`).
     package func observe() async {
         while !Task.isCancelled {
             try? await Task.sleep(for: .seconds(Self.statusInterval))
+            let current = pulse.pulse()
+            TidingsMetrics.overrunning(current.overrunning.count)
+            if let pulseDirectory {
+                do {
+                    try current.write(stateDirectory: pulseDirectory)
+                    statusLog.succeeded("pulse", "writing \(DaemonPulse.path(in: pulseDirectory)) works again", logger: logger)
+                } catch {
+                    statusLog.failed("pulse", "cannot write \(DaemonPulse.path(in: pulseDirectory)) (tidings status reads it): \(error)", logger: logger)
+                }
+            }
             let (config, pause) = live.withLock { ($0.generation?.config, $0.host.pause) }
             guard let config else { continue }
             let now = await snapshot()
             now?.exportBacklog(sinks: config.sinks)
-            notifications.update(DaemonStatus(config, now, pause: pause))
+            notifications.update(DaemonStatus(config, now, pause: pause, overrunning: current.overrunning.count))
         }
     }
 

@@ -42,7 +42,8 @@ package struct StateSnapshot {
 }
 
 /// The `STATUS=` line: `polling 100 sources (2 failing), 3 sinks, 5 queued` (and `, 4 held`
-/// when quiet hours or group_wait hold some, `, 1 dead` when there are dead letters). Without a snapshot (the state could not be read) only what
+/// when quiet hours or group_wait hold some, `, 1 dead` when there are dead letters, `, 2 polls
+/// overrunning` when polls run past their timeout). Without a snapshot (the state could not be read) only what
 /// the configuration says: `polling 100 sources, 3 sinks`. While polls are paused it begins
 /// `paused (network offline): 100 sources` instead.
 package struct DaemonStatus: Equatable, CustomStringConvertible {
@@ -57,9 +58,12 @@ package struct DaemonStatus: Equatable, CustomStringConvertible {
     package var sinks: Int
     package var counts: Counts?
     package var pause: PollPause?
+    /// Polls running past their timeout (``PollOverruns``).
+    package var overrunning = 0
 
-    package init(_ config: TidingsConfig, _ snapshot: StateSnapshot?, pause: PollPause?) {
+    package init(_ config: TidingsConfig, _ snapshot: StateSnapshot?, pause: PollPause?, overrunning: Int = 0) {
         self.pause = pause
+        self.overrunning = overrunning
         // Counted in place: a filtered copy of the sources (~500 bytes each) every status
         // interval was the daemon's largest passing allocation (4.9 MB at 10,000 sources).
         var polled = 0
@@ -81,8 +85,9 @@ package struct DaemonStatus: Equatable, CustomStringConvertible {
     package var description: String {
         func count(_ n: Int, _ what: String) -> String { "\(n) \(what)\(n == 1 ? "" : "s")" }
         let polling = pause.map { "paused (\($0.rawValue)): " } ?? "polling "
-        guard let c = counts else { return "\(polling)\(count(sources, "source")), \(count(sinks, "sink"))" }
+        let overruns = overrunning > 0 ? ", \(count(overrunning, "poll")) overrunning" : ""
+        guard let c = counts else { return "\(polling)\(count(sources, "source")), \(count(sinks, "sink"))" + overruns }
         return "\(polling)\(count(sources, "source")) (\(c.failing) failing), \(count(sinks, "sink")), \(c.queued) queued"
-            + (c.held > 0 ? ", \(c.held) held" : "") + (c.dead > 0 ? ", \(c.dead) dead" : "")
+            + (c.held > 0 ? ", \(c.held) held" : "") + (c.dead > 0 ? ", \(c.dead) dead" : "") + overruns
     }
 }

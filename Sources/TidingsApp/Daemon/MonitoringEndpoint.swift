@@ -16,8 +16,9 @@ package actor MonitoringEndpoint {
     package nonisolated let pages = StatusPages()
     private let logger: Logger
 
-    package init(readiness: @escaping @Sendable () -> Readiness, logger: Logger) {
-        self.routes = MonitoringRoutes(readiness: readiness)
+    /// `unhealthy`: why `/-/healthy` answers 503 now (nil: healthy).
+    package init(readiness: @escaping @Sendable () -> Readiness, unhealthy: @escaping @Sendable () -> String? = { nil }, logger: Logger) {
+        self.routes = MonitoringRoutes(readiness: readiness, unhealthy: unhealthy)
         self.logger = logger
     }
 

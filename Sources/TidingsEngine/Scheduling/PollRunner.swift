@@ -16,12 +16,16 @@ package final class PollRunner: Sendable {
     private let failing = Mutex<[String: Int]>([:])
     /// Failed writes to the state database (disk full, read-only): one error line per outage.
     private let stateLog = OnceLog()
+    /// Poll bodies running, and which of them run past their timeout (the daemon's are
+    /// shared by its generations, for its health).
+    package let overruns: PollOverruns
 
-    package init(store: StateStore, http: any HTTPClient, env: any Environment = SystemEnvironment()) {
+    package init(store: StateStore, http: any HTTPClient, env: any Environment = SystemEnvironment(), overruns: PollOverruns = PollOverruns()) {
         self.store = store
         self.recorder = PollRecorder(store: store)
         self.http = http
         self.env = env
+        self.overruns = overruns
     }
 
     /// Forget which sources were prepared (after a reload, credentials are checked again).
@@ -74,12 +78,16 @@ package final class PollRunner: Sendable {
         do {
             let provider = source.instance
             let needsPrepare = !prepared.withLock { $0.contains(source.name) }
+            let overruns = self.overruns
+            // The body is overrunning from the moment the timeout below gives up on it until it returns.
+            let running = overruns.begin(source.name, deadline: env.now().addingTimeInterval(settings.timeout + 1))
             let value = try await withTimeout(
                 settings.timeout + 1,
                 onTimeout: {
                     PollError(.transient, "timed out after \(DurationParser.format(settings.timeout))")
                 }
             ) {
+                defer { overruns.end(running) }
                 if needsPrepare { try await provider.prepare(context) }
                 return try await provider.poll(context)
             }

@@ -61,13 +61,16 @@ package enum TidingsMetrics {
     package static let lateness = Family(
         name: "tidings_scheduler_lateness_seconds", kind: .histogram(buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30]),
         help: "How late scheduled polls started against their due time, all sources together.")
+    package static let pollsOverrunning = Family(
+        name: "tidings_polls_overrunning", kind: .gauge,
+        help: "Polls still running past their timeout (failed, but their work has not stopped), updated every 5 s.")
     package static let buildInfo = Family(
         name: "tidings_build_info", kind: .gauge,
         help: "Always 1; the version label says which tidings runs.")
 
     package static let families = [
         polls, pollDuration, sourceUp, lastSuccess, events, silencedEvents, deliveries, outboxPending, outboxHeld, outboxDead, deadLettersPruned, lateness,
-        buildInfo,
+        pollsOverrunning, buildInfo,
     ]
 
     /// What became of a delivery attempt, per event (the `outcome` label).
@@ -143,6 +146,10 @@ package enum TidingsMetrics {
 
     package static func late(seconds: Double) {
         CoreMetrics.Timer(label: lateness.name).record(max(0, seconds))
+    }
+
+    package static func overrunning(_ polls: Int) {
+        Gauge(label: pollsOverrunning.name).record(polls)
     }
 
     package static func started(version: String) {

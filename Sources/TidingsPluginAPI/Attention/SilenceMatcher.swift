@@ -5,9 +5,10 @@ import Foundation
 ///
 /// `=` and `!=` compare the whole field exactly (case-sensitive); `~=` is a regular expression
 /// that matches anywhere in the field (not anchored: write `^…$` for the whole field, `(?i)`
-/// to ignore case). Regular expressions run on ``SafeRegex``, in time linear in the text (at
-/// most its first 64 Ki characters are looked at): a matcher runs inside each poll's write
-/// transaction, and a backtracking engine let one pattern stall every delivery.
+/// to ignore case). Regular expressions run on ``SafeRegex``, in time linear in the text and
+/// bounded by its step budget (a pattern too large to search a field's longest value within
+/// it is refused): a matcher runs inside each poll's write transaction, and a backtracking
+/// engine let one pattern stall every delivery.
 package struct SilenceMatcher: Sendable, Equatable, CustomStringConvertible {
     /// The event fields a matcher can test (DESIGN §4's names).
     package enum Field: String, Sendable, CaseIterable {
@@ -23,6 +24,17 @@ package struct SilenceMatcher: Sendable, Equatable, CustomStringConvertible {
             case .severity: return e.severity.rawValue
             case .title: return e.title
             case .body: return e.body
+            }
+        }
+
+        /// The longest value (in scalars) that a `~=` pattern must be able to search within
+        /// ``SafeRegex/stepBudget``: the bounds items are cut to when a poll takes them in
+        /// (key 1 KiB, title 2 KiB, body 64 KiB; names and the fixed lists are short).
+        var longestInput: Int {
+            switch self {
+            case .title: return 2 << 10
+            case .body: return SafeRegex.maxInputScalars
+            case .source, .provider, .kind, .event, .key, .severity: return 1 << 10
             }
         }
 
@@ -65,8 +77,11 @@ package struct SilenceMatcher: Sendable, Equatable, CustomStringConvertible {
         try self.init(name: String(name), op: op, value: String(rest.dropFirst(op.rawValue.count)))
     }
 
-    /// A matcher from its parts (as stored); checks the name, a fixed field's value and the regex.
-    package init(name: String, op: Op, value: String) throws(ParseError) {
+    /// A matcher from its parts; checks the name, a fixed field's value and the regex, and
+    /// (`checkingCost`) that a regex can search the field's ``Field/longestInput`` within its
+    /// step budget. A stored one is read back without that check: refusing it would drop the
+    /// silence, and its search is bounded anyway.
+    package init(name: String, op: Op, value: String, checkingCost: Bool = true) throws(ParseError) {
         guard let field = Field(rawValue: name) else {
             throw ParseError(description: "unknown matcher name '\(name)': use one of \(Self.names)")
         }
@@ -77,7 +92,7 @@ package struct SilenceMatcher: Sendable, Equatable, CustomStringConvertible {
         self.op = op
         self.value = value
         if op == .regex {
-            do { regex = try SafeRegex(value) } catch {
+            do { regex = try SafeRegex(value, longestInput: checkingCost ? field.longestInput : 0) } catch {
                 throw ParseError(description: "invalid regular expression in \(name)~=\(value): \(error)")
             }
         } else {
@@ -115,7 +130,7 @@ package struct SilenceMatcher: Sendable, Equatable, CustomStringConvertible {
         else {
             throw ParseError(description: "unreadable matcher \(json.jsonString())")
         }
-        try self.init(name: name, op: op, value: value)
+        try self.init(name: name, op: op, value: value, checkingCost: false)
     }
 
     package static func == (a: SilenceMatcher, b: SilenceMatcher) -> Bool {

@@ -2,10 +2,19 @@ import Foundation
 
 /// Parses human durations: `250ms`, `30s`, `5m`, `1h30m`, `7d`, `2w`.
 package enum DurationParser {
+    /// The longest duration accepted, exclusive: 3650 days (10 years). Longer ones are typos, and
+    /// would overflow the clocks they are added to.
+    package static let limit: TimeInterval = 10 * 365 * 86_400
+
     package struct Error: Swift.Error, CustomStringConvertible, Sendable {
         package var input: String
+        /// The input is well-formed but not below ``DurationParser/limit``.
+        package var tooLong = false
         package var description: String {
-            "invalid duration \"\(input)\": expected a number and a unit (ms, s, m, h, d, w) like \"30s\", \"5m\", \"1h30m\""
+            if tooLong {
+                return "invalid duration \"\(input)\": durations must be shorter than \(DurationParser.format(DurationParser.limit)) (10 years)"
+            }
+            return "invalid duration \"\(input)\": expected a number and a unit (ms, s, m, h, d, w) like \"30s\", \"5m\", \"1h30m\""
         }
     }
 
@@ -46,7 +55,8 @@ package enum DurationParser {
             }
         }
         try flush()
-        guard parts > 0, total < 10 * 365 * 86_400 else { throw Error(input: text) }
+        guard parts > 0 else { throw Error(input: text) }
+        guard total < limit else { throw Error(input: text, tooLong: true) }
         return total
     }
 

@@ -1,5 +1,6 @@
 /// A regular expression whose search time is linear in the text: O(text length × program size),
-/// whatever the pattern (like RE2 and Go's regexp). For patterns that users type into silences
+/// whatever the pattern (like RE2 and Go's regexp), and bounded: one search takes at most about
+/// ``stepBudget`` steps, as a pattern looks at no more scalars than its ``scalarLimit``. For patterns that users type into silences
 /// (`title~=REGEX`), feed `include`/`exclude` and page `ignore`, where Swift's backtracking
 /// `Regex` can take seconds (`(?i)disk .* full` on long titles) or forever (`(a+)+$`).
 ///
@@ -11,8 +12,9 @@
 ///
 /// Supported: the common RE2/PCRE subset (see `init`). Refused with a ``SyntaxError`` that names
 /// the problem and its offset (in Unicode scalars, from 0): backreferences, lookaround, atomic
-/// groups, conditionals, recursion, possessive quantifiers, `\p{…}`, and patterns that would
-/// compile to a too large program.
+/// groups, conditionals, recursion, possessive quantifiers, `\p{…}`, patterns that would
+/// compile to a too large program, and (when the caller names the longest text it will search)
+/// patterns too large to search all of such a text within the budget.
 package struct SafeRegex: Sendable, Equatable, CustomStringConvertible {
     /// Why a pattern was refused, e.g. `backreference '\1' at offset 4 is not supported`.
     package struct SyntaxError: Error, CustomStringConvertible, Equatable {
@@ -28,9 +30,19 @@ package struct SafeRegex: Sendable, Equatable, CustomStringConvertible {
     package static let maxProgramSize = 20_000
     /// The deepest nesting of groups.
     package static let maxNesting = 200
+    /// The most steps (instructions visited by the simulation) that one search may take: 4 Mi,
+    /// about 12 ms at the ~3 ns per step of an optimized build. A search visits each
+    /// instruction at most once per scalar, so a program of `n` instructions looks at
+    /// `stepBudget / n` scalars at most (``scalarLimit``):
+    /// all 64 Ki for up to 64 instructions, 2 Ki for up to 2,048 (`(?:.{900}){20}x`, 18,002
+    /// instructions, looks at 232).
+    package static let stepBudget = 1 << 22
 
     package let pattern: String
     private let program: Program
+    /// The scalars of a text that a search looks at: ``maxInputScalars``, or fewer for a
+    /// program so large that the text would cost more than ``stepBudget`` steps.
+    package let scalarLimit: Int
 
     /// Compiles `pattern`. Syntax: literals; `.` (any scalar but `\n`; any with `s`); classes
     /// `[abc]`, `[^a-z]`, `[]a]`, escapes inside, POSIX `[[:alpha:]]`/`[[:^alpha:]]` (ASCII);
@@ -39,17 +51,36 @@ package struct SafeRegex: Sendable, Equatable, CustomStringConvertible {
     /// `$` without `m` also matches before a final `\n`); groups `(…)`, `(?:…)`, `(?<n>…)`,
     /// `(?P<n>…)`, `(?'n'…)`, comments `(?#…)`; flags `i s m x U` as `(?im)`, `(?-i)`, `(?i:…)`;
     /// `|`; `* + ? {n} {n,} {n,m}` and their lazy `?` forms.
-    package init(_ pattern: String) throws(SyntaxError) {
+    ///
+    /// `longestInput`: the longest text (in scalars) that the caller will search; a pattern
+    /// whose ``scalarLimit`` is shorter (it could not look at all of such a text within
+    /// ``stepBudget``) is refused, saying how many instructions fit. 0 checks nothing (a stored
+    /// pattern read back: the limit still bounds its cost).
+    package init(_ pattern: String, longestInput: Int = 0) throws(SyntaxError) {
         var parser = Parser(pattern)
         let tree = try parser.parse()
         program = try Compiler.compile(tree)
         self.pattern = pattern
+        let size = program.instructions.count
+        scalarLimit = min(Self.maxInputScalars, Self.stepBudget / size)
+        let longest = min(longestInput, Self.maxInputScalars)
+        if longest > scalarLimit {
+            throw SyntaxError(
+                description:
+                    "too costly for a text of \(longest) characters: the pattern compiles to \(size) instructions, and a search may visit each at every character; within \(Self.stepBudget) steps, at most \(Self.stepBudget / longest) instructions fit (use smaller counts in {n,m})"
+            )
+        }
     }
 
     /// True when the pattern matches anywhere in `text` (an unanchored search, like
-    /// `text.contains(regex)`); looks at the first ``maxInputScalars`` scalars only.
+    /// `text.contains(regex)`); looks at the first ``scalarLimit`` scalars only.
     package func matches(in text: String) -> Bool {
-        program.mayMatch(text) && program.search(text)
+        program.mayMatch(text, limit: scalarLimit) && program.search(text, limit: scalarLimit).matched
+    }
+
+    /// The steps one search of `text` takes (the required-literal scan left out), for tests.
+    func steps(searching text: String) -> Int {
+        program.search(text, limit: scalarLimit).steps
     }
 
     package var description: String { pattern }
@@ -674,15 +705,15 @@ private struct Program: Sendable {
     /// scan for them (``mayMatch(_:)``) turns most texts away before the simulation.
     var requiredRuns: [[Instruction]] = []
 
-    /// False when the text (its first ``SafeRegex/maxInputScalars``) lacks a required run, so
-    /// that it cannot match. A naive search, resumed after each run found: O(text × run).
-    func mayMatch(_ text: String) -> Bool {
+    /// False when the text (its first `limit` scalars) lacks a required run, so that it cannot
+    /// match. A naive search, resumed after each run found: O(text × run).
+    func mayMatch(_ text: String, limit: Int) -> Bool {
         let scalars = text.unicodeScalars
         var start = scalars.startIndex
         var offset = 0  // where the next run may begin
         for run in requiredRuns {
             while true {
-                if offset + run.count > SafeRegex.maxInputScalars { return false }
+                if offset + run.count > limit { return false }
                 var i = start
                 var k = 0
                 while k < run.count, i < scalars.endIndex, run[k].acceptsLiteral(scalars[i]) {
@@ -831,8 +862,9 @@ private enum Compiler {
 // MARK: - Simulation
 
 extension Program {
-    /// Runs a ``Machine`` over `text` with scratch space for this program's size.
-    func search(_ text: String) -> Bool {
+    /// Runs a ``Machine`` over the first `limit` scalars of `text` with scratch space for this
+    /// program's size; also says how many steps (instructions visited) it took.
+    func search(_ text: String, limit: Int) -> (matched: Bool, steps: Int) {
         let n = instructions.count
         // current and next thread lists (n each: duplicates are never added), the closure's
         // stack (each instruction pushes at most 2 once marked: 2n + 1), and the marks.
@@ -845,15 +877,17 @@ extension Program {
         }
         return instructions.withUnsafeBufferPointer { code in
             var machine = Machine(program: self, code: code, current: lists, next: lists + n, stack: lists + 2 * n, seen: seen)
-            return machine.run(text)
+            let matched = machine.run(text, limit: limit)
+            return (matched, machine.steps)
         }
     }
 }
 
 /// One search: the live threads (program counters waiting on a scalar) at the current and
 /// the next position. A generation stamp per instruction keeps each list free of duplicates
-/// and stops epsilon loops, so a step costs at most the program's size. The buffers belong to
-/// ``Program/search(_:)``.
+/// and stops epsilon loops, so a scalar costs at most the program's size in steps (each
+/// instruction visited once, then a consuming one checked once). The buffers belong to
+/// ``Program/search(_:limit:)``.
 private struct Machine {
     let program: Program
     let code: UnsafeBufferPointer<Instruction>
@@ -864,6 +898,8 @@ private struct Machine {
     let stack: UnsafeMutablePointer<Int>
     let seen: UnsafeMutablePointer<UInt32>
     var generation: UInt32 = 0
+    /// Instructions visited so far: at most the program's size per scalar, plus one start.
+    var steps = 0
 
     init(
         program: Program, code: UnsafeBufferPointer<Instruction>, current: UnsafeMutablePointer<Int>,
@@ -877,14 +913,14 @@ private struct Machine {
         self.seen = seen
     }
 
-    mutating func run(_ text: String) -> Bool {
+    mutating func run(_ text: String, limit: Int) -> Bool {
         var scalars = text.unicodeScalars.makeIterator()
         var cur = scalars.next()
         var after = cur == nil ? nil : scalars.next()
         generation = 1
         if addThread(0, prev: nil, next: cur, afterNext: after) { return true }
         var position = 0
-        while let c = cur, position < SafeRegex.maxInputScalars {
+        while let c = cur, position < limit {
             swap(&current, &next)
             currentCount = nextCount
             nextCount = 0
@@ -933,6 +969,7 @@ private struct Machine {
             let pc = stack[depth]
             if seen[pc] == generation { continue }
             seen[pc] = generation
+            steps &+= 1
             switch code[pc] {
             case .match:
                 return true

@@ -49,7 +49,12 @@ struct RunCommand: AsyncParsableCommand {
         // [http] comes up as soon as the daemon has to wait for the state (so /-/ready says 503
         // meanwhile), else once it owns it; not at all when another daemon owns it.
         let notifications = ServiceNotifications(logger: logger)
-        let endpoint = MonitoringEndpoint(readiness: { notifications.readiness }, logger: Log.logger("http"))
+        // The scheduler's passes and the polls overrunning their timeout: /-/healthy is 503 while
+        // a polling daemon's scheduler loop stalls; `tidings status` reads them from tidings.pulse.
+        let pulse = PulseKeeper()
+        let endpoint = MonitoringEndpoint(
+            readiness: { notifications.readiness },
+            unhealthy: { notifications.readiness == .ready ? pulse.pulse().stall(now: Date()) : nil }, logger: Log.logger("http"))
         let serve = {
             do { try await endpoint.apply(app.config.http) } catch {
                 complain("\(error)")
@@ -79,12 +84,13 @@ struct RunCommand: AsyncParsableCommand {
         let daemon = DaemonService(
             initial: app.config, configFile: app.configFile, loader: App.loader, http: App.http,
             limitConnectionsPerHost: { App.http.limitConnectionsPerHost($0) }, store: store,
-            host: host, notifications: notifications, endpoint: endpoint, logger: logger)
+            host: host, notifications: notifications, endpoint: endpoint, logger: logger, pulse: pulse, pulseDirectory: app.stateDir)
         // The status page reads this state and polls through the daemon, as `tidings check` does.
         endpoint.pages.attach(
             StatusPages.Backend(
                 config: { daemon.currentConfig() }, store: store, pid: getpid(), startedAt: Date(),
-                pollNow: { await daemon.answer(ControlRequest(sources: $0)) }, outboxChanged: { daemon.nudgeOutbox() }))
+                pollNow: { await daemon.answer(ControlRequest(sources: $0)) }, outboxChanged: { daemon.nudgeOutbox() },
+                pulse: { pulse.pulse() }))
         let control: ControlServer
         do {
             control = try ControlServer(path: ControlProtocol.socketPath(in: app.stateDir), logger: Log.logger("control")) { request in

@@ -25,14 +25,17 @@ struct StatusCommand: AsyncParsableCommand {
             events. The last line says "healthy", or what needs attention.
 
             Exit status: 0 healthy; 1 needs attention: a source is failing or auth-failed, a \
-            delivery is dead, or no daemon runs while enabled sources exist (on PostgreSQL: \
-            no instance renewed its leases in the last 30 s); 2 there is no state yet (no \
+            delivery is dead, a poll of the daemon runs past its timeout, the daemon's \
+            scheduler has not run for 30 s, or no daemon runs while enabled sources exist (on \
+            PostgreSQL: no instance renewed its leases in the last 30 s); 2 there is no state yet (no \
             tidings.sqlite in the state directory) or it cannot be read; 78 configuration \
             error. Nothing is created when there is no state.
 
             --json prints one JSON object: "healthy" (bool); "attention" (the reasons, strings); \
             "state" {"backend": "sqlite"|"postgres", "location"}; "daemon" {"running", "pid", \
-            "since", "version" (null when unknown), "instances": [{"instance": "HOST:PID", \
+            "since", "version" (null when unknown), "polls_overrunning" (a number; null when \
+            not known), "overrunning" (their sources), "scheduler_ran_at" (null when not \
+            known), "instances": [{"instance": "HOST:PID", \
             "started_at", "seen_at", "sources", "sinks"}] (PostgreSQL)}; "sources" {"total", \
             "counts" {"ok", "new", "failing", "auth-failed", "paused"}, "failing": [{"name", \
             "provider", "state", "failures", "last_error", "last_error_at", "next_try"}]}; \
@@ -64,7 +67,7 @@ struct StatusCommand: AsyncParsableCommand {
         }
         let report: StatusReport
         do {
-            report = try StatusReport.read(config: app.config, store: store, lock: lock)
+            report = try StatusReport.read(config: app.config, store: store, lock: lock, pulse: DaemonPulse.read(stateDirectory: app.stateDir))
         } catch {
             complain("cannot read the state \(store.path): \(Redactor.shared.scrub("\(error)"))")
             throw ExitCode(Exit.failure)

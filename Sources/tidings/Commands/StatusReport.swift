@@ -19,6 +19,9 @@ extension StatusReport {
             "pid": daemon.pid.map { number(Int($0)) } ?? .null,
             "since": time(daemon.since),
             "version": daemon.version.map(JSONValue.string) ?? .null,
+            "polls_overrunning": daemon.pulse.map { number($0.overrunning.count) } ?? .null,
+            "overrunning": .array((daemon.pulse?.overrunning ?? []).map(JSONValue.string)),
+            "scheduler_ran_at": time(daemon.pulse?.tickAt),
             "instances": .array(
                 daemon.instances.map { i -> JSONValue in
                     [
@@ -95,6 +98,13 @@ extension StatusReport {
             if let since = daemon.since { line += ", since \(EventFormatter.localTime(since)) (\(ago(since)))" }
             line += daemon.version.map { ", version \($0)" } ?? ", version unknown (not this binary)"
             out.append(line)
+            if let pulse = daemon.pulse {
+                let n = pulse.overrunning.count
+                var polls = "  polls: \(n) running past \(n == 1 ? "its" : "their") timeout"
+                if n > 0 { polls += " (\(pulse.overrunningSources.map(TerminalText.line).joined(separator: ", ")))" }
+                if let tick = pulse.tickAt { polls += "; scheduler last ran \(ago(tick))" }
+                out.append(polls)
+            }
         } else if daemon.instances.isEmpty {
             out.append("daemon: none" + (enabledSources > 0 ? " (\(plural(enabledSources, "enabled source")) not polled)" : ""))
         } else {
