@@ -4,7 +4,7 @@ import PackageDescription
 /// What every test target may use: the module it tests, the modules below and beside it, and
 /// the test support.
 let testDependencies: [Target.Dependency] = [
-    "TidingsPluginAPI", "TidingsPOSIX", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsCurl",
+    "TidingsCrypto", "TidingsPluginAPI", "TidingsPOSIX", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsCurl",
     "TidingsProviders", "TidingsSinks", "TidingsSystemBus", "TidingsMonitoring", "TidingsApp", "TidingsTestSupport",
     .product(name: "GRDB", package: "GRDB.swift"),
     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -27,7 +27,6 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
-        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.0.0"),
         // Monitoring (DESIGN §8): metrics API in the core, Prometheus exposition and the [http] server in TidingsMonitoring.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
@@ -48,8 +47,17 @@ let package = Package(
             name: "TidingsPluginAPI",
             dependencies: [
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "TidingsCrypto",
             ]
+        ),
+        /// SHA-256, HMAC-SHA256, constant-time compare and random bytes over OpenSSL's libcrypto
+        /// (the one libcurl loads; DESIGN §15): bytes in and out, no C pointer above it.
+        .target(name: "TidingsCrypto", dependencies: ["CLibCrypto"]),
+        /// OpenSSL's libcrypto, via pkg-config; only TidingsCrypto imports it.
+        .systemLibrary(
+            name: "CLibCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
         ),
         /// Processes, Unix sockets and file locks (posix_spawn, socket, flock): the exec provider
         /// and sink, apprise, the control socket and the state lock use it.
@@ -123,10 +131,9 @@ let package = Package(
         .target(
             name: "TidingsSinks",
             dependencies: [
-                "TidingsPluginAPI", "TidingsPOSIX",
+                "TidingsPluginAPI", "TidingsPOSIX", "TidingsCrypto",
                 "CLibnotify",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Mustache", package: "swift-mustache"),
             ]
         ),
@@ -150,7 +157,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // The status page (DESIGN §13): its templates and its CSRF token.
                 .product(name: "Mustache", package: "swift-mustache"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "TidingsCrypto",
             ]
         ),
         /// The application: config loading (TOML), the daemon and its services, the control
@@ -207,6 +214,7 @@ let package = Package(
             dependencies: ["TidingsPluginAPI", "TidingsEngine", "TidingsSQLite"]
         ),
         // One test target per module; every one may use the test support and the modules below it.
+        .testTarget(name: "TidingsCryptoTests", dependencies: testDependencies),
         .testTarget(name: "TidingsPluginAPITests", dependencies: testDependencies),
         .testTarget(name: "TidingsPOSIXTests", dependencies: testDependencies),
         .testTarget(name: "TidingsEngineTests", dependencies: testDependencies),

@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import TidingsCrypto
 import TidingsEngine
 import TidingsPOSIX
 import TidingsPluginAPI
@@ -7,14 +7,12 @@ import TidingsPluginAPI
 /// The status page's guards (DESIGN §13, docs/status-page.md "Security model"), without sockets:
 /// authentication, the CSRF token, the same-origin check and the response headers.
 package struct WebSecurity: Sendable {
-    /// A random key per daemon process: tokens of a previous daemon are refused. Its bytes
-    /// (SymmetricKey is not Sendable).
-    private let keyBytes: [UInt8]
-    private var key: SymmetricKey { SymmetricKey(data: keyBytes) }
+    /// A random key per daemon process: tokens of a previous daemon are refused.
+    private let key: [UInt8]
     /// How long a CSRF token is good for (a page left open longer asks to reload).
     package static let tokenLifetime: TimeInterval = 12 * 3600
 
-    package init(key: SymmetricKey = SymmetricKey(size: .bits256)) { keyBytes = key.withUnsafeBytes { Array($0) } }
+    package init(key: [UInt8] = secureRandomBytes(32)) { self.key = key }
 
     // MARK: CSRF (synchronizer token, stateless)
 
@@ -22,8 +20,8 @@ package struct WebSecurity: Sendable {
     /// hex. Put in every form; a POST must send it back in the `csrf` field.
     package func csrfToken(now: Date) -> String {
         let issued = String(Int(now.timeIntervalSince1970))
-        let mac = HMAC<SHA256>.authenticationCode(for: Data("tidings-csrf:\(issued)".utf8), using: key)
-        return issued + "." + mac.map { String(format: "%02x", $0) }.joined()
+        let mac = HMACSHA256.authenticationCode(for: "tidings-csrf:\(issued)".utf8, key: key)
+        return issued + "." + hexString(mac)
     }
 
     /// Whether `token` was made by ``csrfToken(now:)`` of this process within ``tokenLifetime``.
@@ -33,7 +31,7 @@ package struct WebSecurity: Sendable {
         guard parts.count == 2, let issued = Int(parts[0]), let mac = Self.unhex(parts[1]) else { return false }
         let age = now.timeIntervalSince1970 - Double(issued)
         guard age >= -60, age <= Self.tokenLifetime else { return false }
-        return HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: Data("tidings-csrf:\(parts[0])".utf8), using: key)
+        return HMACSHA256.isValid(mac, for: "tidings-csrf:\(parts[0])".utf8, key: key)
     }
 
     // MARK: Origin
@@ -82,13 +80,9 @@ package struct WebSecurity: Sendable {
         guard let space = header.firstIndex(of: " "), let eSpace = expected.firstIndex(of: " "),
             header[..<space].lowercased() == expected[..<eSpace].lowercased()
         else { return false }
-        let given = SHA256.hash(data: Data(header[header.index(after: space)...].trimmingCharacters(in: .whitespaces).utf8))
-        let wanted = SHA256.hash(data: Data(expected[expected.index(after: eSpace)...].utf8))
-        return given.withUnsafeBytes { g in
-            wanted.withUnsafeBytes { w in
-                zip(g, w).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
-            }
-        }
+        let given = SHA256.hash(header[header.index(after: space)...].trimmingCharacters(in: .whitespaces).utf8)
+        let wanted = SHA256.hash(expected[expected.index(after: eSpace)...].utf8)
+        return constantTimeEqual(given, wanted)
     }
 
     /// The `WWW-Authenticate` of a 401.

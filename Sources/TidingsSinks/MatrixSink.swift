@@ -1,6 +1,6 @@
-import Crypto
 import Foundation
 import Synchronization
+import TidingsCrypto
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -104,8 +104,8 @@ package struct MatrixSink: Sink {
     package func transactionID(for digest: TidingsPluginAPI.Digest) -> String { transactionID("digest \(digest.id)") }
 
     private func transactionID(_ what: String) -> String {
-        let digest = SHA256.hash(data: Data("\(sinkName)\n\(room.text)\n\(what)".utf8))
-        return "tidings-" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
+        let digest = SHA256.hash("\(sinkName)\n\(room.text)\n\(what)".utf8)
+        return "tidings-" + hexString(digest.prefix(16))
     }
 
     /// The `PUT …/send/m.room.message/{txnId}` for one event.

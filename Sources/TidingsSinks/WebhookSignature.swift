@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import TidingsCrypto
 
 /// Standard Webhooks signing (https://www.standardwebhooks.com): the `webhook-signature`
 /// header is `v1,` + base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}")).
@@ -27,7 +27,7 @@ package struct WebhookSignature: Sendable {
     package func sign(id: String, timestamp: Int, body: Data) -> String {
         var message = Data("\(id).\(timestamp).".utf8)
         message.append(body)
-        let mac = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: key))
+        let mac = HMACSHA256.authenticationCode(for: message, key: key)
         return "v1," + Data(mac).base64EncodedString()
     }
 }

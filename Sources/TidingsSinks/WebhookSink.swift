@@ -1,6 +1,6 @@
-import Crypto
 import Foundation
 import Logging
+import TidingsCrypto
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -130,8 +130,8 @@ package struct WebhookSink: Sink, TemplatedSink {
     /// the same on every retry of the same batch.
     package static func messageID(for events: [Event]) -> String {
         if events.count == 1 { return events[0].id }
-        let digest = SHA256.hash(data: Data(events.map(\.id).joined(separator: ",").utf8))
-        return "batch_" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
+        let digest = SHA256.hash(events.map(\.id).joined(separator: ",").utf8)
+        return "batch_" + hexString(digest.prefix(16))
     }
 
     /// What a request for the one event `e` carries.

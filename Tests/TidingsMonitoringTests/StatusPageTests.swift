@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import TidingsMonitoring
 import TidingsTestSupport
@@ -73,6 +72,10 @@ final class StatusPageTests: XCTestCase {
         XCTAssertTrue(a.validCSRF(token, now: now.addingTimeInterval(WebSecurity.tokenLifetime - 1)))
         XCTAssertFalse(a.validCSRF(token, now: now.addingTimeInterval(WebSecurity.tokenLifetime + 1)))
         XCTAssertFalse(b.validCSRF(token, now: now), "another daemon's key")
+        // With a known key: ISSUED.hex(HMAC-SHA256(key, "tidings-csrf:ISSUED")) (Python's hmac).
+        let known = WebSecurity(key: [UInt8](repeating: 7, count: 32))
+        XCTAssertEqual(known.csrfToken(now: now), "2000000000.63262d6b89c7d800e7469b012f8d6051883938c05ab9d38f74df3e1cfded2d0e")
+        XCTAssertTrue(known.validCSRF("2000000000.63262d6b89c7d800e7469b012f8d6051883938c05ab9d38f74df3e1cfded2d0e", now: now))
         let (issued, mac) = (token.split(separator: ".")[0], token.split(separator: ".")[1])
         XCTAssertFalse(a.validCSRF("\(Int(issued)! + 1).\(mac)", now: now), "the time is part of the MAC")
         for bad in [nil, "", ".", "x.y", "\(issued).", "\(issued).\(mac)00", String(repeating: "1", count: 200)] {

@@ -51,6 +51,8 @@ final class WebhookSinkTests: XCTestCase {
         XCTAssertEqual(WebhookSink.messageID(for: a), WebhookSink.messageID(for: a))
         XCTAssertNotEqual(WebhookSink.messageID(for: a), WebhookSink.messageID(for: [event("01A"), event("01C")]))
         XCTAssertEqual(WebhookSink.messageID(for: [event("01A")]), "01A")
+        // The same webhook-id as earlier builds: SHA-256("01A,01B"), first 16 bytes in hex (Python's hashlib).
+        XCTAssertEqual(WebhookSink.messageID(for: a), "batch_979afd2eedf116f0e9bb67c133011999")
         let arr = try? JSONSerialization.jsonObject(with: WebhookSink.body(a, asArray: true)) as? [[String: Any]]
         XCTAssertEqual(arr?.compactMap { $0["id"] as? String }, ["01A", "01B"])
     }

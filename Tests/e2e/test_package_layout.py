@@ -6,6 +6,9 @@ plugin API and the engine do no system work of their own.
   only TidingsPluginAPI (and TidingsPOSIX to spawn a process).
 - The plugin API and the engine open no socket, lock no file, spawn no process and import no
   GRDB: those live in TidingsPOSIX, the backends and the app.
+- One crypto stack (DESIGN §15): SHA-256, HMAC and random bytes come from OpenSSL's libcrypto
+  through TidingsCrypto alone (the plugin API's one dependency of ours); no target of ours uses
+  swift-crypto, and no Swift file imports `Crypto` or the C module `CLibCrypto` outside it.
 
 Asked of SwiftPM itself (`swift package dump-package`), not of a copy of Package.swift's text."""
 import json
@@ -38,6 +41,8 @@ def targets():
             (kind, value), = d.items()
             if kind in ("byName", "target"):
                 names.append(value[0])
+            elif kind == "product":
+                names.append(f"{value[1]}:{value[0]}")  # package:product
         deps[t["name"]] = names
     return deps
 
@@ -61,8 +66,26 @@ def test_providers_and_sinks_see_only_the_plugin_api(targets, target):
 
 def test_the_engine_sits_on_the_plugin_api_alone(targets):
     reach = {d for d in closure(targets, "TidingsEngine") if d.startswith(("Tidings", "C"))}
-    assert reach == {"TidingsPluginAPI"}, reach
-    assert closure(targets, "TidingsPluginAPI") & set(targets) == set(), "the plugin API depends on no target of ours"
+    assert reach == {"TidingsPluginAPI", "TidingsCrypto", "CLibCrypto"}, reach
+    assert closure(targets, "TidingsPluginAPI") & set(targets) == {"TidingsCrypto", "CLibCrypto"}, \
+        "the plugin API depends on no target of ours but the crypto module"
+    assert closure(targets, "TidingsCrypto") == {"CLibCrypto"}, "TidingsCrypto sits on libcrypto alone"
+
+
+def test_one_crypto_stack(targets):
+    on_swift_crypto = sorted(t for t, ds in targets.items() if any(d.startswith("swift-crypto:") for d in ds))
+    assert not on_swift_crypto, f"targets on swift-crypto (BoringSSL): {on_swift_crypto}"
+    on_libcrypto = sorted(t for t, ds in targets.items() if "CLibCrypto" in ds)
+    assert on_libcrypto == ["TidingsCrypto"], on_libcrypto
+    found = []
+    for folder in ("Sources", "Tests"):
+        for path in sorted((ROOT / folder).rglob("*.swift")):
+            if path.is_relative_to(ROOT / "Sources" / "TidingsCrypto"):
+                continue
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if re.match(r"\s*(@testable |@preconcurrency )?import (Crypto|CryptoExtras|_CryptoExtras|CLibCrypto)\b", line):
+                    found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("target", ["TidingsPluginAPI", "TidingsEngine"])

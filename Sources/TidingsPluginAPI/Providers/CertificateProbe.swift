@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import TidingsCrypto
 
 /// Reads the certificates a TLS server presents, for providers that watch certificates. The
 /// core has no sockets: the process's one HTTP client (libcurl, ``PollContext/http``) also
@@ -90,5 +90,5 @@ extension PollContext {
 
 extension Fingerprint {
     /// The full SHA-256 of `data`, lower-case hex (a certificate's fingerprint is of its DER bytes).
-    package static func sha256(_ data: Data) -> String { hex(SHA256.hash(data: data)) }
+    package static func sha256(_ data: Data) -> String { hexString(SHA256.hash(data)) }
 }
