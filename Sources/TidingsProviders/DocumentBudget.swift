@@ -18,6 +18,8 @@ final class DocumentBudget {
     private(set) var bytes = 0
     private(set) var nodes = 0
     private(set) var operations: UInt = 0
+    /// An XPath evaluation ran out of the operations left.
+    private(set) var operationsRanOut = false
     /// The poll's time ran out meanwhile.
     private(set) var stopped = false
 
@@ -40,7 +42,7 @@ final class DocumentBudget {
     }
 
     /// Spent (or stopped): walks end, and the document is an error (``check()``).
-    var spent: Bool { stopped || bytes > maxBytes || nodes > maxNodes }
+    var spent: Bool { stopped || operationsRanOut || bytes > maxBytes || nodes > maxNodes }
 
     /// Counts a node walked; false once the budget is spent. Every 1024 nodes it looks
     /// whether the poll's work was stopped.
@@ -52,6 +54,7 @@ final class DocumentBudget {
 
     func add(bytes n: Int) { bytes += n }
     func add(operations n: UInt) { operations += n }
+    func ranOutOfOperations() { operationsRanOut = true }
     var operationsLeft: UInt { maxOperations > operations ? maxOperations - operations : 0 }
 
     /// Throws if the budget ran out: the document is not read (its text would be cut anywhere).
@@ -73,6 +76,10 @@ final class DocumentBudget {
             throw PollError(
                 .transient,
                 "the selected elements' text is more than \(maxBytes) bytes in all (tidings renders at most 8 × the page's size, within max_body): nested selections? not read")
+        case .page where operationsRanOut:
+            throw PollError(
+                .transient,
+                "the XPath evaluations on this page took more than \(maxOperations) operations in all (tidings' limit per page, keys included): not read")
         case .page where nodes > maxNodes:
             throw PollError(
                 .transient,

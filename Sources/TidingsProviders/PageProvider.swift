@@ -438,7 +438,10 @@ enum PageXPath {
         guard let ctx = xmlXPathNewContext(doc) else { throw PollError(.transient, "libxml2: out of memory") }
         defer { xmlXPathFreeContext(ctx) }
         let limit = budget?.operationsLeft ?? maxOperations
-        guard limit > 0 else { throw operationLimit(expr) }
+        guard limit > 0 else {
+            budget?.ranOutOfOperations()
+            throw operationLimit(expr)
+        }
         ctx.pointee.opLimit = limit
         ctx.pointee.node = node
         xmlResetLastError()
@@ -450,7 +453,10 @@ enum PageXPath {
         budget?.add(operations: min(ctx.pointee.opCount, limit))
         guard let result else {
             if stop.isStopped { throw PollError(.transient, "stopped evaluating XPath \"\(expr)\": the poll ran out of time") }
-            if ctx.pointee.opCount >= limit { throw operationLimit(expr) }
+            if ctx.pointee.opCount >= limit {
+                budget?.ranOutOfOperations()
+                throw operationLimit(expr)
+            }
             throw PollError(.transient, "XPath \"\(expr)\" could not be evaluated on this page: \(lastError(expr))")
         }
         defer { xmlXPathFreeObject(result) }

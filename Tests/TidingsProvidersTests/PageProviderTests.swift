@@ -361,6 +361,12 @@ final class PageProviderTests: XCTestCase {
         XCTAssertThrowsError(try PageXPath.evaluate("count(//b)", doc: doc.doc, node: doc.root, budget: budget)) { error in
             XCTAssertTrue("\(error)".contains("took more than 20000000 operations on this page"), "\(error)")
         }
+        XCTAssertTrue(budget.spent, "the page is an error, also when the evaluation was a key's (whose error is not thrown)")
+        XCTAssertThrowsError(try budget.check()) { error in
+            XCTAssertEqual(
+                (error as? PollError)?.message,
+                "the XPath evaluations on this page took more than 20000000 operations in all (tidings' limit per page, keys included): not read")
+        }
     }
 
     func testPlainTextAndTypesThatAreNotText() throws {
