@@ -53,6 +53,7 @@ def assert_poll_stops_using_cpu(t, source_name, failure, window=6.0, max_after=1
         before = cpu_seconds(d.pid)
         time.sleep(window)
         after = cpu_seconds(d.pid)
+        print(f"{source_name}: {before:.2f}s of CPU until the poll failed, {after - before:.2f}s in the {window:.0f}s after")
         assert after - before <= max_after, (
             f"the daemon used {after - before:.1f}s of CPU in the {window:.0f}s after the poll failed: {lines[0]}")
         assert after <= max_total, f"one poll with a 2s timeout cost {after:.1f}s of CPU"
