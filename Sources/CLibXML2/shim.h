@@ -22,3 +22,10 @@ static inline void tidings_xml_quiet(void) {
 
 /// `xmlFree` is a global function pointer (a macro in some builds): one call Swift can always make.
 static inline void tidings_xml_free(void *p) { xmlFree(p); }
+
+/// Makes an XPath evaluation running on another thread stop at its next operation (its
+/// limit drops to one operation, which any count past the first exceeds): how a poll's
+/// timeout ends an evaluation. libxml2 reads the limit at every operation and never writes it.
+static inline void tidings_xpath_stop(xmlXPathContextPtr ctx) {
+    __atomic_store_n(&ctx->opLimit, 1UL, __ATOMIC_RELAXED);
+}

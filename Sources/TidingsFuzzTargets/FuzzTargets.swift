@@ -15,7 +15,7 @@ public enum FuzzTargets {
     public static let all: [String: @Sendable (Data) -> Void] = [
         "config": config, "duration": duration, "sportdate": sportdate, "statuspage": statuspage,
         "economic": economic, "alertmanager": alertmanager, "http-json": httpJSON, "exec-output": execOutput,
-        "feed": feed,
+        "feed": feed, "page": page,
     ]
 
     /// The TOML text of a main config → ``ConfigLoader/load(text:file:)`` with every built-in
@@ -86,5 +86,23 @@ public enum FuzzTargets {
     static func feed(_ data: Data) {
         _ = try? feedSource.decode(data)
         _ = try? feedSource.decode(data, charset: "windows-1252")
+    }
+
+    /// A web page (libxml2's HTML parser in recovery mode) through the page provider's decode:
+    /// the whole document, CSS selections with `each` and a CSS key, and XPath selections with
+    /// an XPath key, each rendered as the provider renders it (one per-document budget).
+    static let pageSources: [PageProvider] = {
+        let url = URL(string: "https://jobs.example.com/openings")!
+        return [
+            PageProvider(url: url),
+            PageProvider(url: url, selection: .css(try! CSSSelector("div.job, ul > li:nth-child(2n+1)")), each: true, key: .css(try! CSSSelector("a[href]"))),
+            PageProvider(url: url, selection: .xpath("//div[contains(@class, 'job')] | //tr[td]"), each: true, key: .xpath("string(.//a/@href)")),
+            PageProvider(url: url, selection: .xpath("//*[contains(string(/), 'zz')]"), each: true, key: .attribute("id")),
+        ]
+    }()
+
+    static func page(_ data: Data) {
+        for p in pageSources { _ = try? p.decode(data, contentType: "text/html") }
+        _ = try? pageSources[0].decode(data, contentType: "text/plain; charset=windows-1252")
     }
 }

@@ -6,12 +6,12 @@ import CLibXML2
 /// `[a*=v]` (values quoted or bare), the descendant and child (`>`) combinators,
 /// `:nth-child(An+B | odd | even)`, `:first-child`, `:last-child`, `:not(compound)` and lists
 /// `a, b`. Names are matched case-insensitively (the HTML parser lower-cases them), values exactly.
-struct CSSSelector: Equatable, Sendable {
-    struct ParseError: Error, CustomStringConvertible, Equatable, Sendable {
+package struct CSSSelector: Equatable, Sendable {
+    package struct ParseError: Error, CustomStringConvertible, Equatable, Sendable {
         /// 1-based character position in the selector.
         var position: Int
         var message: String
-        var description: String { "at character \(position): \(message)" }
+        package var description: String { "at character \(position): \(message)" }
     }
 
     enum AttributeOp: String, Equatable, Sendable {
@@ -45,7 +45,7 @@ struct CSSSelector: Equatable, Sendable {
 
     var alternatives: [Complex]
 
-    init(_ text: String) throws(ParseError) {
+    package init(_ text: String) throws(ParseError) {
         var p = Parser(Array(text.unicodeScalars))
         alternatives = try p.list()
     }
@@ -54,14 +54,14 @@ struct CSSSelector: Equatable, Sendable {
 
     /// The elements under `root` (not `root` itself) that match, in document order; at most
     /// `limit`, visiting at most `budget` nodes, none deeper than `maxDepth` below `root`.
-    /// `cut` says whether a bound stopped the walk.
+    /// `cut` says whether a bound stopped the walk; `shared`, the page's budget, counts every node too.
     func select(
         under root: xmlNodePtr, limit: Int = 100_000, budget: Int = 2_000_000, maxDepth: Int = 1024,
-        cut: inout Bool
+        shared: DocumentBudget? = nil, cut: inout Bool
     ) -> [xmlNodePtr] {
         var out: [xmlNodePtr] = []
         let m = Matcher(self)
-        cut = HTMLTree.forEachElement(under: root, budget: budget, maxDepth: maxDepth) { node in
+        cut = HTMLTree.forEachElement(under: root, budget: budget, maxDepth: maxDepth, shared: shared) { node in
             if m.matches(node) { out.append(node) }
             return out.count < limit
         }
@@ -69,9 +69,9 @@ struct CSSSelector: Equatable, Sendable {
     }
 
     /// The first element under `root` that matches.
-    func first(under root: xmlNodePtr) -> xmlNodePtr? {
+    func first(under root: xmlNodePtr, shared: DocumentBudget? = nil) -> xmlNodePtr? {
         var cut = false
-        return select(under: root, limit: 1, cut: &cut).first
+        return select(under: root, limit: 1, shared: shared, cut: &cut).first
     }
 
     /// Matches right to left with memos: whether compound `i` of selector `s` matches a node

@@ -59,32 +59,34 @@ enum XMLFeed {
             throw PollError(.transient, "not a feed: no XML element could be read (body: \(PollError.excerpt(Data(input))))")
         }
         let repaired = ctxt.pointee.wellFormed == 0
-        let root = XNode(rootPtr)
+        let budget = DocumentBudget.feed(documentSize: input.count)
+        let root = XNode(rootPtr, budget)
         var entries: [Entry] = []
         switch (root.name, root.namespace) {
         case ("rss", _):
             // RSS 0.9x and 2.0: rss/channel/item, elements in no namespace.
             let channel = root.child("channel", nil)
             for item in (channel?.elements ?? []) where item.name == "item" && item.namespace == nil {
-                if entries.count >= limit { break }
+                if entries.count >= limit || budget.spent { break }
                 entries.append(rssEntry(item, ns: nil, rdf: false, feedURL: feedURL))
             }
         case ("RDF", rdf):
             // RSS 0.90 and 1.0: items are siblings of the channel, in the RSS namespace.
             for item in root.elements where item.name == "item" {
-                if entries.count >= limit { break }
+                if entries.count >= limit || budget.spent { break }
                 entries.append(rssEntry(item, ns: item.namespace, rdf: true, feedURL: feedURL))
             }
         case ("feed", atom10?), ("feed", atom03?):
             let ns = root.namespace!
             for entry in root.elements where entry.name == "entry" && entry.namespace == ns {
-                if entries.count >= limit { break }
+                if entries.count >= limit || budget.spent { break }
                 entries.append(atomEntry(entry, ns: ns, feedURL: feedURL))
             }
         case (let name, let ns):
             let qualified = ns.map { " in namespace \($0)" } ?? ""
             throw PollError(.transient, "not an RSS, Atom or JSON feed: the document is <\(name)>\(qualified)")
         }
+        try budget.check()
         return (entries, repaired)
     }
 
@@ -112,9 +114,9 @@ enum XMLFeed {
         {
             e.link = FeedText.absolute(permalink, feedURL: feedURL)
         }
-        e.title = FeedText.line(HTMLText.text(item.child("title", ns)?.text ?? ""))
+        e.title = FeedText.line(HTMLText.text(item.child("title", ns)?.text ?? "", budget: item.budget))
         let summary = item.child("description", ns) ?? item.child("encoded", content)
-        e.body = HTMLText.text(summary?.text ?? "")
+        e.body = HTMLText.text(summary?.text ?? "", budget: item.budget)
         e.published = FeedText.date((item.child("pubDate", ns) ?? item.child("date", dc))?.text)
         e.author = FeedText.line((item.child("author", ns) ?? item.child("creator", dc))?.text ?? "")
         e.categories = (item.children("category", ns) + item.children("subject", dc)).map { FeedText.line($0.text) }
@@ -157,11 +159,11 @@ enum XMLFeed {
         let type = (node.attr("type") ?? "text").lowercased()
         let mode = node.attr("mode")?.lowercased()
         if type == "xhtml" || type == "application/xhtml+xml" || (mode == "xml" && type.contains("html")) {
-            var c = TextCollector(blocks: true)
+            var c = TextCollector(blocks: true, budget: node.budget)
             c.walk(node.p.pointee.children)
             return c.out
         }
-        if type == "html" || type == "text/html" || mode == "escaped" { return HTMLText.text(node.text) }
+        if type == "html" || type == "text/html" || mode == "escaped" { return HTMLText.text(node.text, budget: node.budget) }
         return node.text
     }
 
@@ -274,7 +276,9 @@ enum HTMLText {
     /// Markup beyond this many bytes is not read (a body is cut far shorter anyway).
     static let maxInput = 256 << 10
 
-    static func text(_ html: String) -> String {
+    /// `budget`: the document's, when the markup comes from one (its text counts against it).
+    static func text(_ html: String, budget: DocumentBudget? = nil) -> String {
+        if budget?.spent == true { return "" }
         guard html.contains("<") || html.contains("&") else { return FeedText.block(html) }
         XMLFeed.setUp()
         var bytes = Array(html.utf8.prefix(maxInput))
@@ -288,20 +292,22 @@ enum HTMLText {
         }
         guard let doc else { return FeedText.block(html) }
         defer { xmlFreeDoc(doc) }
-        var c = TextCollector(blocks: true)
+        var c = TextCollector(blocks: true, budget: budget)
         c.walk(doc.pointee.children)
         return FeedText.block(c.out)
     }
 }
 
 /// The text under a node. Entity references are followed (the document's own entities), within
-/// a budget of nodes and bytes: no document can make this walk long or its result large.
+/// a budget of nodes and bytes per text, and the document's ``DocumentBudget`` in all: no document
+/// can make this walk long or its result large.
 struct TextCollector {
     var out = ""
     var bytes = 0
     var visits = 0
     /// Block elements start and end a line; `script`/`style`/`head` are skipped (for markup).
     let blocks: Bool
+    let budget: DocumentBudget?
     static let maxBytes = 256 << 10
     static let maxVisits = 200_000
     static let maxDepth = 300
@@ -313,12 +319,15 @@ struct TextCollector {
     ]
     static let skipped: Set<String> = ["script", "style", "head", "template", "noscript"]
 
-    init(blocks: Bool = false) { self.blocks = blocks }
+    init(blocks: Bool = false, budget: DocumentBudget?) {
+        self.blocks = blocks
+        self.budget = budget
+    }
 
     mutating func walk(_ first: xmlNodePtr?, depth: Int = 0) {
         guard depth < Self.maxDepth else { return }
         var next = first
-        while let n = next, visits < Self.maxVisits, bytes < Self.maxBytes {
+        while let n = next, visits < Self.maxVisits, bytes < Self.maxBytes, budget?.visit() ?? true {
             visits += 1
             next = n.pointee.next
             switch n.pointee.type {
@@ -350,13 +359,19 @@ struct TextCollector {
     private mutating func append(_ s: String) {
         out += s
         bytes += s.utf8.count
+        budget?.add(bytes: s.utf8.count)
     }
 }
 
 /// An element of a parsed document.
 struct XNode {
     let p: xmlNodePtr
-    init(_ p: xmlNodePtr) { self.p = p }
+    /// The document's: every text read through this node counts against it.
+    let budget: DocumentBudget
+    init(_ p: xmlNodePtr, _ budget: DocumentBudget) {
+        self.p = p
+        self.budget = budget
+    }
 
     var name: String { p.pointee.name.map { String(cString: $0) } ?? "" }
     var namespace: String? { p.pointee.ns?.pointee.href.map { String(cString: $0) } }
@@ -366,7 +381,7 @@ struct XNode {
         var out: [XNode] = []
         var next = p.pointee.children
         while let n = next {
-            if n.pointee.type == XML_ELEMENT_NODE { out.append(XNode(n)) }
+            if n.pointee.type == XML_ELEMENT_NODE { out.append(XNode(n, budget)) }
             next = n.pointee.next
         }
         return out
@@ -376,7 +391,7 @@ struct XNode {
         var next = p.pointee.children
         while let n = next {
             if n.pointee.type == XML_ELEMENT_NODE {
-                let x = XNode(n)
+                let x = XNode(n, budget)
                 if x.name == name && x.namespace == ns { return x }
             }
             next = n.pointee.next
@@ -390,7 +405,7 @@ struct XNode {
 
     /// The text content (entities within the ``TextCollector`` budget), not trimmed.
     var text: String {
-        var c = TextCollector()
+        var c = TextCollector(budget: budget)
         c.walk(p.pointee.children)
         return c.out
     }
@@ -402,7 +417,7 @@ struct XNode {
             let attrName = a.pointee.name.map { String(cString: $0) } ?? ""
             let attrNS = a.pointee.ns?.pointee.href.map { String(cString: $0) }
             if attrName == name && attrNS == ns {
-                var c = TextCollector()
+                var c = TextCollector(budget: budget)
                 c.walk(a.pointee.children)
                 return c.out
             }
@@ -416,7 +431,7 @@ struct XNode {
         var out: [String] = []
         var next: xmlNodePtr? = p
         while let n = next, n.pointee.type == XML_ELEMENT_NODE {
-            if let b = XNode(n).attr("base", ns: XMLFeed.xml) { out.append(b) }
+            if let b = XNode(n, budget).attr("base", ns: XMLFeed.xml) { out.append(b) }
             next = n.pointee.parent
         }
         return out.reversed()

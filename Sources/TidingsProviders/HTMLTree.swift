@@ -43,11 +43,14 @@ enum HTMLTree {
     /// Visits the elements under `root` (not `root`) in document order, `visit` returning false
     /// to stop. Nodes past `budget`, or deeper than `maxDepth` below `root`, are not visited.
     /// Returns whether the walk was cut by either bound.
+    /// `shared`: the page's budget, which every node visited counts against too.
     @discardableResult
-    static func forEachElement(under root: xmlNodePtr, budget: Int, maxDepth: Int, _ visit: (xmlNodePtr) -> Bool) -> Bool {
+    static func forEachElement(
+        under root: xmlNodePtr, budget: Int, maxDepth: Int, shared: DocumentBudget? = nil, _ visit: (xmlNodePtr) -> Bool
+    ) -> Bool {
         var cut = false
         walk(
-            root, includeRoot: false, budget: budget, maxDepth: maxDepth, cut: &cut,
+            root, includeRoot: false, budget: budget, maxDepth: maxDepth, shared: shared, cut: &cut,
             enter: { n in
                 guard n.pointee.type == XML_ELEMENT_NODE else { return .skipChildren }
                 return visit(n) ? .descend : .stop
@@ -59,8 +62,9 @@ enum HTMLTree {
 
     /// A preorder walk with `leave` after a node's children (for every node `enter` saw unless
     /// it said stop). Iterative: libxml2's parent and sibling links, no stack of our own.
+    /// Stops (as cut) past `budget` nodes, or once `shared` (the page's budget) is spent.
     static func walk(
-        _ root: xmlNodePtr, includeRoot: Bool, budget: Int, maxDepth: Int, cut: inout Bool,
+        _ root: xmlNodePtr, includeRoot: Bool, budget: Int, maxDepth: Int, shared: DocumentBudget? = nil, cut: inout Bool,
         enter: (xmlNodePtr) -> Step, leave: (xmlNodePtr) -> Void
     ) {
         var visits = 0
@@ -75,7 +79,7 @@ enum HTMLTree {
         }
         while let n = current {
             visits += 1
-            if visits > budget {
+            if visits > budget || shared?.visit() == false {
                 cut = true
                 return
             }
@@ -132,12 +136,18 @@ struct RenderedText {
     private var pre = 0
     /// The text was cut: too long, too many nodes or too deep.
     private(set) var cut = false
+    /// The page's: what every rendering on it may cost in all.
+    let budget: DocumentBudget?
+
+    init(budget: DocumentBudget? = nil) { self.budget = budget }
 
     /// Renders `node` (an element, the document, a text or an attribute node) and appends it.
     mutating func render(_ node: xmlNodePtr) {
         var walkCut = false
+        let start = raw.count
+        defer { budget?.add(bytes: raw.count - start) }
         HTMLTree.walk(
-            node, includeRoot: true, budget: Self.maxVisits, maxDepth: Self.maxDepth, cut: &walkCut,
+            node, includeRoot: true, budget: Self.maxVisits, maxDepth: Self.maxDepth, shared: budget, cut: &walkCut,
             enter: { n in
                 if raw.count >= Self.maxBytes {
                     cut = true
@@ -179,6 +189,7 @@ struct RenderedText {
         let room = max(Self.maxBytes - raw.count, 0)
         if s.utf8.count > room { cut = true }
         raw.append(contentsOf: s.utf8.prefix(room))
+        budget?.add(bytes: min(s.utf8.count, room))
         append("\n")
     }
 

@@ -31,13 +31,13 @@ package struct PageProvider: Provider, EventDescriber {
     var userAgent: String?
     var caFile: String?
 
-    enum Selection: Sendable, Equatable {
+    package enum Selection: Sendable, Equatable {
         case document
         case css(CSSSelector)
         case xpath(String)
     }
 
-    enum Key: Sendable, Equatable {
+    package enum Key: Sendable, Equatable {
         case attribute(String)
         case css(CSSSelector)
         case xpath(String)
@@ -50,7 +50,7 @@ package struct PageProvider: Provider, EventDescriber {
     /// With `each`, at most this many elements are items.
     static let maxItems = 10_000
 
-    init(
+    package init(
         url: URL, headers: HeaderTable = HeaderTable(), selection: Selection = .document, each: Bool = false, key: Key? = nil,
         ignore: [SafeRegex] = [], userAgent: String? = nil, caFile: String? = nil
     ) {
@@ -126,27 +126,29 @@ package struct PageProvider: Provider, EventDescriber {
         guard (200..<300).contains(response.status) else {
             throw PollError.http(response, credentials: credentials, detail: PollError.excerpt(response.body))
         }
-        let decoded = try decode(response.body, contentType: response.header("content-type"))
+        let decoded = try decode(response.body, contentType: response.header("content-type"), maxBody: ctx.maxBody)
         for note in decoded.notes {
             Log.warnOnce("page \(ctx.source) \(note)", "the page at \(Self.shown(url)): \(note)", logger: ctx.logger)
         }
         return .snapshot(decoded.items, validators: Validators(from: response))
     }
 
-    struct Decoded {
-        var items: [Item]
+    package struct Decoded {
+        package var items: [Item]
         /// What was cut or guessed (logged as warnings, once).
-        var notes: [String] = []
+        package var notes: [String] = []
     }
 
-    /// A successful response body → items (pure: what `poll` does after the request).
-    func decode(_ body: Data, contentType: String?) throws -> Decoded {
+    /// A successful response body → items (pure: what `poll` does after the request). Reading
+    /// it costs at most a ``DocumentBudget`` (from the body's size and `maxBody`) in all.
+    package func decode(_ body: Data, contentType: String?, maxBody: Int = 10 << 20) throws -> Decoded {
         let type = contentType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
         let charset = FeedProvider.charset(ofContentType: contentType)
         var notes: [String] = []
         var texts: [(node: xmlNodePtr?, lines: [String], cut: Bool)] = []
         var document: PageDocument?
         defer { withExtendedLifetime(document) {} }  // the selected nodes live in it
+        let budget = DocumentBudget.page(pageSize: body.count, maxBody: maxBody)
         if PageDocument.isMarkup(type: type, body: body) {
             let doc = try PageDocument(body, charset: charset)
             document = doc
@@ -158,17 +160,18 @@ package struct PageProvider: Provider, EventDescriber {
                 var cut = false
                 selected = sel.select(
                     under: doc.root, limit: Self.maxItems + 1, budget: RenderedText.maxVisits, maxDepth: RenderedText.maxDepth,
-                    cut: &cut
+                    shared: budget, cut: &cut
                 ).map { .node($0) }
                 if cut { notes.append("the page is larger or nests deeper than tidings reads (\(RenderedText.maxDepth) levels): the selection stops there") }
             case .xpath(let expr):
-                selected = try PageXPath.evaluate(expr, doc: doc.doc, node: doc.root)
+                selected = try PageXPath.evaluate(expr, doc: doc.doc, node: doc.root, budget: budget)
             }
             if selected.count > Self.maxItems {
                 notes.append("'select' matched \(selected.count) elements: only the first \(Self.maxItems) are read")
             }
             for s in selected.prefix(Self.maxItems) {
-                var r = RenderedText()
+                if budget.spent { break }
+                var r = RenderedText(budget: budget)
                 switch s {
                 case .node(let n): r.render(n)
                 case .value(let v): r.plain(v)
@@ -182,10 +185,11 @@ package struct PageProvider: Provider, EventDescriber {
             if selection != .document {
                 throw PollError(.transient, "'select' needs an HTML page, and this is \(type.isEmpty ? "text" : type)")
             }
-            var r = RenderedText()
+            var r = RenderedText(budget: budget)
             r.plain(PageDocument.decodeText(body, charset: charset))
             texts.append((nil, r.lines, r.cut))
         }
+        try budget.check()
         if texts.contains(where: { $0.cut }) {
             notes.append(
                 "its text is longer than tidings reads (\(RenderedText.maxBytes) bytes, \(RenderedText.maxDepth) levels deep): the rest is not compared")
@@ -199,12 +203,13 @@ package struct PageProvider: Provider, EventDescriber {
         var seen: Set<String> = []
         for t in texts {
             let lines = filter(t.lines)
-            let given = t.node.flatMap { keyValue(of: $0, document: document) }
+            let given = t.node.flatMap { keyValue(of: $0, document: document, budget: budget) }
             if lines.isEmpty && given == nil { continue }
             let k = given ?? "text:" + Fingerprint.of(["page-element", lines.joined(separator: "\n")])
             guard seen.insert(k).inserted else { continue }  // the first of elements with one key
             items.append(item(key: k, lines: lines))
         }
+        try budget.check()
         return Decoded(items: items, notes: notes)
     }
 
@@ -215,20 +220,21 @@ package struct PageProvider: Provider, EventDescriber {
     }
 
     /// An element's `key`: its attribute, or the text of the first match under it (one line).
-    func keyValue(of element: xmlNodePtr, document: PageDocument?) -> String? {
+    func keyValue(of element: xmlNodePtr, document: PageDocument?, budget: DocumentBudget? = nil) -> String? {
+        if budget?.spent == true { return nil }
         let found: PageXPath.Selected?
         switch key {
         case nil: return nil
         case .attribute(let name)?:
             found = HTMLTree.attribute(element, name).map { .value($0) }
         case .css(let sel)?:
-            found = sel.first(under: element).map { .node($0) }
+            found = sel.first(under: element, shared: budget).map { .node($0) }
         case .xpath(let expr)?:
             guard let document else { return nil }
-            found = (try? PageXPath.evaluate(expr, doc: document.doc, node: element))?.first
+            found = (try? PageXPath.evaluate(expr, doc: document.doc, node: element, budget: budget))?.first
         }
         guard let found else { return nil }
-        var r = RenderedText()
+        var r = RenderedText(budget: budget)
         switch found {
         case .node(let n): r.render(n)
         case .value(let v): r.plain(v)
@@ -391,7 +397,8 @@ enum PageXPath {
         var node: xmlNodePtr? { if case .node(let n) = self { return n } else { return nil } }
     }
 
-    /// libxml2 stops an evaluation after this many operations (a costly expression on a large page).
+    /// libxml2 stops an evaluation after this many operations (a costly expression on a large
+    /// page), and all evaluations on a page together (``DocumentBudget``: the keys too).
     static let maxOperations: UInt = 20_000_000
 
     /// What is wrong with `expr` (libxml2's message and where), or nil if it compiles.
@@ -407,6 +414,12 @@ enum PageXPath {
         return lastError(expr)
     }
 
+    static func operationLimit(_ expr: String) -> PollError {
+        PollError(
+            .transient,
+            "XPath \"\(expr)\" took more than \(maxOperations) operations on this page (tidings' limit for all evaluations on a page, keys included)")
+    }
+
     static func lastError(_ expr: String) -> String {
         guard let e = xmlGetLastError(), e.pointee.domain == Int32(XML_FROM_XPATH.rawValue) else { return "not a valid XPath 1.0 expression" }
         let message = e.pointee.message.map { String(cString: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "invalid"
@@ -417,15 +430,33 @@ enum PageXPath {
     }
 
     /// The nodes (or the string, number or boolean) `expr` gives with `node` as the context.
-    static func evaluate(_ expr: String, doc: xmlDocPtr, node: xmlNodePtr) throws -> [Selected] {
+    /// Its operations count against `budget` (the page's); the poll's ``WorkStop`` ends it.
+    /// libxml2 counts an operation, not its cost (`string(/)` is one, and reads the page), so
+    /// the poll's timeout is what bounds such an expression: it stops within one operation.
+    static func evaluate(_ expr: String, doc: xmlDocPtr, node: xmlNodePtr, budget: DocumentBudget? = nil) throws -> [Selected] {
         XMLFeed.setUp()
         guard let ctx = xmlXPathNewContext(doc) else { throw PollError(.transient, "libxml2: out of memory") }
         defer { xmlXPathFreeContext(ctx) }
-        ctx.pointee.opLimit = maxOperations
+        let limit = budget?.operationsLeft ?? maxOperations
+        guard limit > 0 else {
+            budget?.ranOutOfOperations()
+            throw operationLimit(expr)
+        }
+        ctx.pointee.opLimit = limit
         ctx.pointee.node = node
         xmlResetLastError()
-        let result = expr.withCString { xmlXPathEvalExpression(UnsafeRawPointer($0).assumingMemoryBound(to: xmlChar.self), ctx) }
+        let address = UInt(bitPattern: ctx)
+        let stop = WorkStop.current ?? WorkStop()
+        let result = stop.whileRunning(onStop: { tidings_xpath_stop(UnsafeMutablePointer(bitPattern: address)) }) {
+            expr.withCString { xmlXPathEvalExpression(UnsafeRawPointer($0).assumingMemoryBound(to: xmlChar.self), ctx) }
+        }
+        budget?.add(operations: min(ctx.pointee.opCount, limit))
         guard let result else {
+            if stop.isStopped { throw PollError(.transient, "stopped evaluating XPath \"\(expr)\": the poll ran out of time") }
+            if ctx.pointee.opCount >= limit {
+                budget?.ranOutOfOperations()
+                throw operationLimit(expr)
+            }
             throw PollError(.transient, "XPath \"\(expr)\" could not be evaluated on this page: \(lastError(expr))")
         }
         defer { xmlXPathFreeObject(result) }

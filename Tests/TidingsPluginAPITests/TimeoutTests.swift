@@ -40,6 +40,42 @@ final class TimeoutTests: XCTestCase {
     }
 }
 
+final class WorkStopTests: XCTestCase {
+    /// The timed body runs with a ``WorkStop`` that its deadline trips: CPU-bound work checking
+    /// it in its loops ends soon after the timeout, instead of going on on the daemon's pool.
+    func testTheTimeoutStopsWorkThatChecks() async throws {
+        struct Late: Error {}
+        let finished = Mutex<Int?>(nil)
+        do {
+            _ = try await withTimeout(0.2, onTimeout: { Late() }) {
+                var rounds = 0
+                // A parser's loop: never suspends, only checks.
+                while !WorkStop.requested, rounds < 100_000_000 { rounds += 1 }
+                finished.withLock { $0 = rounds }
+                return rounds
+            }
+            XCTFail("expected a timeout")
+        } catch is Late {}
+        let deadline = Date() + 20
+        while finished.withLock({ $0 }) == nil, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        XCTAssertNotNil(finished.withLock { $0 }, "the loop stopped")
+        XCTAssertLessThan(finished.withLock { $0 } ?? .max, 100_000_000, "by the stop, not its own bound")
+    }
+
+    func testActionsRunOnStopAndAtOnceWhenAlreadyStopped() {
+        let stop = WorkStop()
+        let calls = Mutex(0)
+        stop.whileRunning(onStop: { calls.withLock { $0 += 1 } }) { stop.stop() }
+        stop.whileRunning(onStop: { calls.withLock { $0 += 10 } }) {}
+        XCTAssertEqual(calls.withLock { $0 }, 11)
+        XCTAssertTrue(stop.isStopped)
+        let other = WorkStop()
+        other.whileRunning(onStop: { calls.withLock { $0 += 100 } }) {}
+        other.stop()
+        XCTAssertEqual(calls.withLock { $0 }, 11, "an action is dropped once its body returns")
+    }
+}
+
 final class TimeoutThreadTests: XCTestCase {
     func testDeadlinesRunInTheirOrderAndACancelledOneNever() throws {
         let timers = TimeoutThread()

@@ -340,6 +340,29 @@ final class FeedProviderTests: XCTestCase {
         }
     }
 
+    /// Issue 30 item 11: each text had its own budget, so one entity referenced in every item
+    /// expanded into many times the document (a 120 KB entity in 500 items: minutes, a GB).
+    /// The document's text is budgeted as a whole; the same entity used a few times still reads.
+    func testEntityAmplificationIsBudgetedPerDocument() throws {
+        let entity = String(repeating: "x", count: 10_000)
+        func doc(items: Int) -> String {
+            #"<?xml version="1.0"?><!DOCTYPE rss [<!ENTITY big "\#(entity)">]><rss version="2.0"><channel>"#
+                + (0..<items).map { "<item><guid>g\($0)</guid><title>&big;</title><description>&big;</description></item>" }.joined()
+                + "</channel></rss>"
+        }
+        let small = doc(items: 300)
+        let limits = DocumentBudget.feed(documentSize: small.utf8.count)
+        XCTAssertLessThan(limits.maxBytes, 300 * 2 * entity.count, "the shape amplifies past the budget")
+        XCTAssertThrowsError(try decode(small)) { error in
+            XCTAssertEqual(
+                (error as? PollError)?.message,
+                "the feed's text is more than \(limits.maxBytes) bytes with its entities expanded (tidings reads at most 4 × the document's size + 1 MiB, and 32 MiB): not read")
+        }
+        let items = try decode(doc(items: 20))
+        XCTAssertEqual(items.count, 20, "an entity used a few times is read")
+        XCTAssertEqual(items[0].title.count, FeedProvider.maxTitle)
+    }
+
     func testLargeFeedIsCutToMaxEntries() throws {
         var xml = "<rss><channel>"
         for i in 0..<50_000 { xml += "<item><guid>g\(i)</guid><title>Entry \(i)</title></item>" }

@@ -315,6 +315,60 @@ final class PageProviderTests: XCTestCase {
         XCTAssertEqual(decoded.notes, ["'select' matched 10001 elements: only the first 10000 are read"])
     }
 
+    /// Issue 30 item 12: each selected element rendered up to 1 MiB on its own, so nested
+    /// selections rendered the text under them once per selected ancestor. Rendering is budgeted
+    /// per page (8 × its size, within max_body, at least 1 MiB): past it, a poll error.
+    func testNestedSelectionsAreBudgetedPerPage() throws {
+        let text = (0..<1_000).map { "<p>paragraph \($0) lorem ipsum dolor sit amet</p>" }.joined()
+        func page(nesting: Int) -> Data {
+            Data(("<html><body>" + (0..<nesting).map { #"<div class="job"><h2>level \#($0)</h2>"# }.joined() + text
+                + String(repeating: "</div>", count: nesting) + "</body></html>").utf8)
+        }
+        let nested = page(nesting: 100)
+        XCTAssertThrowsError(try provider(select: "div.job", each: true).decode(nested, contentType: "text/html")) { error in
+            XCTAssertEqual(
+                (error as? PollError)?.message,
+                "the selected elements' text is more than \(1 << 20) bytes in all (tidings renders at most 8 × the page's size, within max_body): nested selections? not read")
+        }
+        let few = try provider(select: "div.job", each: true).decode(page(nesting: 3), contentType: "text/html")
+        XCTAssertEqual(few.items.count, 3, "a few nested selections are read")
+        // The budget is the page's: 8 × its size when that is over 1 MiB, never over max_body.
+        XCTAssertEqual(DocumentBudget.page(pageSize: 1 << 20, maxBody: 10 << 20).maxBytes, 8 << 20)
+        XCTAssertEqual(DocumentBudget.page(pageSize: 4 << 20, maxBody: 10 << 20).maxBytes, 10 << 20)
+        XCTAssertEqual(DocumentBudget.page(pageSize: 1000, maxBody: 10 << 20).maxBytes, 1 << 20)
+    }
+
+    /// Issue 30 item 13: the poll's timeout stops an XPath evaluation within an operation (libxml2
+    /// counts `string(/)` as one, whatever the page), and its operations count per page.
+    func testXPathStopsWhenThePollsWorkIsStopped() throws {
+        let doc = try PageDocument(Data(("<html><body>" + String(repeating: "<b>x</b>", count: 20_000) + "</body></html>").utf8), charset: nil)
+        let stop = WorkStop()
+        stop.stop()
+        XCTAssertThrowsError(
+            try WorkStop.$current.withValue(stop) {
+                try PageXPath.evaluate("//*[contains(string(/), 'zz')]", doc: doc.doc, node: doc.root)
+            }
+        ) { error in
+            XCTAssertEqual((error as? PollError)?.message, #"stopped evaluating XPath "//*[contains(string(/), 'zz')]": the poll ran out of time"#)
+        }
+        let budget = DocumentBudget.page(pageSize: 100, maxBody: 1000)
+        guard case .value(let count)? = try PageXPath.evaluate("count(//b)", doc: doc.doc, node: doc.root, budget: budget).first else {
+            return XCTFail("a number")
+        }
+        XCTAssertEqual(count, "20000")
+        XCTAssertGreaterThan(budget.operations, 20_000, "each node visited counts")
+        budget.add(operations: PageXPath.maxOperations)
+        XCTAssertThrowsError(try PageXPath.evaluate("count(//b)", doc: doc.doc, node: doc.root, budget: budget)) { error in
+            XCTAssertTrue("\(error)".contains("took more than 20000000 operations on this page"), "\(error)")
+        }
+        XCTAssertTrue(budget.spent, "the page is an error, also when the evaluation was a key's (whose error is not thrown)")
+        XCTAssertThrowsError(try budget.check()) { error in
+            XCTAssertEqual(
+                (error as? PollError)?.message,
+                "the XPath evaluations on this page took more than 20000000 operations in all (tidings' limit per page, keys included): not read")
+        }
+    }
+
     func testPlainTextAndTypesThatAreNotText() throws {
         let text = try provider().decode(Data("version: 1.2\n\n  status:   ok <b>\n".utf8), contentType: "text/plain").items
         XCTAssertEqual(text[0].data["text"]?.stringValue, "version: 1.2\nstatus: ok <b>", "text/plain is not parsed as HTML")

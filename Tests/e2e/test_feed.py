@@ -4,6 +4,7 @@ import hashlib
 import time
 
 from fakes.server import FakeHandler, FakeServer
+from providers_util import assert_poll_stops_using_cpu
 
 
 class FeedServer(FakeHandler):
@@ -39,11 +40,11 @@ def atom(*entries):
             + "".join(entries) + "</feed>")
 
 
-def feed_source(t, url, extra=""):
+def feed_source(t, url, extra="", timeout="5s"):
     return t.write_plugin("blog.toml", f"""
         provider = "feed"
         url = "{url}/feed.xml"
-        timeout = "5s"
+        timeout = "{timeout}"
         {extra}
     """)
 
@@ -205,3 +206,22 @@ def test_entity_bombs_external_entities_and_a_huge_feed_are_bounded(tidings, tmp
         assert took < 60, f"a 300,000-entry feed took {took:.1f}s"
         items = tidings.run("items", "--json").events
         assert 0 < len(items) <= 500, len(items)
+
+
+def test_entity_amplification_is_a_bounded_poll_error(tidings):
+    # Issue 30 item 11: one 120 KB internal entity referenced across 500 items (a document of
+    # ~160 KB) cost minutes of CPU per poll, and went on after the timeout. Now the document's
+    # text is budgeted as a whole: the poll fails at once, naming the limit, and the daemon idles.
+    big = "x" * 120_000
+    doc = ('<?xml version="1.0"?>\n<!DOCTYPE rss [<!ENTITY big "' + big + '">]>\n'
+           '<rss version="2.0"><channel><title>R</title>'
+           + "".join(f"<item><guid>{n}</guid><title>&big;</title><description>&big;</description></item>"
+                     for n in range(500))
+           + "</channel></rss>")
+    with FakeServer(FeedServer, {"body": doc, "type": "application/rss+xml"}) as srv:
+        feed_source(tidings, srv.url, 'interval = "1h"', timeout="2s")
+        line = assert_poll_stops_using_cpu(tidings, "blog", ["with its entities expanded", "timed out"])
+        assert "with its entities expanded" in line, line
+        r = tidings.check()
+        assert r.code == 2, r
+        assert "the feed's text is more than" in r.stderr and "4 × the document's size" in r.stderr, r

@@ -9,6 +9,7 @@ import pytest
 
 from fakes.server import FakeHandler, FakeServer
 from fakes.tls import PrivateCA
+from providers_util import assert_poll_stops_using_cpu
 
 
 class PageServer(FakeHandler):
@@ -279,3 +280,27 @@ def test_ca_file_trusts_a_private_ca_for_page_and_feed(tidings, tmp_path):
         r = tidings.check()
         assert r.code == 2, r
         assert f"checked against ca_file {other_ca}" in r.stderr, r.stderr
+
+
+def test_nested_selections_are_a_bounded_poll_error(tidings):
+    # Issue 30 item 12: every selected element rendered up to 1 MiB on its own, so 200 nested
+    # div.job around ~3 MB of text rendered ~200 MiB (minutes of CPU, gigabytes), and went on
+    # after the timeout. Now rendering is budgeted per page: a poll error naming the limit.
+    text = "".join(f"<p>paragraph {n} " + "lorem ipsum " * 25 + "</p>" for n in range(10_000))
+    page = "<html><body>" + '<div class="job">' * 200 + text + "</div>" * 200 + "</body></html>"
+    with FakeServer(PageServer, {"pages": {"/jobs": (page, HTML)}}) as srv:
+        page_source(tidings, f"{srv.url}/jobs", 'select = "css:div.job"\neach = true\ninterval = "1h"', timeout="2s")
+        line = assert_poll_stops_using_cpu(tidings, "jobs", ["selected elements' text is more than", "timed out"])
+        assert "selected elements' text is more than" in line and "8 × the page's size" in line, line
+
+
+def test_an_xpath_whose_cost_is_the_page_stops_at_the_timeout(tidings):
+    # Issue 30 item 13: libxml2 counts `string(/)` as one operation, so the 20-million-operation
+    # limit let this run for minutes on 200,000 nodes, past the poll's timeout. The timeout now
+    # ends the evaluation within an operation: the poll fails and the daemon stops using CPU.
+    page = "<html><body>" + "<b>x</b>" * 200_000 + "</body></html>"
+    with FakeServer(PageServer, {"pages": {"/all": (page, HTML)}}) as srv:
+        page_source(tidings, f"{srv.url}/all", "select = \"xpath://*[contains(string(/), 'zz')]\"\ninterval = \"1h\"",
+                    name="costly", timeout="2s")
+        line = assert_poll_stops_using_cpu(tidings, "costly", ["timed out"])
+        assert "timed out after 2s" in line, line

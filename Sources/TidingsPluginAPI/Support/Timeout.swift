@@ -2,12 +2,14 @@ import Foundation
 import Synchronization
 
 /// Runs `body`, failing with `onTimeout()` once `seconds` pass, even if `body` ignores
-/// cancellation (it is cancelled and left to finish in the background).
+/// cancellation (it is cancelled and left to finish in the background). `body` runs with a
+/// ``WorkStop`` that is tripped then, so CPU-bound work in it (parsers) stops too.
 package func withTimeout<T: Sendable>(
     _ seconds: Double, onTimeout: @escaping @Sendable () -> Error, _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let once = ResumeOnce<T>()
     let work = TaskHandle()
+    let stop = WorkStop()
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, Error>) in
             once.install(c)
@@ -16,17 +18,23 @@ package func withTimeout<T: Sendable>(
             // meant to end, so a 10,000-source daemon kept ~5,000 of them alive (31 s each)
             // and paid a task, a timer and two thread wake-ups per poll.
             let timer = TimeoutThread.shared.schedule(after: seconds) {
-                if once.resume(.failure(onTimeout())) { work.cancel() }
+                if once.resume(.failure(onTimeout())) {
+                    stop.stop()
+                    work.cancel()
+                }
             }
             work.set(
                 Task {
                     let result: Result<T, Error>
-                    do { result = .success(try await body()) } catch { result = .failure(error) }
+                    do { result = .success(try await WorkStop.$current.withValue(stop) { try await body() }) } catch {
+                        result = .failure(error)
+                    }
                     TimeoutThread.shared.cancel(timer)
                     once.resume(result)
                 })
         }
     } onCancel: {
+        stop.stop()
         work.cancel()
         once.resume(.failure(CancellationError()))
     }
