@@ -67,10 +67,56 @@ package final class Redactor: Sendable {
     }
 
     package func scrub(_ text: String) -> String {
-        guard let table else { return text }
+        scrubbed(text) ?? text
+    }
+
+    /// `text` scrubbed, or nil when it holds no secret (nothing copied).
+    package func scrubbed(_ text: String) -> String? {
+        guard let table else { return nil }
         var text = text
-        guard let out = text.withUTF8({ table.scrub($0) }) else { return text }
+        guard let out = text.withUTF8({ table.scrub($0) }) else { return nil }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `value` with every string in it, object keys included, scrubbed; nil when it holds no
+    /// secret (the common case: one walk, nothing copied).
+    package func scrubbed(_ value: JSONValue) -> JSONValue? {
+        guard table != nil else { return nil }
+        switch value {
+        case .null, .bool, .number: return nil
+        case .string(let s): return scrubbed(s).map(JSONValue.string)
+        case .array(let a):
+            var out: [JSONValue]?
+            for (i, v) in a.enumerated() {
+                guard let s = scrubbed(v) else { continue }
+                if out == nil { out = a }
+                out![i] = s
+            }
+            return out.map(JSONValue.array)
+        case .object(let o):
+            var changes: [String: (key: String?, value: JSONValue?)] = [:]
+            for (k, v) in o {
+                let key = scrubbed(k)
+                let new = scrubbed(v)
+                if key != nil || new != nil { changes[k] = (key, new) }
+            }
+            guard !changes.isEmpty else { return nil }
+            var out = o
+            for k in changes.keys.sorted() { out[k] = nil }
+            // In key order, so that two keys scrubbed to one name are numbered the same way on
+            // every poll (`‹redacted›`, `‹redacted› (2)`).
+            for k in changes.keys.sorted() {
+                let (key, new) = changes[k]!
+                var name = key ?? k
+                var n = 2
+                while out[name] != nil {
+                    name = (key ?? k) + " (\(n))"
+                    n += 1
+                }
+                out[name] = new ?? o[k]!
+            }
+            return .object(out)
+        }
     }
 
     /// Scrubs bytes (a response body, before anything parses it).
