@@ -162,7 +162,7 @@ final class CurlMailboxCommand: CurlJob, @unchecked Sendable {
             .trimmingCharacters(in: .whitespaces)
         // The tag (libcurl's, e.g. "A004") says nothing to a reader.
         if let space = words.firstIndex(of: " "), !words.hasPrefix("*") { words = String(words[words.index(after: space)...]) }
-        return words.count > 300 ? String(words.prefix(300)) + "…" : words
+        return Redactor.shared.shortened(words, to: 300)
     }
 
     func outcome(_ code: CURLcode) -> Result<Data, Error> {

@@ -218,7 +218,10 @@ enum FeedText {
         s.split(whereSeparator: { $0.isNewline }).first.map(String.init) ?? ""
     }
 
+    /// `s` in at most `limit` characters, scrubbed first: a secret the parser decoded (an
+    /// entity, an escape) is never cut in two before the intake scrubs the item.
     static func cut(_ s: String, _ limit: Int) -> String {
+        let s = Redactor.shared.scrub(s)
         guard s.count > limit else { return s }
         return String(s.prefix(limit - 1)) + "…"
     }

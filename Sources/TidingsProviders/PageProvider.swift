@@ -233,7 +233,7 @@ package struct PageProvider: Provider, EventDescriber {
         case .node(let n): r.render(n)
         case .value(let v): r.plain(v)
         }
-        let line = String(r.lines.joined(separator: " ").prefix(500))
+        let line = String(Redactor.shared.scrub(r.lines.joined(separator: " ")).prefix(500))  // scrubbed before the cut
         return line.isEmpty ? nil : line
     }
 

@@ -88,6 +88,17 @@ final class RedactorTests: XCTestCase {
         XCTAssertEqual(r.excerpt(Data("a\nb\r\nc".utf8)), "a b  c")
     }
 
+    func testMessagesAreScrubbedBeforeTheyAreCut() {
+        let r = redactor([("straddles-the-cut", .opaque)])
+        let text = String(repeating: "x", count: 295) + "straddles-the-cut"
+        XCTAssertEqual(r.shortened(text, to: 300), String(repeating: "x", count: 295) + "‹reda…")
+        XCTAssertEqual(r.shortened("short", to: 300), "short")
+        // A Location keeps the mask readable (not percent-encoded) and loses no secret to its cut.
+        _ = Secret("location-secret-straddling")
+        let location = "http://h/" + String(repeating: "y", count: 270) + "location-secret-straddling\u{1B}"
+        XCTAssertEqual(Redirect.display(location), "http://h/" + String(repeating: "y", count: 270) + "‹redacted›%1B")
+    }
+
     func testFormsAreFewForAPlainToken() {
         // A typical API token has one form: the scrubbing table stays small.
         XCTAssertEqual(SecretForms.of("a1b2c3d4e5f6-_.", shape: .opaque).count, 1)

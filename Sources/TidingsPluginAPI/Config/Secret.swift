@@ -131,6 +131,13 @@ package final class Redactor: Sendable {
     package func excerpt(_ body: Data, limit: Int = 200) -> String {
         let window = String(decoding: body.prefix(limit * 4 + 8192), as: UTF8.self)
         let text = scrub(window).components(separatedBy: .newlines).joined(separator: " ").trimmingCharacters(in: .whitespaces)
+        return shortened(text, to: limit)
+    }
+
+    /// `text` for a message: scrubbed, then cut to `limit` characters (and `…`). Always in this
+    /// order: a secret straddling the cut would leave its first part, which no scrub recognises.
+    package func shortened(_ text: String, to limit: Int) -> String {
+        let text = scrub(text)
         return text.count > limit ? String(text.prefix(limit)) + "…" : text
     }
 }
