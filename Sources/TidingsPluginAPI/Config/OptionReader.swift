@@ -244,17 +244,15 @@ package final class OptionReader {
     /// file that group or others can read, registered with the ``Redactor`` (the password, and
     /// the `Basic` header libcurl makes of it), and part of the config hash.
     package func requestURL(_ key: String) throws -> URL {
-        let raw = try requiredString(key)
-        guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+        let given = try requiredConfigURL(key)
+        guard let url = URL(string: given.raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
             let host = url.host, !host.isEmpty
         else {
-            throw error(key, "\(what): '\(key)' must be an http:// or https:// URL, not \"\(Redactor.shared.scrub(raw))\"")
+            throw error(key, "\(what): '\(key)' must be an http:// or https:// URL, not \"\(given.shown)\"")
         }
-        guard let password = url.password, !password.isEmpty else { return url }
-        let decoded = password.removingPercentEncoding ?? password
-        _ = Secret(decoded)
+        guard let decoded = given.password else { return url }
         // The token of the Basic header libcurl sends; not the user name, which is no secret.
-        _ = Secret(Data("\((url.user ?? "").removingPercentEncoding ?? ""):\(decoded)".utf8).base64EncodedString())
+        _ = Secret(Data("\(given.user ?? ""):\(decoded)".utf8).base64EncodedString())
         secretHashes.append(Fingerprint.of(["secret", key, decoded]))
         if let mode = FilePermissions.mode(of: file), mode & 0o044 != 0 {
             throw error(
