@@ -81,7 +81,7 @@ package struct FeedProvider: Provider {
             Log.warnOnce(
                 "feed repaired \(ctx.source)",
                 """
-                the feed at \(url.absoluteString) is not well-formed XML: read in recovery mode, entries that \
+                the feed at \(ShownURL.of(url)) is not well-formed XML: read in recovery mode, entries that \
                 could not be read are missing
                 """, logger: ctx.logger)
         }

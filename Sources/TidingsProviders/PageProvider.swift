@@ -246,12 +246,7 @@ package struct PageProvider: Provider, EventDescriber {
     }
 
     /// The URL without a user name or password.
-    static func shown(_ url: URL) -> String {
-        guard url.user != nil, var c = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.absoluteString }
-        c.user = nil
-        c.password = nil
-        return c.string ?? url.absoluteString
-    }
+    static func shown(_ url: URL) -> String { ShownURL.of(url) }
 
     // MARK: events
 

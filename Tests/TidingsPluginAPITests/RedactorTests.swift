@@ -88,6 +88,21 @@ final class RedactorTests: XCTestCase {
         XCTAssertEqual(r.excerpt(Data("a\nb\r\nc".utf8)), "a b  c")
     }
 
+    func testEachByteMayComeRawOrPercentEncoded() {
+        let r = redactor([("pa$$w0rd!", .opaque), ("50%off-code", .opaque), ("Bearer tok:en-9", .headerValue)])
+        assertScrubbed(
+            r,
+            [
+                "pa$$w0rd%21", "pa%24$w0rd%21", "pa%24%24w0rd!", "%70a$$w0rd%21", "pa$%24w0rd%21",  // some bytes raw, some encoded
+                "%70%61%24%24%77%30%72%64%21",  // every byte, even letters
+                "50%off-code", "50%25off-code", "%35%30%25off%2Dcode",  // a `%` of the secret, raw or as %25
+                "tok%3Aen-9", "tok%3aen-9", "Bearer%20tok%3aen-9",  // either hex case, token parts too
+            ])
+        XCTAssertEqual(r.scrub("pa$$w0rd%2"), "pa$$w0rd%2", "a secret missing its last byte is no match")
+        XCTAssertEqual(r.scrub("pa%24$w0rd"), "pa%24$w0rd")
+        XCTAssertEqual(r.scrub("x%25%25%25y 50%2"), "x%25%25%25y 50%2")
+    }
+
     func testMessagesAreScrubbedBeforeTheyAreCut() {
         let r = redactor([("straddles-the-cut", .opaque)])
         let text = String(repeating: "x", count: 295) + "straddles-the-cut"

@@ -121,6 +121,7 @@ package struct StateSettings: Sendable {
         collect {
             let given = try r.secret("password", required: false)
             if let inline, !inline.isEmpty {
+                if inline.count < SecretForms.minimumLength { throw r.tooShortError("url", what: "the password in 'url'") }
                 if given != nil { throw r.error("url", "\(r.what): the password is given twice: in 'url' and as 'password'") }
                 // A password in the URL is an inline secret: refused in a file others can read.
                 if let mode = FilePermissions.mode(of: r.file), mode & 0o044 != 0 {

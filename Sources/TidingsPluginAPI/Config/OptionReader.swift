@@ -229,7 +229,9 @@ package final class OptionReader {
     package func secretLines(_ key: String, required: Bool) throws -> [Secret]? {
         guard let whole = try secret(key, required: required, shape: .opaque, inline: .stringOrList) else { return nil }
         let lines = whole.value.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
-        let values = lines.filter { !$0.isEmpty && !$0.hasPrefix("#") }.map { Secret($0) }
+        let kept = lines.filter { !$0.isEmpty && !$0.hasPrefix("#") }
+        if kept.contains(where: { $0.count < SecretForms.minimumLength }) { try tooShort(key) }
+        let values = kept.map { Secret($0) }
         if values.isEmpty && required && lenientSecrets == nil {
             throw error(has(key) ? key : nil, "\(what): '\(key)' holds no value")
         }
@@ -251,6 +253,7 @@ package final class OptionReader {
             throw error(key, "\(what): '\(key)' must be an http:// or https:// URL, not \"\(given.shown)\"")
         }
         guard let decoded = given.password else { return url }
+        if decoded.count < SecretForms.minimumLength { throw tooShortError(key, what: "the password in '\(key)'") }
         // The token of the Basic header libcurl sends; not the user name, which is no secret.
         _ = Secret(Data("\(given.user ?? ""):\(decoded)".utf8).base64EncodedString())
         secretHashes.append(Fingerprint.of(["secret", key, decoded]))
@@ -267,6 +270,7 @@ package final class OptionReader {
         let text: String?
         do {
             text = try readSecret(key, required: required, inline: inline)
+            if inline == .string, let text, !text.isEmpty, text.count < SecretForms.minimumLength { try tooShort(key) }
         } catch let e as ConfigError {
             guard let lenientSecrets else { throw e }
             lenientSecrets(e)
@@ -275,6 +279,20 @@ package final class OptionReader {
         guard let text else { return nil }
         secretHashes.append(Fingerprint.of(["secret", key, text]))
         return Secret(text, shape: shape)
+    }
+
+    /// A secret shorter than ``SecretForms/minimumLength`` is refused, in every form, at the line
+    /// it is given on: the ``Redactor`` cannot scrub it (it would redact ordinary words).
+    private func tooShort(_ key: String) throws -> Never {
+        let variant = SecretSource.allCases.map { $0.key(key) }.first { table[$0] != nil } ?? key
+        throw tooShortError(variant, what: "secret '\(variant)'")
+    }
+
+    package func tooShortError(_ key: String, what secret: String) -> ConfigError {
+        error(
+            key,
+            "\(what): \(secret) is shorter than \(SecretForms.minimumLength) characters: a secret that short cannot be kept out of logs and events"
+        )
     }
 
     private func readSecret(_ key: String, required: Bool, inline: InlineSecret) throws -> String? {

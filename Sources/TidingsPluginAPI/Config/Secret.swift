@@ -27,7 +27,8 @@ package enum SecretShape: Sendable {
 ///
 /// Each secret is known in every form a server or a library is likely to echo it in
 /// (``SecretForms``): raw, JSON-escaped, percent-encoded, form-encoded, and for header values
-/// each token part. Scrubbing is one pass over the bytes: a table of the byte pairs a form can
+/// each token part; and raw with any of its bytes percent-encoded, in either hex case
+/// (`pa$$w0rd%21`, as a URL-builder that encodes only some characters writes it). Scrubbing is one pass over the bytes: a table of the byte pairs a form can
 /// start with passes over everything else, so text without secrets costs little more than
 /// reading it (it runs on every log line, every event title and body, every response body).
 package final class Redactor: Sendable {
@@ -37,22 +38,26 @@ package final class Redactor: Sendable {
 
     private struct State {
         var forms: Set<[UInt8]> = []
-        /// Built from `forms` on the first scrub after a change.
+        /// The secrets (and header token parts) as bytes, each of which may come percent-encoded.
+        var pieces: Set<[UInt8]> = []
+        /// Built from `forms` and `pieces` on the first scrub after a change.
         var table: NeedleTable?
     }
     private let state = Mutex(State())
 
     package init() {}
 
-    /// Remembers `value` (values shorter than 4 characters are ignored: they would redact
-    /// ordinary words, and are weak secrets anyway).
+    /// Remembers `value` (values shorter than ``SecretForms/minimumLength`` characters are
+    /// ignored: they would redact ordinary words; the config refuses such secrets).
     package func register(_ value: String, shape: SecretShape = .opaque) {
         let forms = SecretForms.of(value, shape: shape)
         guard !forms.isEmpty else { return }
+        let pieces = SecretForms.pieces(value, shape: shape)
         state.withLock { s in
-            let before = s.forms.count
+            let before = (s.forms.count, s.pieces.count)
             s.forms.formUnion(forms.lazy.map { Array($0.utf8) })
-            if s.forms.count != before { s.table = nil }
+            s.pieces.formUnion(pieces.lazy.map { Array($0.utf8) })
+            if (s.forms.count, s.pieces.count) != before { s.table = nil }
         }
     }
 
@@ -60,7 +65,7 @@ package final class Redactor: Sendable {
         state.withLock { s in
             guard !s.forms.isEmpty else { return nil }
             if let t = s.table { return t }
-            let t = NeedleTable(s.forms)
+            let t = NeedleTable(s.forms, pieces: s.pieces)
             s.table = t
             return t
         }
@@ -149,16 +154,31 @@ final class NeedleTable: Sendable {
     private let pairs: [UInt8]
     /// Forms by first byte, longest first (the longest match at a position wins).
     private let byFirstByte: [[[UInt8]]]
+    /// Pieces (secrets as bytes, each byte raw or `%XX` in the text) by first byte, longest first.
+    private let piecesByFirstByte: [[[UInt8]]]
     private static let mask = Array(Redactor.mask.utf8)
+    private static let percent = UInt8(ascii: "%")
 
-    init(_ forms: Set<[UInt8]>) {
+    init(_ forms: Set<[UInt8]>, pieces: Set<[UInt8]> = []) {
         var lists = [[[UInt8]]](repeating: [], count: 256)
+        var pieceLists = [[[UInt8]]](repeating: [], count: 256)
         var pairs = [UInt8](repeating: 0, count: 1 << 16)
         for f in forms where f.count >= 2 {
             lists[Int(f[0])].append(f)
             pairs[Int(f[0]) << 8 | Int(f[1])] = 1
         }
+        let hex = Array("0123456789ABCDEFabcdef".utf8)
+        for p in pieces where p.count >= 2 {
+            pieceLists[Int(p[0])].append(p)
+            // Its first two bytes as they may start: raw raw, raw `%`, or `%` and either hex case.
+            pairs[Int(p[0]) << 8 | Int(p[1])] = 1
+            pairs[Int(p[0]) << 8 | Int(Self.percent)] = 1
+            let high = Int(p[0] >> 4)
+            pairs[Int(Self.percent) << 8 | Int(hex[high])] = 1
+            if high >= 10 { pairs[Int(Self.percent) << 8 | Int(hex[high + 6])] = 1 }
+        }
         byFirstByte = lists.map { $0.sorted { $0.count > $1.count } }
+        piecesByFirstByte = pieceLists.map { $0.sorted { $0.count > $1.count } }
         self.pairs = pairs
     }
 
@@ -191,13 +211,71 @@ final class NeedleTable: Sendable {
         }
     }
 
+    /// The length of the longest form or piece at `i`.
     private func match(_ bytes: UnsafeBufferPointer<UInt8>, at i: Int) -> Int? {
         let left = bytes.count - i
+        var best: Int?
         for form in byFirstByte[Int(bytes[i])] where form.count <= left {
             let equal = form.withUnsafeBufferPointer { f in memcmp(f.baseAddress!, bytes.baseAddress! + i, f.count) == 0 }
-            if equal { return form.count }
+            if equal {
+                best = form.count
+                break
+            }
         }
-        return nil
+        // A piece starts with its first byte raw, or `%XX` of it.
+        for piece in piecesByFirstByte[Int(bytes[i])] where piece.count <= left {
+            if let length = Self.length(of: piece, in: bytes, at: i), length > (best ?? 0) { best = length }
+        }
+        if let decoded = Self.decoded(bytes, at: i), decoded != bytes[i] {
+            for piece in piecesByFirstByte[Int(decoded)] where piece.count + 2 <= left {
+                if let length = Self.length(of: piece, in: bytes, at: i), length > (best ?? 0) { best = length }
+            }
+        }
+        return best
+    }
+
+    /// The byte `%XX` at `i` stands for (either hex case), if it is one.
+    @inline(__always)
+    private static func decoded(_ bytes: UnsafeBufferPointer<UInt8>, at i: Int) -> UInt8? {
+        guard i + 2 < bytes.count, bytes[i] == percent, let h = hexValue(bytes[i + 1]), let l = hexValue(bytes[i + 2]) else { return nil }
+        return h << 4 | l
+    }
+
+    @inline(__always)
+    private static func hexValue(_ b: UInt8) -> UInt8? {
+        switch b {
+        case 0x30...0x39: return b - 0x30
+        case 0x41...0x46: return b - 0x41 + 10
+        case 0x61...0x66: return b - 0x61 + 10
+        default: return nil
+        }
+    }
+
+    /// How many bytes of text at `i` spell `piece` with each byte raw or `%XX`, or nil.
+    ///
+    /// Only a `%` of the piece meeting `%25` in the text can be read two ways (raw, or encoded);
+    /// the other reading is tried when the first fails, each at most once.
+    private static func length(of piece: [UInt8], in bytes: UnsafeBufferPointer<UInt8>, at i: Int) -> Int? {
+        var k = 0
+        var j = i
+        var pending: [(Int, Int)] = []
+        var seen: Set<Int> = []
+        let n = bytes.count
+        while true {
+            if k == piece.count { return j - i }
+            let raw = j < n && bytes[j] == piece[k]
+            let encoded = decoded(bytes, at: j) == piece[k]
+            if raw && encoded, seen.insert((k + 1) << 32 | (j + 3)).inserted { pending.append((k + 1, j + 3)) }
+            if raw {
+                (k, j) = (k + 1, j + 1)
+            } else if encoded {
+                (k, j) = (k + 1, j + 3)
+            } else if let other = pending.popLast() {
+                (k, j) = other
+            } else {
+                return nil
+            }
+        }
     }
 }
 
@@ -209,13 +287,14 @@ package enum SecretForms {
 
     /// `value`, and for a header value its token parts, each in every encoding below.
     package static func of(_ value: String, shape: SecretShape) -> Set<String> {
+        pieces(value, shape: shape).reduce(into: []) { $0.formUnion(encodings($1)) }
+    }
+
+    /// `value`, and for a header value its token parts: those long enough to be scrubbed.
+    package static func pieces(_ value: String, shape: SecretShape) -> [String] {
         var pieces = [value]
         if shape == .headerValue { pieces += tokenParts(value) }
-        var forms: Set<String> = []
-        for piece in pieces where piece.count >= minimumLength {
-            forms.formUnion(encodings(piece))
-        }
-        return forms
+        return pieces.filter { $0.count >= minimumLength }
     }
 
     /// The parts of a header value that are secrets on their own: all after a leading scheme

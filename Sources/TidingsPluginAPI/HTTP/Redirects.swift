@@ -120,12 +120,7 @@ package enum Redirect {
     }
 
     /// A URL for messages: no user info, at most 300 characters (the server chose it).
-    static func display(_ url: URL) -> String {
-        var c = URLComponents(url: url, resolvingAgainstBaseURL: false)
-        c?.user = nil
-        c?.password = nil
-        return display(c?.string ?? url.absoluteString)
-    }
+    static func display(_ url: URL) -> String { display(ShownURL.of(url)) }
 
     /// A `Location` as sent, for messages: secrets scrubbed, anything else but printable ASCII
     /// percent-encoded (no terminal escapes), then at most 300 characters.
