@@ -103,6 +103,20 @@ final class RedactorTests: XCTestCase {
         XCTAssertEqual(r.scrub("x%25%25%25y 50%2"), "x%25%25%25y 50%2")
     }
 
+    func testConfigURLSplitsUserInfoOffBeforeAnythingParsesIt() {
+        let typo = ConfigURL("htps://me:cfg-pa%24%24word@host:8/x?q=1")
+        XCTAssertEqual(typo.shown, "htps://me:‹redacted›@host:8/x?q=1")
+        XCTAssertEqual(typo.user, "me")
+        XCTAssertEqual(typo.password, "cfg-pa$$word")
+        XCTAssertEqual(Redactor.shared.scrub("cfg-pa$$word cfg-pa%24%24word"), "‹redacted› ‹redacted›", "known before validation")
+        XCTAssertEqual(ConfigURL("u:cfg-nosc-heme@host/x").shown, "u:‹redacted›@host/x")
+        XCTAssertEqual(ConfigURL("https://token-as-user@host/x").shown, "https://token-as-user@host/x", "a user name is no secret")
+        XCTAssertEqual(ConfigURL("https://h/a@b?c=d").shown, "https://h/a@b?c=d", "an @ in the path is no user info")
+        let secret = ConfigURL("https://u:cfg-pw-77@h:9/p/q?key=cfg-key-1&t=ab&token=cfg%2Btok+2#f", secret: true)
+        XCTAssertEqual(secret.shown, "https://h:9/p/q")
+        XCTAssertEqual(Redactor.shared.scrub("cfg-key-1 cfg+tok 2 cfg-pw-77 t=ab"), "‹redacted› ‹redacted› ‹redacted› t=ab")
+    }
+
     func testMessagesAreScrubbedBeforeTheyAreCut() {
         let r = redactor([("straddles-the-cut", .opaque)])
         let text = String(repeating: "x", count: 295) + "straddles-the-cut"

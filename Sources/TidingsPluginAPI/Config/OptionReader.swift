@@ -245,8 +245,17 @@ package final class OptionReader {
     /// webhook's). A password in it (`https://user:pass@host/`) is an inline secret: refused in a
     /// file that group or others can read, registered with the ``Redactor`` (the password, and
     /// the `Basic` header libcurl makes of it), and part of the config hash.
-    package func requestURL(_ key: String) throws -> URL {
-        let given = try requiredConfigURL(key)
+    package func requestURL(_ key: String) throws -> URL { try requestURLOption(key).url }
+
+    /// ``requestURL(_:)``, and whether it was given as a secret (`url_file`, `url_env`,
+    /// `url_credential`: see ``ConfigURL``), when it is then to be shown without its query.
+    package func requestURLOption(_ key: String) throws -> (url: URL, isSecret: Bool) {
+        let given = try secretCapableURL(key) ?? requiredConfigURL(key)
+        let url = try requestURL(given, givenVariant(of: key))
+        return (url, given.isSecret)
+    }
+
+    private func requestURL(_ given: ConfigURL, _ key: String) throws -> URL {
         guard let url = URL(string: given.raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
             let host = url.host, !host.isEmpty
         else {
@@ -256,6 +265,7 @@ package final class OptionReader {
         if decoded.count < SecretForms.minimumLength { throw tooShortError(key, what: "the password in '\(key)'") }
         // The token of the Basic header libcurl sends; not the user name, which is no secret.
         _ = Secret(Data("\(given.user ?? ""):\(decoded)".utf8).base64EncodedString())
+        guard !given.isSecret else { return url }  // hashed, and its file checked, as a secret
         secretHashes.append(Fingerprint.of(["secret", key, decoded]))
         if let mode = FilePermissions.mode(of: file), mode & 0o044 != 0 {
             throw error(
@@ -284,8 +294,13 @@ package final class OptionReader {
     /// A secret shorter than ``SecretForms/minimumLength`` is refused, in every form, at the line
     /// it is given on: the ``Redactor`` cannot scrub it (it would redact ordinary words).
     private func tooShort(_ key: String) throws -> Never {
-        let variant = SecretSource.allCases.map { $0.key(key) }.first { table[$0] != nil } ?? key
+        let variant = givenVariant(of: key)
         throw tooShortError(variant, what: "secret '\(variant)'")
+    }
+
+    /// Which of `X`, `X_file`, `X_env`, `X_credential` is set (for a message's line), else `X`.
+    package func givenVariant(of key: String) -> String {
+        SecretSource.allCases.map { $0.key(key) }.first { table[$0] != nil } ?? key
     }
 
     package func tooShortError(_ key: String, what secret: String) -> ConfigError {

@@ -8,10 +8,11 @@ extension OptionReader {
     /// refused: credentials have their own (secret) options, so they never sit in a URL that
     /// messages might show.
     package func httpURL(_ key: String, default fallback: URL? = nil) throws -> URL {
-        guard let given = try configURL(key) else {
+        guard let given = try secretCapableURL(key) else {
             if let fallback { return fallback }
             throw error(nil, "\(what): missing required key '\(key)'")
         }
+        let key = givenVariant(of: key)
         guard let url = URL(string: given.raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
             let host = url.host, !host.isEmpty
         else {
