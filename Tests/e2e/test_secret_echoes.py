@@ -9,11 +9,11 @@ or what a sink receives holds it.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from fakes.hostile import HostilePair
+from leaks import assert_nothing_leaks
 
 SECRET = "pa&ss-t0ken-42"
 # The secret as each format escapes it: none of these is a form the raw scrub knows.
@@ -94,13 +94,7 @@ def test_secrets_echoed_escaped_are_scrubbed_from_every_field_stored_or_sent(tid
         out = tidings.run(*args)
         assert out.code == 0 or args[0] == "status" and out.stdout, out  # status: 1, no daemon runs
         outputs[" ".join(args)] = out.stdout + out.stderr
-    leaks = {SECRET, json.dumps(SECRET)[1:-1], "t0ken-42", XML, HTML, JSON}
-    for name, text in outputs.items():
-        for form in leaks:
-            assert form not in text, f"{form!r} leaked in {name}:\n{text}"
-    for f in Path(tidings.state).rglob("*"):
-        if f.is_file():
-            assert b"t0ken-42" not in f.read_bytes(), f"leaked into {f}"
+    assert_nothing_leaks(tidings, outputs, {SECRET, json.dumps(SECRET)[1:-1], "t0ken-42", XML, HTML, JSON})
     # The fields are there, scrubbed (the check would pass if nothing were read at all).
     items = tidings.run("items", "--json", "feed", "page", "api").events
     assert {i["source"] for i in items} == {"feed", "page", "api"}, items

@@ -7,13 +7,12 @@ scheme://host[:port]/path appears.
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
 from fakes.hostile import HostilePair
+from leaks import assert_nothing_leaks
 
 TOKEN = "feed-token-31337"
 KEY = "api-key-8080x"
@@ -25,16 +24,6 @@ LEAKS = [TOKEN, KEY, HOOK, quote(TOKEN), "token-31337", "key-8080x", "token-4242
 def pair():
     with HostilePair() as p:
         yield p
-
-
-def assert_nothing_leaks(t, outputs):
-    for name, text in outputs.items():
-        for form in LEAKS:
-            assert form not in text, f"{form!r} leaked in {name}:\n{text}"
-    for f in Path(t.state).rglob("*"):
-        if f.is_file():
-            for form in LEAKS:
-                assert form.encode() not in f.read_bytes(), f"{form!r} leaked into {f}"
 
 
 def test_secret_urls_are_requested_whole_and_shown_without_their_query(tidings, pair):
@@ -76,7 +65,7 @@ def test_secret_urls_are_requested_whole_and_shown_without_their_query(tidings, 
     [item] = tidings.run("items", "--json", "page", env=env).events
     assert item["url"] == f"{pair.main.url}/page", item
     assert item["title"] == "‹redacted› echoed", item
-    assert_nothing_leaks(tidings, outputs)
+    assert_nothing_leaks(tidings, outputs, LEAKS)
 
 
 @pytest.mark.parametrize("provider", ["http-json", "feed", "page"])
