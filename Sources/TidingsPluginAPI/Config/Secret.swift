@@ -50,9 +50,14 @@ package final class Redactor: Sendable {
     /// Remembers `value` (values shorter than ``SecretForms/minimumLength`` characters are
     /// ignored: they would redact ordinary words; the config refuses such secrets).
     package func register(_ value: String, shape: SecretShape = .opaque) {
-        let forms = SecretForms.of(value, shape: shape)
-        guard !forms.isEmpty else { return }
         let pieces = SecretForms.pieces(value, shape: shape)
+        guard !pieces.isEmpty else { return }
+        // The pieces match raw and percent-encoded in any mix: the literal forms are the others.
+        var forms = SecretForms.of(value, shape: shape)
+        for piece in pieces {
+            forms.remove(piece)
+            for style in SecretForms.PercentStyle.allCases where style != .form { forms.remove(SecretForms.percentEncoded(piece, style)) }
+        }
         state.withLock { s in
             let before = (s.forms.count, s.pieces.count)
             s.forms.formUnion(forms.lazy.map { Array($0.utf8) })
@@ -63,7 +68,7 @@ package final class Redactor: Sendable {
 
     private var table: NeedleTable? {
         state.withLock { s in
-            guard !s.forms.isEmpty else { return nil }
+            guard !s.forms.isEmpty || !s.pieces.isEmpty else { return nil }
             if let t = s.table { return t }
             let t = NeedleTable(s.forms, pieces: s.pieces)
             s.table = t
@@ -156,6 +161,9 @@ final class NeedleTable: Sendable {
     private let byFirstByte: [[[UInt8]]]
     /// Pieces (secrets as bytes, each byte raw or `%XX` in the text) by first byte, longest first.
     private let piecesByFirstByte: [[[UInt8]]]
+    /// `pieceStarts[b0 << 8 | b1] != 0` when a piece begins with the bytes `b0 b1` (decoded):
+    /// a `%XX` in the text is looked at further only when it may begin one.
+    private let pieceStarts: [UInt8]
     private static let mask = Array(Redactor.mask.utf8)
     private static let percent = UInt8(ascii: "%")
 
@@ -163,6 +171,7 @@ final class NeedleTable: Sendable {
         var lists = [[[UInt8]]](repeating: [], count: 256)
         var pieceLists = [[[UInt8]]](repeating: [], count: 256)
         var pairs = [UInt8](repeating: 0, count: 1 << 16)
+        var pieceStarts = [UInt8](repeating: 0, count: 1 << 16)
         for f in forms where f.count >= 2 {
             lists[Int(f[0])].append(f)
             pairs[Int(f[0]) << 8 | Int(f[1])] = 1
@@ -170,6 +179,7 @@ final class NeedleTable: Sendable {
         let hex = Array("0123456789ABCDEFabcdef".utf8)
         for p in pieces where p.count >= 2 {
             pieceLists[Int(p[0])].append(p)
+            pieceStarts[Int(p[0]) << 8 | Int(p[1])] = 1
             // Its first two bytes as they may start: raw raw, raw `%`, or `%` and either hex case.
             pairs[Int(p[0]) << 8 | Int(p[1])] = 1
             pairs[Int(p[0]) << 8 | Int(Self.percent)] = 1
@@ -180,6 +190,7 @@ final class NeedleTable: Sendable {
         byFirstByte = lists.map { $0.sorted { $0.count > $1.count } }
         piecesByFirstByte = pieceLists.map { $0.sorted { $0.count > $1.count } }
         self.pairs = pairs
+        self.pieceStarts = pieceStarts
     }
 
     /// The bytes with every form replaced by the mask, or nil if there was none.
@@ -223,13 +234,23 @@ final class NeedleTable: Sendable {
             }
         }
         // A piece starts with its first byte raw, or `%XX` of it.
-        for piece in piecesByFirstByte[Int(bytes[i])] where piece.count <= left {
-            if let length = Self.length(of: piece, in: bytes, at: i), length > (best ?? 0) { best = length }
+        if let length = pieceMatch(bytes, at: i, first: bytes[i], next: i + 1), length > (best ?? 0) { best = length }
+        if let first = Self.decoded(bytes, at: i), let length = pieceMatch(bytes, at: i, first: first, next: i + 3), length > (best ?? 0) {
+            best = length
         }
-        if let decoded = Self.decoded(bytes, at: i), decoded != bytes[i] {
-            for piece in piecesByFirstByte[Int(decoded)] where piece.count + 2 <= left {
-                if let length = Self.length(of: piece, in: bytes, at: i), length > (best ?? 0) { best = length }
-            }
+        return best
+    }
+
+    /// The longest piece at `i` whose first byte is `first` and whose second begins at `next`
+    /// (raw or `%XX`); the pieces are walked only when their first two bytes may be there.
+    private func pieceMatch(_ bytes: UnsafeBufferPointer<UInt8>, at i: Int, first: UInt8, next: Int) -> Int? {
+        guard next < bytes.count else { return nil }
+        let raw = bytes[next]
+        let second = Self.decoded(bytes, at: next) ?? raw
+        guard pieceStarts[Int(first) << 8 | Int(raw)] != 0 || pieceStarts[Int(first) << 8 | Int(second)] != 0 else { return nil }
+        var best: Int?
+        for piece in piecesByFirstByte[Int(first)] where piece.count <= bytes.count - i {
+            if let length = Self.length(of: piece, in: bytes, at: i), length > (best ?? 0) { best = length }
         }
         return best
     }
@@ -258,9 +279,17 @@ final class NeedleTable: Sendable {
     private static func length(of piece: [UInt8], in bytes: UnsafeBufferPointer<UInt8>, at i: Int) -> Int? {
         var k = 0
         var j = i
+        let n = bytes.count
+        // The common case first: raw bytes, up to the first difference (or a `%` of the piece,
+        // which may be read two ways).
+        while k < piece.count, j < n, piece[k] != percent, bytes[j] == piece[k] {
+            k += 1
+            j += 1
+        }
+        if k == piece.count { return j - i }
+        guard j < n, bytes[j] == percent || piece[k] == percent else { return nil }
         var pending: [(Int, Int)] = []
         var seen: Set<Int> = []
-        let n = bytes.count
         while true {
             if k == piece.count { return j - i }
             let raw = j < n && bytes[j] == piece[k]
