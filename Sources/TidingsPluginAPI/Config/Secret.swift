@@ -83,6 +83,10 @@ package final class Redactor: Sendable {
     /// `text` scrubbed, or nil when it holds no secret (nothing copied).
     package func scrubbed(_ text: String) -> String? {
         guard let table else { return nil }
+        return Self.scrubbed(text, table)
+    }
+
+    private static func scrubbed(_ text: String, _ table: NeedleTable) -> String? {
         var text = text
         guard let out = text.withUTF8({ table.scrub($0) }) else { return nil }
         return String(decoding: out, as: UTF8.self)
@@ -91,14 +95,18 @@ package final class Redactor: Sendable {
     /// `value` with every string in it, object keys included, scrubbed; nil when it holds no
     /// secret (the common case: one walk, nothing copied).
     package func scrubbed(_ value: JSONValue) -> JSONValue? {
-        guard table != nil else { return nil }
+        guard let table else { return nil }
+        return Self.scrubbed(value, table)
+    }
+
+    private static func scrubbed(_ value: JSONValue, _ table: NeedleTable) -> JSONValue? {
         switch value {
         case .null, .bool, .number: return nil
-        case .string(let s): return scrubbed(s).map(JSONValue.string)
+        case .string(let s): return scrubbed(s, table).map(JSONValue.string)
         case .array(let a):
             var out: [JSONValue]?
             for (i, v) in a.enumerated() {
-                guard let s = scrubbed(v) else { continue }
+                guard let s = scrubbed(v, table) else { continue }
                 if out == nil { out = a }
                 out![i] = s
             }
@@ -106,8 +114,8 @@ package final class Redactor: Sendable {
         case .object(let o):
             var changes: [String: (key: String?, value: JSONValue?)] = [:]
             for (k, v) in o {
-                let key = scrubbed(k)
-                let new = scrubbed(v)
+                let key = scrubbed(k, table)
+                let new = scrubbed(v, table)
                 if key != nil || new != nil { changes[k] = (key, new) }
             }
             guard !changes.isEmpty else { return nil }
