@@ -114,6 +114,7 @@ final class RedactorTests: XCTestCase {
         XCTAssertEqual(ConfigURL("https://h/a@b?c=d").shown, "https://h/a@b?c=d", "an @ in the path is no user info")
         let secret = ConfigURL("https://u:cfg-pw-77@h:9/p/q?key=cfg-key-1&t=ab&token=cfg%2Btok+2#f", secret: true)
         XCTAssertEqual(secret.shown, "https://h:9/p/q")
+        XCTAssertEqual(ConfigURL("cfg-not-a-url?token=x", secret: true).shown, "‹redacted›", "a secret that is no URL shows nothing")
         XCTAssertEqual(Redactor.shared.scrub("cfg-key-1 cfg+tok 2 cfg-pw-77 t=ab"), "‹redacted› ‹redacted› ‹redacted› t=ab")
     }
 

@@ -270,8 +270,9 @@ final class NeedleTable: Sendable {
         return h << 4 | l
     }
 
+    /// The value of a hex digit, either case.
     @inline(__always)
-    private static func hexValue(_ b: UInt8) -> UInt8? {
+    static func hexValue(_ b: UInt8) -> UInt8? {
         switch b {
         case 0x30...0x39: return b - 0x30
         case 0x41...0x46: return b - 0x41 + 10

@@ -42,9 +42,12 @@ package struct ConfigURL: Sendable {
                 _ = Secret(String(value))
                 _ = Secret(Self.percentDecoded(Substring(value.replacing("+", with: " "))))
             }
-            // scheme://host[:port]/path: no user info, query or fragment.
+            // scheme://host[:port]/path: no user info, query or fragment (nothing of a value
+            // that is not even scheme://…).
             let host = at.map { raw.index(after: $0) } ?? start
-            shown = String(raw[..<start]) + String(raw[host..<end]) + String(raw[end...].prefix { $0 != "?" && $0 != "#" })
+            shown =
+                start == raw.startIndex
+                ? Redactor.mask : String(raw[..<start]) + String(raw[host..<end]) + String(raw[end...].prefix { $0 != "?" && $0 != "#" })
         } else if let colon, let at, password != nil {
             shown = String(raw[..<colon]) + ":" + Redactor.mask + String(raw[at...])
         } else {
@@ -56,14 +59,7 @@ package struct ConfigURL: Sendable {
     static func percentDecoded(_ s: Substring) -> String {
         var bytes: [UInt8] = []
         var utf8 = Array(s.utf8)[...]
-        func hex(_ b: UInt8) -> UInt8? {
-            switch b {
-            case 0x30...0x39: return b - 0x30
-            case 0x41...0x46: return b - 0x41 + 10
-            case 0x61...0x66: return b - 0x61 + 10
-            default: return nil
-            }
-        }
+        let hex = NeedleTable.hexValue
         while let b = utf8.popFirst() {
             if b == UInt8(ascii: "%"), utf8.count >= 2, let h = hex(utf8[utf8.startIndex]), let l = hex(utf8[utf8.startIndex + 1]) {
                 bytes.append(h << 4 | l)
