@@ -142,7 +142,7 @@ struct SMTPReplyReader {
         }
         if !more {
             if !bytes.starts(with: "221".utf8) {
-                last = current.count > Self.limit ? String(current.prefix(Self.limit)) + "…" : current
+                last = Redactor.shared.shortened(current, to: Self.limit)
             }
             current = ""
         }

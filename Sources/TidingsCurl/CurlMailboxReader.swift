@@ -202,8 +202,7 @@ final class CurlMailboxConnect: CurlJob, @unchecked Sendable {
 
     /// The server's words for a message: scrubbed, then cut (a secret across the cut is gone whole).
     static func serverWords(_ text: String) -> String {
-        let words = Redactor.shared.scrub(text)
-        return words.count > 300 ? String(words.prefix(300)) + "…" : words
+        Redactor.shared.shortened(text, to: 300)
     }
 
     /// The command's verb for messages (`UID FETCH`, `EXAMINE`), never its arguments.

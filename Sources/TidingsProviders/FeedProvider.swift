@@ -21,6 +21,8 @@ import TidingsPluginAPI
 /// is `changed`, and a feed that only reorders its entries changes nothing.
 package struct FeedProvider: Provider {
     package var url: URL
+    /// `url` was given as a secret (`url_file` …): shown without its query.
+    package var urlIsSecret = false
     package var headers: HeaderTable
     package var include: [SafeRegex]
     package var exclude: [SafeRegex]
@@ -55,15 +57,17 @@ package struct FeedProvider: Provider {
     package var snapshotIsComplete: Bool { false }
 
     package static let factory = ProviderFactory(name: "feed", summary: "RSS, Atom and JSON Feed entries") { o, _, _ in
-        let url = try o.requestURL("url")
-        return FeedProvider(
+        let (url, urlIsSecret) = try o.requestURLOption("url")
+        var feed = FeedProvider(
             url: url, headers: try o.headers(), include: try ProviderSupport.patterns(o, "include"),
             exclude: try ProviderSupport.patterns(o, "exclude"),
             maxEntries: try o.int("max_entries", range: 1...100_000) ?? FeedProvider.defaultMaxEntries,
             caFile: try ProviderSupport.caFile(o))
+        feed.urlIsSecret = urlIsSecret
+        return feed
     }
 
-    var credentials: Credentials { headers.carriesCredentials || url.user != nil ? .sent : .notSent }
+    var credentials: Credentials { headers.carriesCredentials || url.user != nil || urlIsSecret ? .sent : .notSent }
 
     static let accept =
         "application/atom+xml, application/rss+xml, application/feed+json, application/json;q=0.9, "
@@ -81,7 +85,7 @@ package struct FeedProvider: Provider {
             Log.warnOnce(
                 "feed repaired \(ctx.source)",
                 """
-                the feed at \(url.absoluteString) is not well-formed XML: read in recovery mode, entries that \
+                the feed at \(ShownURL.of(url, query: !urlIsSecret)) is not well-formed XML: read in recovery mode, entries that \
                 could not be read are missing
                 """, logger: ctx.logger)
         }
@@ -218,7 +222,10 @@ enum FeedText {
         s.split(whereSeparator: { $0.isNewline }).first.map(String.init) ?? ""
     }
 
+    /// `s` in at most `limit` characters, scrubbed first: a secret the parser decoded (an
+    /// entity, an escape) is never cut in two before the intake scrubs the item.
     static func cut(_ s: String, _ limit: Int) -> String {
+        let s = Redactor.shared.scrub(s)
         guard s.count > limit else { return s }
         return String(s.prefix(limit - 1)) + "…"
     }

@@ -17,6 +17,8 @@ import TidingsPluginAPI
 /// 401/403 means they were rejected. One without follows redirects anywhere (not https → http).
 package struct HTTPJSONProvider: Provider {
     package var url: URL
+    /// `url` was given as a secret (`url_file` …).
+    package var urlIsSecret = false
     package var headers: HeaderTable
     package var items: String
     package var key: FieldTemplate?
@@ -44,7 +46,7 @@ package struct HTTPJSONProvider: Provider {
     package var host: String? { url.host }
 
     package static let factory = ProviderFactory(name: "http-json", summary: "any JSON endpoint, items picked with JSON pointers") { o, _, _ in
-        let url = try o.requestURL("url")
+        let (url, urlIsSecret) = try o.requestURLOption("url")
         func field(_ k: String) throws -> FieldTemplate? {
             guard let s = try o.string(k) else { return nil }
             guard let t = FieldTemplate(s) else {
@@ -56,14 +58,16 @@ package struct HTTPJSONProvider: Provider {
         guard JSONPointer.isValid(items) else {
             throw o.error("items", "\(o.what): 'items' must be a JSON pointer like \"/data\" (or \"\" for the whole document)")
         }
-        return HTTPJSONProvider(
+        var provider = HTTPJSONProvider(
             url: url, headers: try o.headers(), items: items, key: try field("key"), title: try field("title"),
             body: try field("body"), link: try field("link"), severity: try field("severity"),
             kind: try o.string("kind") ?? "item")
+        provider.urlIsSecret = urlIsSecret
+        return provider
     }
 
     /// Whether requests carry credentials: a secret header, or user info in the URL.
-    var credentials: Credentials { headers.carriesCredentials || url.user != nil ? .sent : .notSent }
+    var credentials: Credentials { headers.carriesCredentials || url.user != nil || urlIsSecret ? .sent : .notSent }
 
     package func poll(_ ctx: PollContext) async throws -> PollResult {
         var hdrs: [(String, String)] = [("Accept", "application/json")] + headers.pairs

@@ -91,12 +91,13 @@ package struct IMAPProvider: Provider {
 
     /// `url`: the server (without the mailbox), how the connection is secured, and the mailbox.
     static func location(_ o: OptionReader) throws -> (URL, MailSecurity, String) {
-        let raw = try o.requiredString("url")
+        let given = try o.requiredConfigURL("url")
+        let raw = given.raw
         let shape = "'url' must be imaps://HOST[:PORT]/MAILBOX or imap://HOST[:PORT]/MAILBOX (STARTTLS)"
         guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), scheme == "imap" || scheme == "imaps",
             let host = url.host, !host.isEmpty
         else {
-            throw o.error("url", "\(o.what): \(shape), not \"\(Redactor.shared.scrub(raw))\"")
+            throw o.error("url", "\(o.what): \(shape), not \"\(given.shown)\"")
         }
         guard url.user == nil, url.password == nil else {
             throw o.error("url", "\(o.what): 'url' must not carry credentials: use 'username' and 'password' (or 'password_file')")

@@ -23,6 +23,8 @@ import TidingsPluginAPI
 /// unified diff of that text, with `data.added` / `data.removed` its lines.
 package struct PageProvider: Provider, EventDescriber {
     package var url: URL
+    /// `url` was given as a secret (`url_file` …): shown without its query.
+    package var urlIsSecret = false
     var headers: HeaderTable
     var selection: Selection
     var each: Bool
@@ -67,7 +69,7 @@ package struct PageProvider: Provider, EventDescriber {
     package var host: String? { url.host }
 
     package static let factory = ProviderFactory(name: "page", summary: "a web page or text resource, compared as text") { o, _, _ in
-        let url = try o.requestURL("url")
+        let (url, urlIsSecret) = try o.requestURLOption("url")
         var selection = Selection.document
         if let raw = try o.string("select") {
             switch try PageProvider.parse(raw, option: "select", o) {
@@ -87,9 +89,11 @@ package struct PageProvider: Provider, EventDescriber {
         if let userAgent, userAgent.isEmpty || !HeaderTable.isValidValue(userAgent) {
             throw o.error("user_agent", "\(o.what): 'user_agent' must be one line of text, not empty")
         }
-        return PageProvider(
+        var page = PageProvider(
             url: url, headers: try o.headers(), selection: selection, each: each, key: key, ignore: ignore,
             userAgent: userAgent, caFile: try ProviderSupport.caFile(o))
+        page.urlIsSecret = urlIsSecret
+        return page
     }
 
     /// `css:SELECTOR`, `xpath:EXPR` or (for `key`) `@attr`, checked: a bad one names where it goes wrong.
@@ -113,7 +117,7 @@ package struct PageProvider: Provider, EventDescriber {
         throw o.error(option, "\(o.what): '\(option)' must start with \(forms), not \"\(raw)\"")
     }
 
-    var credentials: Credentials { headers.carriesCredentials || url.user != nil ? .sent : .notSent }
+    var credentials: Credentials { headers.carriesCredentials || url.user != nil || urlIsSecret ? .sent : .notSent }
 
     static let accept = "text/html, application/xhtml+xml, text/plain;q=0.9, */*;q=0.8"
 
@@ -128,7 +132,7 @@ package struct PageProvider: Provider, EventDescriber {
         }
         let decoded = try decode(response.body, contentType: response.header("content-type"), maxBody: ctx.maxBody)
         for note in decoded.notes {
-            Log.warnOnce("page \(ctx.source) \(note)", "the page at \(Self.shown(url)): \(note)", logger: ctx.logger)
+            Log.warnOnce("page \(ctx.source) \(note)", "the page at \(shownURL): \(note)", logger: ctx.logger)
         }
         return .snapshot(decoded.items, validators: Validators(from: response))
     }
@@ -239,7 +243,7 @@ package struct PageProvider: Provider, EventDescriber {
         case .node(let n): r.render(n)
         case .value(let v): r.plain(v)
         }
-        let line = String(r.lines.joined(separator: " ").prefix(500))
+        let line = String(Redactor.shared.scrub(r.lines.joined(separator: " ")).prefix(500))  // scrubbed before the cut
         return line.isEmpty ? nil : line
     }
 
@@ -247,17 +251,12 @@ package struct PageProvider: Provider, EventDescriber {
         let text = lines.joined(separator: "\n")
         let title = lines.first.map { FeedText.cut($0, Self.maxTitle) } ?? "(empty)"
         return Item(
-            key: key, kind: "page", title: title, body: FeedText.cut(text, Self.maxBody), url: Self.shown(url),
+            key: key, kind: "page", title: title, body: FeedText.cut(text, Self.maxBody), url: shownURL,
             data: ["text": .string(FeedText.cut(text, Self.maxText))], fingerprint: Fingerprint.of(["page", text]))
     }
 
     /// The URL without a user name or password.
-    static func shown(_ url: URL) -> String {
-        guard url.user != nil, var c = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.absoluteString }
-        c.user = nil
-        c.password = nil
-        return c.string ?? url.absoluteString
-    }
+    var shownURL: String { ShownURL.of(url, query: !urlIsSecret) }
 
     // MARK: events
 

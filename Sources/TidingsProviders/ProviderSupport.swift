@@ -6,18 +6,18 @@ import TidingsPluginAPI
 enum ProviderSupport {
     /// Reads a base URL option (`http` or `https`, with a host), trailing slashes removed.
     static func baseURL(_ options: OptionReader, _ key: String = "base_url", default fallback: String? = nil) throws -> URL {
-        let raw: String
+        let given: ConfigURL
         if let fallback {
-            raw = try options.string(key) ?? fallback
+            given = try options.configURL(key) ?? ConfigURL(fallback)
         } else {
-            raw = try options.requiredString(key)
+            given = try options.requiredConfigURL(key)
         }
-        var text = raw.trimmingCharacters(in: .whitespaces)
+        var text = given.raw.trimmingCharacters(in: .whitespaces)
         while text.hasSuffix("/") { text.removeLast() }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
             let host = url.host, !host.isEmpty
         else {
-            throw options.error(key, "\(options.what): '\(key)' must be an http:// or https:// URL, not \"\(raw)\"")
+            throw options.error(key, "\(options.what): '\(key)' must be an http:// or https:// URL, not \"\(given.shown)\"")
         }
         return url
     }

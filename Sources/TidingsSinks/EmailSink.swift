@@ -98,7 +98,7 @@ package struct EmailSink: Sink {
 
     /// `smtp_url`, `starttls`, `username`, `password`, `ca_file`, `timeout`, checked.
     static func serverOptions(_ o: OptionReader) throws -> MailSubmission {
-        let raw = try o.requiredString("smtp_url")
+        let raw = try o.requiredConfigURL("smtp_url").raw
         guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["smtp", "smtps"].contains(scheme),
             let host = url.host, !host.isEmpty
         else {

@@ -50,13 +50,14 @@ package struct MatrixSink: Sink {
 
     /// The factory the config loader uses.
     package static let factory = SinkFactory(type: "matrix", summary: "post events into a Matrix room") { o, setup in
-        let raw = try o.requiredString("homeserver")
+        let given = try o.requiredConfigURL("homeserver")
+        let raw = given.raw
         guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
             url.host != nil, url.query == nil, url.user == nil
         else {
             throw o.error(
                 "homeserver",
-                "\(o.what): 'homeserver' must be an http:// or https:// URL without user or query, like \"https://matrix.example.org\", not \"\(raw)\"")
+                "\(o.what): 'homeserver' must be an http:// or https:// URL without user or query, like \"https://matrix.example.org\", not \"\(given.shown)\"")
         }
         let homeserver = raw.hasSuffix("/") ? URL(string: String(raw.dropLast()))! : url
         let token = try o.secret("access_token", required: true)!

@@ -91,11 +91,12 @@ package struct TelegramSink: Sink {
         } else {
             chat = try o.requiredString("chat_id")
         }
-        var api = try o.string("api_url") ?? defaultAPI
+        let given = try o.configURL("api_url") ?? ConfigURL(defaultAPI)
+        var api = given.raw
         while api.hasSuffix("/") { api.removeLast() }
-        let base = try ChatChannel.httpURL(o, "api_url", api, shown: true)
+        let base = try ChatChannel.httpURL(o, "api_url", api, shown: given.password == nil)
         guard base.query == nil, base.fragment == nil, let endpoint = URL(string: api + "/bot" + token + "/sendMessage") else {
-            throw o.error("api_url", "\(o.what): 'api_url' must be the Bot API server's base URL (like \(defaultAPI)), not \"\(api)\"")
+            throw o.error("api_url", "\(o.what): 'api_url' must be the Bot API server's base URL (like \(defaultAPI)), not \"\(given.shown)\"")
         }
         return TelegramSink(
             endpoint: endpoint, chat: ChatID(chat),

@@ -11,6 +11,33 @@ import XCTest
 /// Items are bounded when a poll takes them in (issue 9, item 1): visible markers, never a
 /// failure at write time, and the same cut for the same input.
 final class ItemIntakeTests: XCTestCase {
+    /// Every field stored or sent is scrubbed as the items enter (a parser has decoded them).
+    func testSecretsAreScrubbedFromEveryFieldBeforeTheCut() {
+        let r = Redactor()
+        r.register("intake-secret-1")
+        let item = Item(
+            key: "k-intake-secret-1", kind: "entry", title: "t intake-secret-1", body: "b intake-secret-1",
+            url: "http://x/intake-secret-1",
+            data: ["a": ["intake-secret-1", 2], "k-intake-secret-1": "v", "k-intake-secret-1 ": "w", "plain": "ok"],
+            fingerprint: "custom")
+        let clean = Item(key: "clean", kind: "entry", title: "t")
+        let taken = ItemIntake.take([item, clean], redactor: r).items
+        XCTAssertEqual(taken[0].key, "k-‹redacted›")
+        XCTAssertEqual(taken[0].title, "t ‹redacted›")
+        XCTAssertEqual(taken[0].body, "b ‹redacted›")
+        XCTAssertEqual(taken[0].url, "http://x/‹redacted›")
+        XCTAssertEqual(taken[0].data, ["a": ["‹redacted›", 2], "k-‹redacted›": "v", "k-‹redacted› ": "w", "plain": "ok"])
+        XCTAssertEqual(taken[0].fingerprint, "custom", "a provider's fingerprint is kept")
+        XCTAssertEqual(taken[1], clean)
+        // Two keys that scrub to one are both kept, numbered in key order.
+        r.register("intake-secret-2")
+        let twice = Item(key: "k", kind: "entry", title: "t", data: ["intake-secret-1": 1, "intake-secret-2": 2])
+        XCTAssertEqual(ItemIntake.take([twice], redactor: r).items[0].data, ["‹redacted›": 1, "‹redacted› (2)": 2])
+        // Cut after the scrub: no part of a secret straddling the limit is left.
+        let long = Item(key: "k", kind: "entry", title: String(repeating: "x", count: 2040) + "intake-secret-1")
+        XCTAssertFalse(ItemIntake.take([long], redactor: r).items[0].title.contains("intake-"))
+    }
+
     func deep(_ depth: Int, leaf: JSONValue = 1) -> JSONValue {
         var v = leaf
         for _ in 0..<depth { v = ["a": v] }

@@ -88,6 +88,47 @@ final class RedactorTests: XCTestCase {
         XCTAssertEqual(r.excerpt(Data("a\nb\r\nc".utf8)), "a b  c")
     }
 
+    func testEachByteMayComeRawOrPercentEncoded() {
+        let r = redactor([("pa$$w0rd!", .opaque), ("50%off-code", .opaque), ("Bearer tok:en-9", .headerValue)])
+        assertScrubbed(
+            r,
+            [
+                "pa$$w0rd%21", "pa%24$w0rd%21", "pa%24%24w0rd!", "%70a$$w0rd%21", "pa$%24w0rd%21",  // some bytes raw, some encoded
+                "%70%61%24%24%77%30%72%64%21",  // every byte, even letters
+                "50%off-code", "50%25off-code", "%35%30%25off%2Dcode",  // a `%` of the secret, raw or as %25
+                "tok%3Aen-9", "tok%3aen-9", "Bearer%20tok%3aen-9",  // either hex case, token parts too
+            ])
+        XCTAssertEqual(r.scrub("pa$$w0rd%2"), "pa$$w0rd%2", "a secret missing its last byte is no match")
+        XCTAssertEqual(r.scrub("pa%24$w0rd"), "pa%24$w0rd")
+        XCTAssertEqual(r.scrub("x%25%25%25y 50%2"), "x%25%25%25y 50%2")
+    }
+
+    func testConfigURLSplitsUserInfoOffBeforeAnythingParsesIt() {
+        let typo = ConfigURL("htps://me:cfg-pa%24%24word@host:8/x?q=1")
+        XCTAssertEqual(typo.shown, "htps://me:‹redacted›@host:8/x?q=1")
+        XCTAssertEqual(typo.user, "me")
+        XCTAssertEqual(typo.password, "cfg-pa$$word")
+        XCTAssertEqual(Redactor.shared.scrub("cfg-pa$$word cfg-pa%24%24word"), "‹redacted› ‹redacted›", "known before validation")
+        XCTAssertEqual(ConfigURL("u:cfg-nosc-heme@host/x").shown, "u:‹redacted›@host/x")
+        XCTAssertEqual(ConfigURL("https://token-as-user@host/x").shown, "https://token-as-user@host/x", "a user name is no secret")
+        XCTAssertEqual(ConfigURL("https://h/a@b?c=d").shown, "https://h/a@b?c=d", "an @ in the path is no user info")
+        let secret = ConfigURL("https://u:cfg-pw-77@h:9/p/q?key=cfg-key-1&t=ab&token=cfg%2Btok+2#f", secret: true)
+        XCTAssertEqual(secret.shown, "https://h:9/p/q")
+        XCTAssertEqual(ConfigURL("cfg-not-a-url?token=x", secret: true).shown, "‹redacted›", "a secret that is no URL shows nothing")
+        XCTAssertEqual(Redactor.shared.scrub("cfg-key-1 cfg+tok 2 cfg-pw-77 t=ab"), "‹redacted› ‹redacted› ‹redacted› t=ab")
+    }
+
+    func testMessagesAreScrubbedBeforeTheyAreCut() {
+        let r = redactor([("straddles-the-cut", .opaque)])
+        let text = String(repeating: "x", count: 295) + "straddles-the-cut"
+        XCTAssertEqual(r.shortened(text, to: 300), String(repeating: "x", count: 295) + "‹reda…")
+        XCTAssertEqual(r.shortened("short", to: 300), "short")
+        // A Location keeps the mask readable (not percent-encoded) and loses no secret to its cut.
+        _ = Secret("location-secret-straddling")
+        let location = "http://h/" + String(repeating: "y", count: 270) + "location-secret-straddling\u{1B}"
+        XCTAssertEqual(Redirect.display(location), "http://h/" + String(repeating: "y", count: 270) + "‹redacted›%1B")
+    }
+
     func testFormsAreFewForAPlainToken() {
         // A typical API token has one form: the scrubbing table stays small.
         XCTAssertEqual(SecretForms.of("a1b2c3d4e5f6-_.", shape: .opaque).count, 1)

@@ -19,6 +19,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
+import leaks
 from fakes.hostile import HostilePair
 from feed import Feed, item
 
@@ -40,14 +41,7 @@ LEAKS = forms(TOKEN) | forms(HEADER)
 
 
 def assert_nothing_leaks(t, outputs):
-    for name, text in outputs.items():
-        for form in LEAKS:
-            assert form not in text, f"{form!r} leaked in {name}:\n{text}"
-    for f in Path(t.state).rglob("*"):
-        if f.is_file():
-            blob = f.read_bytes()
-            for form in LEAKS:
-                assert form.encode() not in blob, f"{form!r} leaked into {f}"
+    leaks.assert_nothing_leaks(t, outputs, LEAKS)
 
 
 @pytest.fixture

@@ -87,7 +87,7 @@ package struct StateSettings: Sendable {
     /// Reads `[state]`.
     package init(_ r: OptionReader) throws {
         self.init()
-        guard let raw = try r.string("url") else {
+        guard let given = try r.configURL("url") else {
             for key in ["password", "sslmode", "ca_file", "pool_size", "connect_timeout"] where r.table[key] != nil {
                 throw r.error(key, "\(r.what): '\(key)' needs 'url' (a postgres:// URL); without it the state is the SQLite file in state_dir")
             }
@@ -98,8 +98,8 @@ package struct StateSettings: Sendable {
         }
         let line = r.table["url"]?.line.map { ":\($0)" } ?? ""
         origin = "\(r.file)\(line)"
-        guard let parsed = URLComponents(string: raw), ["postgres", "postgresql"].contains(parsed.scheme?.lowercased() ?? "") else {
-            throw r.error("url", "\(r.what): 'url' must be a postgres:// URL (postgres://USER@HOST:PORT/DATABASE), not \"\(Redactor.shared.scrub(raw))\"")
+        guard let parsed = URLComponents(string: given.raw), ["postgres", "postgresql"].contains(parsed.scheme?.lowercased() ?? "") else {
+            throw r.error("url", "\(r.what): 'url' must be a postgres:// URL (postgres://USER@HOST:PORT/DATABASE), not \"\(given.shown)\"")
         }
         var c = parsed
         let inline = c.password.flatMap { $0.removingPercentEncoding ?? $0 }
@@ -121,6 +121,7 @@ package struct StateSettings: Sendable {
         collect {
             let given = try r.secret("password", required: false)
             if let inline, !inline.isEmpty {
+                if inline.count < SecretForms.minimumLength { throw r.tooShortError("url", what: "the password in 'url'") }
                 if given != nil { throw r.error("url", "\(r.what): the password is given twice: in 'url' and as 'password'") }
                 // A password in the URL is an inline secret: refused in a file others can read.
                 if let mode = FilePermissions.mode(of: r.file), mode & 0o044 != 0 {

@@ -30,15 +30,32 @@ enum ItemIntake {
         var cut: [String: [String]] = [:]
     }
 
-    static func take(_ items: [Item], limits: Limits = Limits()) -> Result {
+    static func take(_ items: [Item], limits: Limits = Limits(), redactor: Redactor = .shared) -> Result {
         var result = Result(items: items)
         for (i, item) in items.enumerated() {
+            // Scrubbed before anything is cut, stored or sent: a provider's parser has decoded
+            // its text (entities, `\u` escapes), so a secret the raw body held escaped shows now.
+            let item = scrubbed(item, redactor) ?? item
+            result.items[i] = item
             var notes: [String] = []
             guard let bounded = bounded(item, limits, &notes) else { continue }
             result.items[i] = bounded
             result.cut[bounded.key] = notes
         }
         return result
+    }
+
+    /// The item with known secrets scrubbed out of every field that is stored or sent (key,
+    /// kind, title, body, url, and `data`'s keys and strings), or nil when it holds none.
+    static func scrubbed(_ item: Item, _ redactor: Redactor) -> Item? {
+        let key = redactor.scrubbed(item.key), kind = redactor.scrubbed(item.kind)
+        let title = redactor.scrubbed(item.title), body = redactor.scrubbed(item.body)
+        let url = item.url.flatMap { redactor.scrubbed($0) }, data = redactor.scrubbed(item.data)
+        guard key != nil || kind != nil || title != nil || body != nil || url != nil || data != nil else { return nil }
+        return Item(
+            key: key ?? item.key, kind: kind ?? item.kind, title: title ?? item.title, body: body ?? item.body,
+            url: url ?? item.url, severity: item.severity, data: data ?? item.data, expiresAt: item.expiresAt,
+            fingerprint: item.hasCustomFingerprint ? item.fingerprint : nil)
     }
 
     /// The item within `limits`, or nil when it already is (the common case: one walk over

@@ -229,7 +229,9 @@ package final class OptionReader {
     package func secretLines(_ key: String, required: Bool) throws -> [Secret]? {
         guard let whole = try secret(key, required: required, shape: .opaque, inline: .stringOrList) else { return nil }
         let lines = whole.value.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
-        let values = lines.filter { !$0.isEmpty && !$0.hasPrefix("#") }.map { Secret($0) }
+        let kept = lines.filter { !$0.isEmpty && !$0.hasPrefix("#") }
+        if kept.contains(where: { $0.count < SecretForms.minimumLength }) { try tooShort(key) }
+        let values = kept.map { Secret($0) }
         if values.isEmpty && required && lenientSecrets == nil {
             throw error(has(key) ? key : nil, "\(what): '\(key)' holds no value")
         }
@@ -243,18 +245,27 @@ package final class OptionReader {
     /// webhook's). A password in it (`https://user:pass@host/`) is an inline secret: refused in a
     /// file that group or others can read, registered with the ``Redactor`` (the password, and
     /// the `Basic` header libcurl makes of it), and part of the config hash.
-    package func requestURL(_ key: String) throws -> URL {
-        let raw = try requiredString(key)
-        guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+    package func requestURL(_ key: String) throws -> URL { try requestURLOption(key).url }
+
+    /// ``requestURL(_:)``, and whether it was given as a secret (`url_file`, `url_env`,
+    /// `url_credential`: see ``ConfigURL``), when it is then to be shown without its query.
+    package func requestURLOption(_ key: String) throws -> (url: URL, isSecret: Bool) {
+        let given = try secretCapableURL(key) ?? requiredConfigURL(key)
+        let url = try requestURL(given, givenVariant(of: key))
+        return (url, given.isSecret)
+    }
+
+    private func requestURL(_ given: ConfigURL, _ key: String) throws -> URL {
+        guard let url = URL(string: given.raw), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
             let host = url.host, !host.isEmpty
         else {
-            throw error(key, "\(what): '\(key)' must be an http:// or https:// URL, not \"\(Redactor.shared.scrub(raw))\"")
+            throw error(key, "\(what): '\(key)' must be an http:// or https:// URL, not \"\(given.shown)\"")
         }
-        guard let password = url.password, !password.isEmpty else { return url }
-        let decoded = password.removingPercentEncoding ?? password
-        _ = Secret(decoded)
+        guard let decoded = given.password else { return url }
+        if decoded.count < SecretForms.minimumLength { throw tooShortError(key, what: "the password in '\(key)'") }
         // The token of the Basic header libcurl sends; not the user name, which is no secret.
-        _ = Secret(Data("\((url.user ?? "").removingPercentEncoding ?? ""):\(decoded)".utf8).base64EncodedString())
+        _ = Secret(Data("\(given.user ?? ""):\(decoded)".utf8).base64EncodedString())
+        guard !given.isSecret else { return url }  // hashed, and its file checked, as a secret
         secretHashes.append(Fingerprint.of(["secret", key, decoded]))
         if let mode = FilePermissions.mode(of: file), mode & 0o044 != 0 {
             throw error(
@@ -269,6 +280,7 @@ package final class OptionReader {
         let text: String?
         do {
             text = try readSecret(key, required: required, inline: inline)
+            if inline == .string, let text, !text.isEmpty, text.count < SecretForms.minimumLength { try tooShort(key) }
         } catch let e as ConfigError {
             guard let lenientSecrets else { throw e }
             lenientSecrets(e)
@@ -277,6 +289,25 @@ package final class OptionReader {
         guard let text else { return nil }
         secretHashes.append(Fingerprint.of(["secret", key, text]))
         return Secret(text, shape: shape)
+    }
+
+    /// A secret shorter than ``SecretForms/minimumLength`` is refused, in every form, at the line
+    /// it is given on: the ``Redactor`` cannot scrub it (it would redact ordinary words).
+    private func tooShort(_ key: String) throws -> Never {
+        let variant = givenVariant(of: key)
+        throw tooShortError(variant, what: "secret '\(variant)'")
+    }
+
+    /// Which of `X`, `X_file`, `X_env`, `X_credential` is set (for a message's line), else `X`.
+    package func givenVariant(of key: String) -> String {
+        SecretSource.allCases.map { $0.key(key) }.first { table[$0] != nil } ?? key
+    }
+
+    package func tooShortError(_ key: String, what secret: String) -> ConfigError {
+        error(
+            key,
+            "\(what): \(secret) is shorter than \(SecretForms.minimumLength) characters: a secret that short cannot be kept out of logs and events"
+        )
     }
 
     private func readSecret(_ key: String, required: Bool, inline: InlineSecret) throws -> String? {

@@ -182,18 +182,14 @@ package enum Redirect {
     }
 
     /// A URL for messages: no user info, at most 300 characters (the server chose it).
-    package static func display(_ url: URL) -> String {
-        var c = URLComponents(url: url, resolvingAgainstBaseURL: false)
-        c?.user = nil
-        c?.password = nil
-        return display(c?.string ?? url.absoluteString)
-    }
+    package static func display(_ url: URL) -> String { display(ShownURL.of(url)) }
 
-    /// A `Location` as sent, for messages: anything but printable ASCII percent-encoded (no
-    /// terminal escapes), at most 300 characters.
+    /// A `Location` as sent, for messages: secrets scrubbed, anything else but printable ASCII
+    /// percent-encoded (no terminal escapes), then at most 300 characters.
     package static func display(_ text: String) -> String {
-        let safe = text.addingPercentEncoding(withAllowedCharacters: printable) ?? ""
-        return safe.count > 300 ? String(safe.prefix(300)) + "…" : safe
+        let safe = Redactor.shared.scrub(text).split(separator: Redactor.mask, omittingEmptySubsequences: false)
+            .map { String($0).addingPercentEncoding(withAllowedCharacters: printable) ?? "" }.joined(separator: Redactor.mask)
+        return Redactor.shared.shortened(safe, to: 300)
     }
 
     private static let printable = CharacterSet(charactersIn: Unicode.Scalar(0x21)...Unicode.Scalar(0x7E))

@@ -99,13 +99,7 @@ package struct HTTPDelivery: Sendable {
     }
 
     /// A URL for messages: without user info or query (either may carry a token).
-    package static func display(_ url: URL) -> String {
-        var c = URLComponents(url: url, resolvingAgainstBaseURL: false)
-        c?.user = nil
-        c?.password = nil
-        c?.query = nil
-        return c?.string ?? "(url)"
-    }
+    package static func display(_ url: URL) -> String { ShownURL.of(url, query: false) }
 
     /// A redirect's target, for messages (as ``display(_:)`` shows URLs).
     static func location(_ r: HTTPResponse, from url: URL) -> String {
