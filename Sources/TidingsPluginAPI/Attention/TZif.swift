@@ -32,13 +32,18 @@ package struct ZoneRules: Sendable, Equatable {
     package func type(at instant: Int64) -> LocalType {
         guard let last = transitions.last else { return footer?.type(at: instant) ?? types[0] }
         if instant >= last, let footer { return footer.type(at: instant) }
-        // The last transition at or before `instant`.
+        let n = count(atOrBefore: instant)
+        return n == 0 ? types[0] : types[transitionTypes[n - 1]]
+    }
+
+    /// How many table transitions lie at or before `instant` (binary search).
+    private func count(atOrBefore instant: Int64) -> Int {
         var (lo, hi) = (0, transitions.count)
         while lo < hi {
             let mid = (lo + hi) / 2
             if transitions[mid] <= instant { lo = mid + 1 } else { hi = mid }
         }
-        return lo == 0 ? types[0] : types[transitionTypes[lo - 1]]
+        return lo
     }
 
     /// The instants in `range` at which the local time type changes (offset, DST flag or
@@ -46,8 +51,9 @@ package struct ZoneRules: Sendable, Equatable {
     package func transitions(in range: ClosedRange<Int64>) -> [(at: Int64, type: LocalType)] {
         var out: [(at: Int64, type: LocalType)] = []
         var previous = type(at: range.lowerBound)
-        for (i, t) in transitions.enumerated() where range.contains(t) && t > range.lowerBound {
+        for i in count(atOrBefore: range.lowerBound)..<count(atOrBefore: range.upperBound) {
             let ty = types[transitionTypes[i]]
+            let t = transitions[i]
             if ty != previous { out.append((t, ty)) }
             previous = ty
         }
