@@ -21,7 +21,7 @@ final class DigestRecordingSink: Sink, @unchecked Sendable {
 }
 
 final class QuietHoursTests: XCTestCase {
-    let utc = TimeZone(identifier: "UTC")!
+    let utc = Zone.named("UTC")!
     /// 2026-11-23 is a Monday.
     func at(_ text: String) -> Date { Timestamp.parse(text)! }
 
@@ -43,7 +43,7 @@ final class QuietHoursTests: XCTestCase {
     }
 
     func testSameDayWindowAndSecondsAndZones() {
-        let stockholm = TimeZone(identifier: "Europe/Stockholm")!
+        let stockholm = Zone.named("Europe/Stockholm")!
         let q = QuietHours(start: .init("12:00:05")!, end: .init("12:00:10")!, timeZone: stockholm)
         // 11:00:07Z is 12:00:07 in Stockholm (UTC+1 in November).
         XCTAssertEqual(q.end(ofWindowContaining: at("2026-11-23T11:00:07Z")), at("2026-11-23T11:00:10Z"))
@@ -65,8 +65,11 @@ final class QuietHoursTests: XCTestCase {
             XCTAssertTrue("\(e)".contains("tidings.toml:5:"), "\(e)")
             XCTAssertTrue("\(e)".contains("time of day"), "\(e)")
         }
-        XCTAssertThrowsError(try loadConfig(base + #"quiet_hours = { start = "22:00", end = "07:00", timezone = "Mars/Olympus" }"#)) { e in
-            XCTAssertTrue("\(e)".contains("unknown time zone"), "\(e)")
+        for zone in ["Mars/Olympus", "../../../etc/localtime", "/usr/share/zoneinfo/UTC", "Europe"] {
+            XCTAssertThrowsError(try loadConfig(base + #"quiet_hours = { start = "22:00", end = "07:00", timezone = "\#(zone)" }"#)) { e in
+                XCTAssertTrue("\(e)".contains("tidings.toml:5:"), "\(e)")
+                XCTAssertTrue("\(e)".contains("unknown time zone '\(zone)'"), "\(e)")
+            }
         }
         XCTAssertThrowsError(try loadConfig(base + #"quiet_hours = { start = "22:00", end = "07:00", days = ["someday"] }"#)) { e in
             XCTAssertTrue("\(e)".contains("unknown day 'someday'"), "\(e)")
@@ -92,7 +95,7 @@ final class HoldAndDigestTests: XCTestCase {
         name: "s", provider: "scripted", settings: SourceSettings(), flapWindow: 0, instance: provider,
         file: "test", line: nil, configHash: "h1")
     let t0 = Timestamp.parse("2026-11-23T23:00:00Z")!
-    let quiet = QuietHours(start: .init("22:00")!, end: .init("07:00")!, timeZone: TimeZone(identifier: "UTC")!)
+    let quiet = QuietHours(start: .init("22:00")!, end: .init("07:00")!, timeZone: Zone.named("UTC")!)
 
     override func setUpWithError() throws {
         store = try makeTestStore()

@@ -10,11 +10,11 @@ import XCTest
 
 /// `tidings outbox` on held deliveries (DESIGN §10): their status, when they go, and why.
 final class OutboxHeldTests: XCTestCase {
-    let utc = TimeZone(identifier: "UTC")!
+    let utc = Zone.named("UTC")!
     let noon = Timestamp.parse("2026-11-23T12:00:00Z")!
 
     func testHoldReadsAsLocalTimeWithSecondsAndDateOnlyWhenNeeded() {
-        let kolkata = TimeZone(identifier: "Asia/Kolkata")!  // +05:30
+        let kolkata = Zone.named("Asia/Kolkata")!  // +05:30
         let seven = Timestamp.parse("2026-11-24T07:00:00Z")!
         let quiet = OutboxEntry.Hold(until: seven, reason: .quietHours)
         XCTAssertEqual(quiet.description(now: seven.addingTimeInterval(-3600), timeZone: utc), "held until 07:00 (quiet hours)")
@@ -96,7 +96,7 @@ final class OutboxHeldTests: XCTestCase {
     /// held at once (issue 20, item 7: the rows waited for the old end, up to hours); quiet
     /// hours that still cover this moment keep them to the new end, if it is earlier.
     func testRowsHeldByARuleThatIsGoneAreReleasedAtOnce() async throws {
-        let utc = TimeZone(identifier: "UTC")!
+        let utc = Zone.named("UTC")!
         let night = QuietHours(start: .init("11:00")!, end: .init("18:00")!, timeZone: utc)
         for (now, routes, expected) in [
             (noon, [Route(sinks: ["mail"])], noon),  // quiet hours gone

@@ -134,7 +134,7 @@ final class SilenceTests: XCTestCase {
     // MARK: --for / --until
 
     func testEndAfterADurationOrAtATime() throws {
-        let utc = TimeZone(identifier: "UTC")!
+        let utc = Zone.named("UTC")!
         XCTAssertEqual(try SilenceEnd.after(90).date(from: t0), t0.addingTimeInterval(90))
         XCTAssertThrowsError(try SilenceEnd.after(0).date(from: t0))
         XCTAssertEqual(try SilenceEnd.until("2027-01-15T10:00:00+01:00").date(from: t0), Timestamp.parse("2027-01-15T09:00:00Z"))
@@ -144,7 +144,7 @@ final class SilenceTests: XCTestCase {
         XCTAssertEqual(try SilenceEnd.until("18:30").date(from: t0, timeZone: utc), Timestamp.parse("2027-01-15T18:30:00Z"), "later today")
         XCTAssertEqual(try SilenceEnd.until("07:00").date(from: t0, timeZone: utc), Timestamp.parse("2027-01-16T07:00:00Z"), "passed: tomorrow")
         XCTAssertEqual(try SilenceEnd.until("08:00").date(from: t0, timeZone: utc), Timestamp.parse("2027-01-16T08:00:00Z"), "now: tomorrow")
-        let stockholm = TimeZone(identifier: "Europe/Stockholm")!
+        let stockholm = Zone.named("Europe/Stockholm")!
         XCTAssertEqual(try SilenceEnd.until("10:00").date(from: t0, timeZone: stockholm), Timestamp.parse("2027-01-15T09:00:00Z"), "local time")
     }
 

@@ -18,8 +18,8 @@ final class EventFormatterTests: XCTestCase {
 
     func testLocalTime() {
         let d = Date(timeIntervalSince1970: 1_700_000_000)  // 2023-11-14T22:13:20Z
-        XCTAssertEqual(EventFormatter.localTime(d, timeZone: TimeZone(identifier: "UTC")!), "2023-11-14 22:13:20")
-        XCTAssertEqual(EventFormatter.localTime(d, timeZone: TimeZone(identifier: "Europe/Stockholm")!), "2023-11-14 23:13:20")
+        XCTAssertEqual(EventFormatter.localTime(d, timeZone: Zone.named("UTC")!), "2023-11-14 22:13:20")
+        XCTAssertEqual(EventFormatter.localTime(d, timeZone: Zone.named("Europe/Stockholm")!), "2023-11-14 23:13:20")
     }
 
     func testRemoteControlSequencesAreNeutralised() {

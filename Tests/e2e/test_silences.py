@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -114,6 +116,27 @@ def test_expire_ends_a_silence_early_and_list_escapes_what_it_shows(tidings):
     assert r.code == 64 and "no silence with id zzzzzz" in r.stderr, r
     r = tidings.run("silence", "expire", sid[:3])
     assert r.code == 64 and "too short" in r.stderr, r
+
+
+@pytest.mark.parametrize("tz, zone", [
+    ("Asia/Kolkata", "Asia/Kolkata"),
+    (":Australia/Lord_Howe", "Australia/Lord_Howe"),
+    ("/usr/share/zoneinfo/Europe/Dublin", "Europe/Dublin"),
+    ("EST5EDT,M3.2.0,M11.1.0", "America/New_York"),
+])
+def test_until_a_local_time_is_in_the_zone_TZ_names(tidings, tz, zone):
+    """`--until HH:MM` is that wall time in the zone `TZ` names (a name, `:name`, a file, a POSIX
+    rule), read from the zoneinfo files, not ICU; the expected instant is Python's zoneinfo's."""
+    z = ZoneInfo(zone)
+    for hours in (2, 3):  # two hours ahead, or three should that wall time fall in a DST gap
+        wall = (datetime.now(z) + timedelta(hours=hours)).replace(second=0, microsecond=0, tzinfo=None)
+        if datetime.fromtimestamp(wall.replace(tzinfo=z).timestamp(), z).replace(tzinfo=None) == wall:
+            break
+    r = tidings.run("silence", "add", "source=a", "--until", wall.strftime("%H:%M"), env={"TZ": tz})
+    assert r.code == 0, r
+    [listed] = silences(tidings)
+    ends = datetime.fromisoformat(listed["ends_at"].replace("Z", "+00:00"))
+    assert ends == wall.replace(tzinfo=z, fold=0), (listed["ends_at"], wall, zone)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -20,7 +20,7 @@ package struct OutboxEntry: Sendable {
 
         /// `held until 07:00 (quiet hours)`, `grouping until 12:00:05`: the time in `timeZone`,
         /// with seconds when they are not zero and the date when it is not `now`'s day there.
-        package func description(now: Date, timeZone: TimeZone = .current) -> String {
+        package func description(now: Date, timeZone: Zone = .current) -> String {
             let when = Self.clock(until, now: now, timeZone: timeZone)
             switch reason {
             case .quietHours: return "held until \(when) (quiet hours)"
@@ -28,14 +28,12 @@ package struct OutboxEntry: Sendable {
             }
         }
 
-        static func clock(_ date: Date, now: Date, timeZone: TimeZone) -> String {
-            var calendar = Calendar(identifier: .gregorian)
-            calendar.timeZone = timeZone
-            let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
-            let (h, m, s) = (c.hour ?? 0, c.minute ?? 0, c.second ?? 0)
-            var text = s == 0 ? String(format: "%02d:%02d", h, m) : String(format: "%02d:%02d:%02d", h, m, s)
-            if !calendar.isDate(date, inSameDayAs: now) {
-                text = String(format: "%04d-%02d-%02d ", c.year ?? 0, c.month ?? 0, c.day ?? 0) + text
+        static func clock(_ date: Date, now: Date, timeZone: Zone) -> String {
+            let c = timeZone.civil(at: date)
+            let today = timeZone.civil(at: now)
+            var text = QuietHours.TimeOfDay(seconds: c.hour * 3600 + c.minute * 60 + c.second).description
+            if (c.year, c.month, c.day) != (today.year, today.month, today.day) {
+                text = CivilTime.pad(c.year, 4) + "-" + CivilTime.pad(c.month) + "-" + CivilTime.pad(c.day) + " " + text
             }
             return text
         }

@@ -22,11 +22,12 @@ package struct QuietHours: Sendable, Equatable {
 
         package var description: String {
             let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60)
-            return s == 0 ? String(format: "%02d:%02d", h, m) : String(format: "%02d:%02d:%02d", h, m, s)
+            let hm = CivilTime.pad(h) + ":" + CivilTime.pad(m)
+            return s == 0 ? hm : hm + ":" + CivilTime.pad(s)
         }
     }
 
-    /// Days as `Calendar` weekdays: 1 = Sunday … 7 = Saturday.
+    /// Days as ``CivilTime/weekday``: 1 = Sunday … 7 = Saturday.
     package static let dayNames = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
     static let fullDayNames = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
 
@@ -35,19 +36,13 @@ package struct QuietHours: Sendable, Equatable {
     /// The weekdays (1 = Sunday … 7) on which a window *starts*; a window from 22:00 to 07:00
     /// that starts on Friday ends on Saturday morning. All days when the list is not given.
     package var days: Set<Int>
-    package var timeZone: TimeZone
+    package var timeZone: Zone
 
-    package init(start: TimeOfDay, end: TimeOfDay, days: Set<Int> = Set(1...7), timeZone: TimeZone = .current) {
+    package init(start: TimeOfDay, end: TimeOfDay, days: Set<Int> = Set(1...7), timeZone: Zone = .current) {
         self.start = start
         self.end = end
         self.days = days
         self.timeZone = timeZone
-    }
-
-    private var calendar: Calendar {
-        var c = Calendar(identifier: .gregorian)
-        c.timeZone = timeZone
-        return c
     }
 
     /// When the window that contains `date` ends, or nil when `date` is outside every window.
@@ -55,25 +50,22 @@ package struct QuietHours: Sendable, Equatable {
     /// does not exist is taken as the next one that does.
     package func end(ofWindowContaining date: Date) -> Date? {
         guard start != end else { return nil }
-        let cal = calendar
-        let today = cal.startOfDay(for: date)
+        let today = timeZone.civil(at: date)
+        let todayNumber = CivilTime.days(year: today.year, month: today.month, day: today.day)
         // The window starting today, or the one that started yesterday and wraps past midnight.
-        for offset in [0, -1] {
-            guard let day = cal.date(byAdding: .day, value: offset, to: today),
-                days.contains(cal.component(.weekday, from: day)),
-                let from = at(start, on: day, cal)
-            else { continue }
-            let endDay = end.seconds > start.seconds ? day : cal.date(byAdding: .day, value: 1, to: day)!
-            guard let to = at(end, on: endDay, cal) else { continue }
+        for offset: Int64 in [0, -1] {
+            let day = todayNumber + offset
+            guard days.contains(CivilTime.weekday(days: day)) else { continue }
+            let from = at(start, on: day)
+            let to = at(end, on: end.seconds > start.seconds ? day : day + 1)
             if from <= date && date < to { return to }
         }
         return nil
     }
 
-    private func at(_ t: TimeOfDay, on day: Date, _ cal: Calendar) -> Date? {
-        cal.date(
-            bySettingHour: t.seconds / 3600, minute: t.seconds / 60 % 60, second: t.seconds % 60, of: day,
-            matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .forward)
+    /// The instant the clock shows `t` on the day `day` days after 1970-01-01.
+    private func at(_ t: TimeOfDay, on day: Int64) -> Date {
+        timeZone.date(of: CivilTime(seconds: day * 86_400 + Int64(t.seconds)))
     }
 
     /// How the window reads in messages: `22:00–07:00 Europe/Stockholm (mon, tue)`.
@@ -106,7 +98,7 @@ package struct QuietHours: Sendable, Equatable {
             q.days = days
         }
         if let tz = try t.string("timezone") {
-            guard let zone = TimeZone(identifier: tz) else {
+            guard let zone = Zone.named(tz) else {
                 throw t.error("timezone", "\(what): unknown time zone '\(tz)' (an IANA name like \"Europe/Stockholm\")")
             }
             q.timeZone = zone
@@ -114,4 +106,12 @@ package struct QuietHours: Sendable, Equatable {
         try t.finish()
         return q
     }
+}
+
+extension Zone {
+    /// The wall time at `date` (its fraction of a second dropped).
+    package func civil(at date: Date) -> CivilTime { civil(at: Int64(date.timeIntervalSince1970.rounded(.down))) }
+
+    /// ``instant(of:)`` as a `Date`.
+    package func date(of wall: CivilTime) -> Date { Date(timeIntervalSince1970: Double(instant(of: wall))) }
 }

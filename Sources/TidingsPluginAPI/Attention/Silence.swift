@@ -103,7 +103,7 @@ package enum SilenceEnd: Sendable, Equatable {
 
     /// The end time: a duration from `now`; an RFC 3339 time; or a local `HH:MM` (`HH:MM:SS`)
     /// taken as its next occurrence after `now` in `timeZone`. It must lie after `now`.
-    package func date(from now: Date, timeZone: TimeZone = .current) throws(ParseError) -> Date {
+    package func date(from now: Date, timeZone: Zone = .current) throws(ParseError) -> Date {
         switch self {
         case .after(let seconds):
             guard seconds > 0 else { throw ParseError(description: "--for must be longer than 0s") }
@@ -125,13 +125,14 @@ package enum SilenceEnd: Sendable, Equatable {
     /// The first time after `now` at which the clock in `timeZone` shows `time` (tomorrow's when
     /// today's has passed; on a day whose clocks change, a time that does not exist is taken as
     /// the next one that does).
-    static func next(_ time: QuietHours.TimeOfDay, after now: Date, timeZone: TimeZone) -> Date {
-        var cal = Calendar(identifier: .gregorian)
-        cal.timeZone = timeZone
-        var components = DateComponents()
-        (components.hour, components.minute, components.second) = (time.seconds / 3600, time.seconds / 60 % 60, time.seconds % 60)
-        return cal.nextDate(after: now, matching: components, matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .forward)
-            ?? now.addingTimeInterval(86_400)
+    static func next(_ time: QuietHours.TimeOfDay, after now: Date, timeZone: Zone) -> Date {
+        let today = timeZone.civil(at: now)
+        let day = CivilTime.days(year: today.year, month: today.month, day: today.day)
+        for d in day...(day + 2) {
+            let candidate = timeZone.date(of: CivilTime(seconds: d * 86_400 + Int64(time.seconds)))
+            if candidate > now { return candidate }
+        }
+        return now.addingTimeInterval(86_400)
     }
 }
 

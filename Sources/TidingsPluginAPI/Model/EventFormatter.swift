@@ -28,11 +28,8 @@ package struct EventFormatter: Sendable {
     }
 
     /// `yyyy-MM-dd HH:mm:ss` in the local time zone (`TZ`).
-    package static func localTime(_ date: Date, timeZone: TimeZone = .current) -> String {
-        var cal = Calendar(identifier: .gregorian)
-        cal.timeZone = timeZone
-        let c = cal.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
-        return String(format: "%04d-%02d-%02d %02d:%02d:%02d", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!)
+    package static func localTime(_ date: Date, timeZone: Zone = .current) -> String {
+        timeZone.civil(at: date).description
     }
 
     private func paint(_ s: String, _ sev: Severity) -> String {
