@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 /// What every test target may use: the module it tests, the modules below and beside it, and
@@ -31,7 +31,7 @@ let package = Package(
         // Monitoring (DESIGN §8): metrics API in the core, Prometheus exposition and the [http] server in TidingsMonitoring.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         // Shared state (DESIGN §11): the PostgreSQL backend, in TidingsPostgres only.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
