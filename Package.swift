@@ -6,6 +6,7 @@ import PackageDescription
 let testDependencies: [Target.Dependency] = [
     "TidingsCrypto", "TidingsPluginAPI", "TidingsPOSIX", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsCurl",
     "TidingsProviders", "TidingsSinks", "TidingsSystemBus", "TidingsMonitoring", "TidingsApp", "TidingsTestSupport",
+    "TidingsTemplates",
     .product(name: "GRDB", package: "GRDB.swift"),
     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
     .product(name: "Logging", package: "swift-log"),
@@ -134,9 +135,12 @@ let package = Package(
                 "TidingsPluginAPI", "TidingsPOSIX", "TidingsCrypto",
                 "CLibnotify",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Mustache", package: "swift-mustache"),
+                "TidingsTemplates",
             ]
         ),
+        /// The Mustache renderer of the sinks' message templates and the status page, stdlib only
+        /// (swift-mustache is only the tests' oracle).
+        .target(name: "TidingsTemplates"),
         /// logind's PrepareForSleep and NetworkManager's state on the system D-Bus, for the
         /// daemon's scheduler (GDBus; GIO's headers come through CLibnotify, one module for GLib).
         .target(
@@ -156,7 +160,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // The status page (DESIGN §13): its templates and its CSRF token.
-                .product(name: "Mustache", package: "swift-mustache"),
+                "TidingsTemplates",
                 "TidingsCrypto",
             ]
         ),
@@ -226,6 +230,10 @@ let package = Package(
         .testTarget(name: "TidingsCurlTests", dependencies: testDependencies),
         .testTarget(name: "TidingsProvidersTests", dependencies: testDependencies),
         .testTarget(name: "TidingsSinksTests", dependencies: testDependencies),
+        /// The renderer against swift-mustache (the oracle, a test-only dependency).
+        .testTarget(
+            name: "TidingsTemplatesTests",
+            dependencies: testDependencies + [.product(name: "Mustache", package: "swift-mustache")]),
         .testTarget(name: "TidingsSystemBusTests", dependencies: testDependencies),
         .testTarget(name: "TidingsMonitoringTests", dependencies: testDependencies),
         .testTarget(
