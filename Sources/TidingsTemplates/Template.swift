@@ -28,10 +28,13 @@ public struct TemplateList {
     public let count: Int
     public let element: (Int) -> TemplateValue
     public let text: () -> String
-    public init(count: Int, element: @escaping (Int) -> TemplateValue, text: @escaping () -> String) {
+    /// The list in reverse (`reversed(list)`), when it renders itself differently than by default.
+    public let reversed: (() -> TemplateList)?
+    public init(count: Int, element: @escaping (Int) -> TemplateValue, text: @escaping () -> String, reversed: (() -> TemplateList)? = nil) {
         self.count = count
         self.element = element
         self.text = text
+        self.reversed = reversed
     }
 }
 
@@ -40,13 +43,17 @@ public struct TemplateObject {
     public let child: (String) -> TemplateValue?
     public let keys: () -> [String]
     public let text: () -> String
+    /// The members as `{key, value}` objects in key order (`sorted(object)`), when they render
+    /// themselves differently than by default.
+    public let entries: (() -> TemplateList)?
     public init(
         child: @escaping (String) -> TemplateValue?, keys: @escaping () -> [String],
-        text: @escaping () -> String
+        text: @escaping () -> String, entries: (() -> TemplateList)? = nil
     ) {
         self.child = child
         self.keys = keys
         self.text = text
+        self.entries = entries
     }
 }
 
@@ -692,6 +699,7 @@ private struct Renderer {
             case "count": return .int(l.count)
             case "empty": return .bool(l.count == 0)
             case "reversed":
+                if let r = l.reversed { return .list(r()) }
                 let n = l.count
                 let element = l.element
                 let reversedText: () -> String = { "" }
@@ -703,6 +711,7 @@ private struct Renderer {
             case "count": return .int(o.keys().count)
             case "empty": return .bool(o.keys().isEmpty)
             case "enumerated", "sorted":
+                if let e = o.entries { return .list(e()) }
                 let keys = o.keys().sorted()
                 let child = o.child
                 return .list(

@@ -39,7 +39,7 @@ final class OracleTests: XCTestCase {
         "{{count(data.nested)}} {{uppercased(nope)}} {{count(title)}}", "{ {{title}} }} {{ {", "{{#data.objects}}{{name}}:{{#tags}}{{.}},{{/tags}};{{/data.objects}}",
         "{{#data.list}}{{#data.list}}{{.}}{{/data.list}}{{/data.list}}", "\n\n  {{title}}  \n\n", "{{#url}}\n{{url}}\n{{/url}}\n",
         "{{data.ratio}} {{data.big}} {{data.neg}} {{data.t}} {{data.f}}", "{{^data.zero}}zero is true{{/data.zero}}{{#data.zero}}{{.}}{{/data.zero}}",
-        "  {{=| |=}}  \n|title|\n|={{ }}=|\n{{body}}", "{{#data.list}}\n  {{> p}}\n{{/data.list}}",
+        "  {{=| |=}}  \n|title|\n|={{ }}=|\n{{body}}", "{{{reversed(data.list)}}} {{sorted(data.nested)}} {{{first(sorted(data.nested))}}}", "{{#data.list}}\n  {{> p}}\n{{/data.list}}",
     ]
 
     /// Templates both refuse (and one of `hostile`: `{{ {` never closes).

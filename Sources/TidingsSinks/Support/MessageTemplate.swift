@@ -275,6 +275,13 @@ struct TemplatePlacement {
 
 // MARK: - The context: the event JSON, read lazily
 
+/// An array, itself (and reversed) rendering as compact JSON.
+private func templateList(_ a: [JSONValue]) -> TemplateList {
+    TemplateList(
+        count: a.count, element: { templateValue(a[$0]) }, text: { JSONValue.array(a).jsonString() },
+        reversed: { templateList(a.reversed()) })
+}
+
 /// How a JSON value appears to a template: strings, numbers and booleans as themselves, `null`
 /// as found-but-empty, objects and arrays as lazy views (nothing is converted until a template
 /// names it, so a deeply nested `data` costs only what the template walks), rendering
@@ -289,8 +296,11 @@ private func templateValue(_ v: JSONValue) -> TemplateValue {
         return .double(n)
     case .string(let s): return .text(s)
     case .array(let a):
-        return .list(TemplateList(count: a.count, element: { templateValue(a[$0]) }, text: { JSONValue.array(a).jsonString() }))
+        return .list(templateList(a))
     case .object(let o):
-        return .object(TemplateObject(child: { o[$0].map(templateValue) }, keys: { Array(o.keys) }, text: { JSONValue.object(o).jsonString() }))
+        return .object(
+            TemplateObject(
+                child: { o[$0].map(templateValue) }, keys: { Array(o.keys) }, text: { JSONValue.object(o).jsonString() },
+                entries: { templateList(o.keys.sorted().map { JSONValue.object(["key": .string($0), "value": o[$0]!]) }) }))
     }
 }
