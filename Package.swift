@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 /// What every test target may use: the module it tests, the modules below and beside it, and
@@ -6,6 +6,7 @@ import PackageDescription
 let testDependencies: [Target.Dependency] = [
     "TidingsCrypto", "TidingsPluginAPI", "TidingsPOSIX", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsCurl",
     "TidingsProviders", "TidingsSinks", "TidingsSystemBus", "TidingsMonitoring", "TidingsApp", "TidingsTestSupport",
+    "TidingsTemplates",
     .product(name: "GRDB", package: "GRDB.swift"),
     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
     .product(name: "Logging", package: "swift-log"),
@@ -31,7 +32,7 @@ let package = Package(
         // Monitoring (DESIGN §8): metrics API in the core, Prometheus exposition and the [http] server in TidingsMonitoring.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         // Shared state (DESIGN §11): the PostgreSQL backend, in TidingsPostgres only.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
@@ -134,9 +135,12 @@ let package = Package(
                 "TidingsPluginAPI", "TidingsPOSIX", "TidingsCrypto",
                 "CLibnotify",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Mustache", package: "swift-mustache"),
+                "TidingsTemplates",
             ]
         ),
+        /// The Mustache renderer of the sinks' message templates and the status page, stdlib only
+        /// (swift-mustache is only the tests' oracle).
+        .target(name: "TidingsTemplates"),
         /// logind's PrepareForSleep and NetworkManager's state on the system D-Bus, for the
         /// daemon's scheduler (GDBus; GIO's headers come through CLibnotify, one module for GLib).
         .target(
@@ -156,7 +160,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // The status page (DESIGN §13): its templates and its CSRF token.
-                .product(name: "Mustache", package: "swift-mustache"),
+                "TidingsTemplates",
                 "TidingsCrypto",
             ]
         ),
@@ -226,6 +230,10 @@ let package = Package(
         .testTarget(name: "TidingsCurlTests", dependencies: testDependencies),
         .testTarget(name: "TidingsProvidersTests", dependencies: testDependencies),
         .testTarget(name: "TidingsSinksTests", dependencies: testDependencies),
+        /// The renderer against swift-mustache (the oracle, a test-only dependency).
+        .testTarget(
+            name: "TidingsTemplatesTests",
+            dependencies: testDependencies + [.product(name: "Mustache", package: "swift-mustache")]),
         .testTarget(name: "TidingsSystemBusTests", dependencies: testDependencies),
         .testTarget(name: "TidingsMonitoringTests", dependencies: testDependencies),
         .testTarget(

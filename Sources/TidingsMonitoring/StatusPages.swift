@@ -1,5 +1,5 @@
 import Foundation
-import Mustache
+import TidingsTemplates
 import Synchronization
 import TidingsEngine
 import TidingsPOSIX
@@ -426,13 +426,13 @@ package final class StatusPages: Sendable {
         var ctx = ctx
         ctx["title"] = title
         ctx["csrf"] = security.csrfToken(now: clock())
-        let html = StatusPageTemplates.library.render(ctx, withTemplate: template) ?? "template \(template) is missing"
+        let html = StatusPageTemplates.library.render(templateValue(ctx), withTemplate: template) ?? "template \(template) is missing"
         return secured(MonitoringResponse(status: 200, contentType: "text/html; charset=utf-8", body: Array(html.utf8)))
     }
 
     /// A page that says one thing (`message` is text: the template escapes it).
     private func page(_ status: Int, _ title: String, _ message: String) -> MonitoringResponse {
-        let html = StatusPageTemplates.library.render(["title": title, "message": message], withTemplate: "message") ?? title
+        let html = StatusPageTemplates.library.render(templateValue(["title": title, "message": message]), withTemplate: "message") ?? title
         return secured(MonitoringResponse(status: status, contentType: "text/html; charset=utf-8", body: Array(html.utf8)))
     }
 
@@ -506,4 +506,28 @@ package enum StatusChart {
         bars(e, x: 5, fill: "#3a7bd5", top: e.max() ?? 0)
         return svg + "</svg>"
     }
+}
+
+/// A page's context (dictionaries, arrays, strings, numbers, booleans, optionals) as a template
+/// reads it. A string is true in a section even when empty, as for swift-mustache's plain strings.
+package func templateValue(_ v: Any) -> TemplateValue {
+    switch v {
+    case let o as OptionalValue: return o.wrapped.map(templateValue) ?? .null
+    case let s as String: return .text(s)
+    case let s as Substring: return .text(String(s))
+    case let b as Bool: return .bool(b)
+    case let n as Int: return .int(n)
+    case let n as Int64: return .int(Int(n))
+    case let d as Double: return .double(d)
+    case let a as [Any]:
+        return .list(TemplateList(count: a.count, element: { templateValue(a[$0]) }, text: { "\(a)" }))
+    case let d as [String: Any]:
+        return .object(TemplateObject(child: { d[$0].map(templateValue) }, keys: { Array(d.keys) }, text: { "\(d)" }))
+    default: return .text("\(v)")
+    }
+}
+
+private protocol OptionalValue { var wrapped: Any? { get } }
+extension Optional: OptionalValue {
+    var wrapped: Any? { self.map { $0 as Any } }
 }

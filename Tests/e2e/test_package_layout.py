@@ -97,3 +97,19 @@ def test_no_system_work_in_the_api_and_the_engine(target):
             if SYSTEM_WORK.search(code):
                 found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_templates_render_without_swift_mustache(targets):
+    """Mustache templates are rendered by TidingsTemplates on the standard library alone (issue 31
+    item 6); swift-mustache, which uses corelibs Foundation (NSLock, NSNull), is only the oracle
+    of TidingsTemplatesTests, so nothing of the product links it."""
+    on_mustache = sorted(t for t, ds in targets.items() if "swift-mustache:Mustache" in ds)
+    assert on_mustache == ["TidingsTemplatesTests"], on_mustache
+    assert targets["TidingsTemplates"] == [], "TidingsTemplates depends on nothing"
+    found = []
+    for path in sorted((ROOT / "Sources").rglob("*.swift")):
+        in_templates = path.is_relative_to(ROOT / "Sources" / "TidingsTemplates")
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if re.match(r"\s*(@testable |@preconcurrency )?import (Mustache\b|Foundation)", line) and (in_templates or "Mustache" in line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)

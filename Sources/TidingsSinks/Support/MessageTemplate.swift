@@ -1,5 +1,5 @@
 import Foundation
-import Mustache
+import TidingsTemplates
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -85,16 +85,8 @@ package enum Markup: String, Sendable, CaseIterable {
         return out
     }
 
-    /// Mustache's escaping for this markup, registered once under ``rawValue`` for the
-    /// `CONTENT_TYPE` pragma each template starts with.
-    private struct ContentType: MustacheContentType {
-        var markup: Markup
-        func escapeText(_ text: String) -> String { markup.escape(text) }
-    }
-
-    fileprivate static let registered: Void = {
-        for m in Markup.allCases { MustacheContentTypes.register(ContentType(markup: m), named: m.rawValue) }
-    }()
+    /// The escapes `{{% CONTENT_TYPE: name}}` may switch to, by ``rawValue``.
+    static let contentTypes: [String: TemplateEscape] = Dictionary(uniqueKeysWithValues: allCases.map { m in (m.rawValue, { @Sendable t in m.escape(t) }) })
 }
 
 /// One message template of a sink (`title_template`, `body_template`, `subject_template`…):
@@ -112,8 +104,8 @@ package enum Markup: String, Sendable, CaseIterable {
 /// A template that does not parse is a config error at the failing line (see ``option(_:_:default:markup:)``).
 /// Without the option the channel's default applies, so no template is needed.
 package struct MessageTemplate: Sendable, Equatable {
-    private let template: MustacheTemplate
-    /// The template text as written (without the markup pragma), for messages.
+    private let template: Template
+    /// The template text as written, for messages.
     package let source: String
     /// How `{{name}}` escapes what it inserts.
     package let markup: Markup
@@ -133,19 +125,13 @@ package struct MessageTemplate: Sendable, Equatable {
 
     /// Parses `source` for `markup`; throws ``SyntaxError``.
     package init(_ source: String, markup: Markup) throws(SyntaxError) {
-        _ = Markup.registered
         self.source = source
         self.markup = markup
-        // The pragma goes on the first line without a newline, so line numbers stay the user's.
-        let pragma = "{{% CONTENT_TYPE: \(markup.rawValue)}}"
         do {
-            template = try MustacheTemplate(string: pragma + source)
-        } catch let e as MustacheTemplate.ParserError {
-            let line = e.context.lineNumber
-            let column = line == 1 ? max(1, e.context.columnNumber - pragma.count) : e.context.columnNumber
-            throw SyntaxError(line: line, column: column, reason: Self.reason(e.error))
+            // As behind the markup pragma swift-mustache needed: a blank line 1 goes, line 1's tags are not standalone.
+            template = try Template(source, contentTypes: Markup.contentTypes, firstLineStandalone: false)
         } catch {
-            throw SyntaxError(line: 1, column: 1, reason: "\(error)")
+            throw SyntaxError(line: error.line, column: error.column, reason: Self.reason(error.kind))
         }
     }
 
@@ -191,8 +177,11 @@ package struct MessageTemplate: Sendable, Equatable {
 
     /// The text for `event`, at most ``maxRenderedBytes``.
     package func render(_ event: Event) -> String {
-        let budget = RenderBudget(bytes: Self.maxRenderedBytes, perRepetition: max(source.utf8.count, 16))
-        let text = template.render(TemplateObject(event.jsonObject.objectValue ?? [:], budget))
+        let budget = TemplateBudget(bytes: Self.maxRenderedBytes, perRepetition: max(source.utf8.count, 16))
+        let escape = markup
+        let text = template.render(
+            templateValue(.object(event.jsonObject.objectValue ?? [:])), escape: { escape.escape($0) }, budget: budget,
+            contentTypes: Markup.contentTypes)
         return text.cut(utf8Bytes: Self.maxRenderedBytes)
     }
 
@@ -214,18 +203,17 @@ package struct MessageTemplate: Sendable, Equatable {
         }
     }
 
-    private static func reason(_ error: any Error) -> String {
-        switch error {
-        case MustacheTemplate.Error.sectionCloseNameIncorrect: return "a closing tag {{/…}} does not match the section it closes"
-        case MustacheTemplate.Error.unfinishedName: return "a tag is not finished (a name and then }} expected)"
-        case MustacheTemplate.Error.expectedSectionEnd: return "a section is never closed ({{/name}} missing)"
-        case MustacheTemplate.Error.invalidSetDelimiter: return "invalid set-delimiter tag ({{=<% %>=}} is the form)"
-        case MustacheTemplate.Error.transformAppliedToInheritanceSection, MustacheTemplate.Error.illegalTokenInsideInheritSection,
-            MustacheTemplate.Error.textInsideInheritSection:
+    private static func reason(_ kind: Template.ParseError.Kind) -> String {
+        switch kind {
+        case .sectionCloseNameIncorrect: return "a closing tag {{/…}} does not match the section it closes"
+        case .unfinishedName: return "a tag is not finished (a name and then }} expected)"
+        case .expectedSectionEnd: return "a section is never closed ({{/name}} missing)"
+        case .invalidSetDelimiter: return "invalid set-delimiter tag ({{=<% %>=}} is the form)"
+        case .transformAppliedToInheritanceSection, .illegalTokenInsideInheritSection:
             return "invalid inheritance tag ({{<…}}, {{$…}}): templates here have no partials to inherit from"
-        case MustacheTemplate.Error.invalidConfigVariableSyntax, MustacheTemplate.Error.unrecognisedConfigVariable:
+        case .invalidConfigVariableSyntax, .unrecognisedConfigVariable:
             return "unknown pragma {{%…}}"
-        default: return "the template ends inside a tag ({{ without }})"
+        case .unexpectedEnd: return "the template ends inside a tag ({{ without }})"
         }
     }
 }
@@ -285,135 +273,34 @@ struct TemplatePlacement {
     }
 }
 
-// MARK: - The context: the event JSON, read lazily and within a budget
+// MARK: - The context: the event JSON, read lazily
 
-/// What one rendering may still write. Shared by every value of one rendering (Mustache renders
-/// synchronously on the caller's thread), so a section repeated over a large array, or nested
-/// sections over the same array, stop once the budget is spent instead of multiplying output.
-final class RenderBudget {
-    private(set) var remaining: Int
-    /// What one repetition of a section costs: the template's length, the most text a
-    /// repetition adds besides the values it inserts (which pay for themselves).
-    let perRepetition: Int
-
-    init(bytes: Int, perRepetition: Int) {
-        remaining = bytes
-        self.perRepetition = perRepetition
-    }
-
-    var isSpent: Bool { remaining <= 0 }
-
-    /// `text`, paid for; "" once the budget is spent.
-    func take(_ text: String) -> String {
-        guard !isSpent else { return "" }
-        remaining -= text.utf8.count
-        return text
-    }
-
-    /// Pays for one more repetition of a section; false once the budget is spent.
-    func repeatSection() -> Bool {
-        guard !isSpent else { return false }
-        remaining -= perRepetition
-        return true
-    }
+/// An array, itself (and reversed) rendering as compact JSON.
+private func templateList(_ a: [JSONValue]) -> TemplateList {
+    TemplateList(
+        count: a.count, element: { templateValue(a[$0]) }, text: { JSONValue.array(a).jsonString() },
+        reversed: { templateList(a.reversed()) })
 }
 
-/// How a JSON value appears to Mustache: strings, numbers and booleans as themselves, `null` as
-/// missing, objects and arrays as lazy views (nothing is converted until a template names it,
-/// so a deeply nested `data` costs only what the template walks).
-private func templateValue(_ v: JSONValue, _ budget: RenderBudget) -> Any {
+/// How a JSON value appears to a template: strings, numbers and booleans as themselves, `null`
+/// as found-but-empty, objects and arrays as lazy views (nothing is converted until a template
+/// names it, so a deeply nested `data` costs only what the template walks), rendering
+/// themselves as compact JSON.
+private func templateValue(_ v: JSONValue) -> TemplateValue {
     switch v {
-    case .null: return NSNull()  // found (so lookup stops here), renders empty, false in a section
-    case .bool(let b): return b
+    case .null: return .null
+    case .bool(let b): return .bool(b)
     case .number(let n):
-        // Integers as Int (Mustache's integer transforms apply; below 2^53, so `plusone` cannot overflow).
-        if n.rounded() == n, abs(n) < 1e15 { return Int(n) }
-        return n
-    case .string(let s): return TemplateText(s, budget)
-    case .array(let a): return TemplateList(a, budget)
-    case .object(let o): return TemplateObject(o, budget)
-    }
-}
-
-/// A string: rendered within the budget; empty is false in a section; String's transforms
-/// (`{{uppercased(title)}}`) apply and their results stay budgeted.
-private struct TemplateText: MustacheCustomRenderable, MustacheTransformable {
-    let text: String
-    let budget: RenderBudget
-    init(_ text: String, _ budget: RenderBudget) {
-        self.text = text
-        self.budget = budget
-    }
-
-    var renderText: String { budget.take(text) }
-    var isNull: Bool { text.isEmpty }
-
-    func transform(_ name: String) -> Any? {
-        switch text.transform(name) {
-        case let s as String: return TemplateText(s, budget)
-        case let s as Substring: return TemplateText(String(s), budget)
-        case let other: return other
-        }
-    }
-}
-
-/// An object: members by name (`{{data.x}}`), itself as compact JSON (`{{{data}}}`).
-private struct TemplateObject: MustacheParent, MustacheCustomRenderable, MustacheTransformable {
-    let members: [String: JSONValue]
-    let budget: RenderBudget
-    init(_ members: [String: JSONValue], _ budget: RenderBudget) {
-        self.members = members
-        self.budget = budget
-    }
-
-    func child(named name: String) -> Any? { members[name].map { templateValue($0, budget) } }
-    var renderText: String { budget.isSpent ? "" : budget.take(JSONValue.object(members).jsonString()) }
-    var isNull: Bool { false }
-
-    /// `count`, `empty`, and `enumerated` / `sorted`: the members as `{key, value}` in key order.
-    func transform(_ name: String) -> Any? {
-        switch name {
-        case "count": return members.count
-        case "empty": return members.isEmpty
-        case "enumerated", "sorted":
-            let entries = members.keys.sorted().map { JSONValue.object(["key": .string($0), "value": members[$0]!]) }
-            return TemplateList(entries, budget)
-        default: return nil
-        }
-    }
-}
-
-/// An array: a section repeats per element (each repetition paid for), itself as compact JSON.
-private struct TemplateList: MustacheSequence, MustacheCustomRenderable, MustacheTransformable {
-    let elements: [JSONValue]
-    let budget: RenderBudget
-    init(_ elements: [JSONValue], _ budget: RenderBudget) {
-        self.elements = elements
-        self.budget = budget
-    }
-
-    struct Iterator: IteratorProtocol {
-        var base: IndexingIterator<[JSONValue]>
-        let budget: RenderBudget
-        mutating func next() -> Any? {
-            guard let v = base.next(), budget.repeatSection() else { return nil }
-            return templateValue(v, budget)
-        }
-    }
-
-    func makeIterator() -> Iterator { Iterator(base: elements.makeIterator(), budget: budget) }
-    var renderText: String { budget.isSpent ? "" : budget.take(JSONValue.array(elements).jsonString()) }
-    var isNull: Bool { elements.isEmpty }
-
-    /// `first`, `last`, `count`, `empty`, `reversed`, as for Mustache's own arrays.
-    func transform(_ name: String) -> Any? {
-        switch name {
-        case "first": return elements.first.map { templateValue($0, budget) }
-        case "last": return elements.last.map { templateValue($0, budget) }
-        case "count": return elements.count
-        case "empty": return elements.isEmpty
-        case "reversed": return TemplateList(elements.reversed(), budget)
-        default: return nil
-        }
+        // Integers as Int (the integer transforms apply; below 2^53, so `plusone` cannot overflow).
+        if n.rounded() == n, abs(n) < 1e15 { return .int(Int(n)) }
+        return .double(n)
+    case .string(let s): return .text(s)
+    case .array(let a):
+        return .list(templateList(a))
+    case .object(let o):
+        return .object(
+            TemplateObject(
+                child: { o[$0].map(templateValue) }, keys: { Array(o.keys) }, text: { JSONValue.object(o).jsonString() },
+                entries: { templateList(o.keys.sorted().map { JSONValue.object(["key": .string($0), "value": o[$0]!]) }) }))
     }
 }
