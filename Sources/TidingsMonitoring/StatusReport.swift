@@ -80,8 +80,12 @@ package struct StatusReport: Sendable {
         var daemon = Daemon(holdsLock: false, instances: [])
         if case .heldByDaemon(let pid, let since) = lock {
             daemon.holdsLock = true
-            // One written before this daemon took the lock is an earlier daemon's (its file stays).
-            daemon.pulse = pulse.flatMap { p in since.map { p.at >= $0.addingTimeInterval(-1) } ?? true ? p : nil }
+            // Only this daemon's: an earlier daemon's file stays behind it. By PID (the lock's
+            // `since` is a file time, not the daemon's clock); before the PID is written, by time.
+            daemon.pulse = pulse.flatMap { p in
+                if let pid { return p.pid == pid ? p : nil }
+                return since.map { p.at >= $0.addingTimeInterval(-1) } ?? true ? p : nil
+            }
             daemon.pid = pid
             daemon.since = since
             daemon.version = pid.flatMap { sameExecutable(pid: $0) == true ? TidingsVersion.string : nil }

@@ -194,7 +194,7 @@ def test_overrunning_polls_and_a_stalled_scheduler_need_attention(tidings):
     5 s; `tidings status` shows it and needs attention while a poll overruns or the loop has
     not run for 30 s. A stopped (SIGSTOP) daemon cannot write: the pulse it left is replaced
     by one saying what a stalled daemon would, until it runs again and writes its own. A pulse
-    from before the daemon took the lock (an earlier daemon's) is not used."""
+    of another daemon (an earlier one's, by its PID) is not used."""
     tidings.write_config('[sinks.console]\ntype = "stdout"\nformat = "json"\n')
     exec_plugin(tidings, "lister", [{"key": "a", "title": "Alpha"}])
     d = tidings.start_daemon()
@@ -213,7 +213,7 @@ def test_overrunning_polls_and_a_stalled_scheduler_need_attention(tidings):
         stamp = lambda at: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
         # As written by a daemon whose status loop runs but whose scheduler loop stopped 95 s ago.
         pulse.write_text(json.dumps({"tick_at": stamp(time.time() - 95), "overrunning": ["lister", "lister"],
-                                     "at": stamp(time.time())}))
+                                     "at": stamp(time.time()), "pid": d.pid}))
         code, s = status_json(tidings)
         assert code == 1 and s["healthy"] is False, s
         assert s["attention"][:1] == ["2 polls running past their timeout (lister)"], s["attention"]
@@ -229,7 +229,11 @@ def test_overrunning_polls_and_a_stalled_scheduler_need_attention(tidings):
 
     os.killpg(d.pid, signal.SIGKILL)
     d.wait(timeout=10)
-    pulse.write_text(json.dumps({"tick_at": stamp(time.time() - 95), "overrunning": ["lister"], "at": stamp(time.time() - 60)}))
+    # The killed daemon's last pulse, written after the new daemon took the lock as far as the
+    # clocks can tell (file times and the calendar run's shifted clock need not agree): its PID
+    # is not the new daemon's, so it is not used.
+    pulse.write_text(json.dumps({"tick_at": stamp(time.time() - 95), "overrunning": ["lister"], "at": stamp(time.time() + 5),
+                                 "pid": d.pid}))
     d = tidings.start_daemon()
     wait_for(lambda: "scheduler:" in read_log(d) or None, timeout=20, what="the new daemon's scheduler")
     code, s = status_json(tidings)

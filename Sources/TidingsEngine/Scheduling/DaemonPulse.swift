@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 import TidingsPluginAPI
 
@@ -49,11 +50,16 @@ package struct DaemonPulse: Sendable, Equatable {
     package var overrunning: [String]
     /// When this was taken.
     package var at: Date
+    /// The daemon that wrote it: `tidings status` keeps only the pulse of the daemon holding the
+    /// lock (an earlier daemon's file stays behind it). A PID, not a time: the lock's time is a
+    /// file's, and file times and the daemon's clock need not agree.
+    package var pid: Int32?
 
-    package init(tickAt: Date?, overrunning: [String], at: Date) {
+    package init(tickAt: Date?, overrunning: [String], at: Date, pid: Int32? = nil) {
         self.tickAt = tickAt
         self.overrunning = overrunning
         self.at = at
+        self.pid = pid
     }
 
     /// A scheduler loop that has not run for this long is stalled: `/-/healthy` answers 503
@@ -90,6 +96,7 @@ package struct DaemonPulse: Sendable, Equatable {
             "tick_at": tickAt.map { .string(Timestamp.format($0)) } ?? .null,
             "overrunning": .array(overrunning.map(JSONValue.string)),
             "at": .string(Timestamp.format(at)),
+            "pid": pid.map { .number(Double($0)) } ?? .null,
         ]
     }
 
@@ -100,6 +107,7 @@ package struct DaemonPulse: Sendable, Equatable {
         self.at = at
         overrunning = names.compactMap(\.stringValue)
         tickAt = json["tick_at"]?.stringValue.flatMap(Timestamp.parse)
+        if case .number(let n)? = json["pid"], let pid = Int32(exactly: n) { self.pid = pid }
     }
 
     /// The pulse the daemon of `stateDirectory` wrote last; nil when there is none (no daemon,
@@ -123,6 +131,7 @@ package struct DaemonPulse: Sendable, Equatable {
 package final class PulseKeeper: Sendable {
     package let overruns = PollOverruns()
     private let lastTick = Mutex<Date?>(nil)
+    private let pid = getpid()
 
     package init() {}
 
@@ -130,6 +139,6 @@ package final class PulseKeeper: Sendable {
     package func tick(_ now: Date = Date()) { lastTick.withLock { $0 = now } }
 
     package func pulse(_ now: Date = Date()) -> DaemonPulse {
-        DaemonPulse(tickAt: lastTick.withLock { $0 }, overrunning: overruns.overrunning(at: now), at: now)
+        DaemonPulse(tickAt: lastTick.withLock { $0 }, overrunning: overruns.overrunning(at: now), at: now, pid: pid)
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// How a URL tidings requests is shown (messages, logs, a page item's `url`): never with its
 /// user info; without its query and fragment when `query` is false, as for a URL given as a
