@@ -81,9 +81,9 @@ package struct StatusReport: Sendable {
         if case .heldByDaemon(let pid, let since) = lock {
             daemon.holdsLock = true
             // Only this daemon's: an earlier daemon's file stays behind it. By PID (the lock's
-            // `since` is a file time, not the daemon's clock); before the PID is written, by time.
+            // `since` is a file time, not the daemon's clock); without both PIDs, by time.
             daemon.pulse = pulse.flatMap { p in
-                if let pid { return p.pid == pid ? p : nil }
+                if let pid, let writer = p.pid { return writer == pid ? p : nil }
                 return since.map { p.at >= $0.addingTimeInterval(-1) } ?? true ? p : nil
             }
             daemon.pid = pid
