@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsPluginAPI
 
 /// ``HTTPClient`` on a libcurl multi handle: one thread drives every transfer of this client,

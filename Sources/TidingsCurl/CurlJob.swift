@@ -1,5 +1,6 @@
 import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// One transfer a ``CurlMultiLoop`` drives: an HTTP request (``CurlTransfer``) or an SMTP
 /// submission (``CurlMailTransfer``), and the task that waits for its result.

@@ -1,5 +1,6 @@
 import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 import TidingsPluginAPI
 
@@ -133,7 +134,7 @@ struct SMTPReplyReader {
         // Control characters (an escape sequence from a hostile server) never reach a log.
         let bytes = Array(
             String(decoding: line, as: UTF8.self).unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f }
-                .reduce(into: "") { $0.unicodeScalars.append($1) }.trimmingCharacters(in: .whitespaces).utf8)
+                .reduce(into: "") { $0.unicodeScalars.append($1) }.trimmed(newlines: false).utf8)
         guard bytes.count >= 3, bytes[0..<3].allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return }
         let more = bytes.count > 3 && bytes[3] == UInt8(ascii: "-")
         let words = bytes.count > 4 ? String(decoding: bytes[4...], as: UTF8.self) : ""

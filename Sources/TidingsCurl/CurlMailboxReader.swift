@@ -1,5 +1,6 @@
 import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 import TidingsPluginAPI
 
@@ -189,7 +190,7 @@ final class CurlMailboxConnect: CurlJob, @unchecked Sendable {
             if !words.hasPrefix("*"), let space = words.firstIndex(of: " ") { words = String(words[words.index(after: space)...]) }
             words = Self.serverWords(words)
             // RFC 5530: [UNAVAILABLE] is the server's trouble, not the credentials'.
-            if words.uppercased().contains("[UNAVAILABLE]") {
+            if words.uppercased().firstRange(of: "[UNAVAILABLE]") != nil {
                 return .failure(MailboxError.unreachable("login failed for now: \(words)"))
             }
             return .failure(MailboxError.loginRefused(words.isEmpty ? detail : words))

@@ -1,5 +1,6 @@
 import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 import TidingsPluginAPI
 
@@ -80,9 +81,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             inbox.commands.append(command)
             if !inbox.started {
                 inbox.started = true
-                let thread = Thread { [self] in run() }
-                thread.name = "tidings-curl"
-                thread.start()
+                startDetachedThread(name: "tidings-curl") { [self] in run() }
             }
             return true
         }

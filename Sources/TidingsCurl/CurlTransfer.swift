@@ -1,5 +1,6 @@
 import CCurl
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 import TidingsPluginAPI
 
@@ -95,8 +96,8 @@ final class CurlTransfer: CurlJob, @unchecked Sendable {
         var hasUserAgent = false
         var hasExpect = false
         for (name, value) in request.headers {
-            if name.caseInsensitiveCompare("User-Agent") == .orderedSame { hasUserAgent = true }
-            if name.caseInsensitiveCompare("Expect") == .orderedSame { hasExpect = true }
+            if name.lowercased() == "user-agent" { hasUserAgent = true }
+            if name.lowercased() == "expect" { hasExpect = true }
             // "Name;" is libcurl's way of sending a header with an empty value.
             list = curl_slist_append(list, value.isEmpty ? "\(name);" : "\(name): \(value)")
         }

@@ -1,5 +1,5 @@
 import CSpawn
-import Foundation
+import FoundationEssentials
 import Glibc
 import Synchronization
 import TidingsPluginAPI
@@ -76,8 +76,8 @@ package enum ProcessRunner {
     ) async throws -> Output {
         guard let exe = command.first else { throw LaunchError(description: "empty command") }
         if let directory {
-            var isDir: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDir), isDir.boolValue else {
+            var st = stat()
+            guard stat(directory, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
                 throw LaunchError(description: "cannot run \(exe): working directory \(directory) does not exist")
             }
         }
@@ -94,13 +94,16 @@ package enum ProcessRunner {
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<Output, Error>) in
-                let thread = Thread {
+                let started = startDetachedThread(name: "exec \(PathText.lastComponent(exe))") {
                     c.resume(with: Result { try Execution.run(request, cancellation: cancellation) })
                     cancellation.close()
                     runs.finished(cancellation)
                 }
-                thread.name = "exec \((exe as NSString).lastPathComponent)"
-                thread.start()
+                if !started {
+                    cancellation.close()
+                    runs.finished(cancellation)
+                    c.resume(throwing: LaunchError(description: "cannot run \(exe): cannot start a thread"))
+                }
             }
         } onCancel: {
             cancellation.cancel()
@@ -132,7 +135,7 @@ package enum ProcessRunner {
     /// `./x` and `x/y` resolve against `directory`; a bare name is looked up in `PATH`.
     static func resolve(_ exe: String, directory: String?, environment: [String: String]?) -> String {
         if exe.hasPrefix("/") { return exe }
-        if exe.contains("/") { return ((directory ?? FileManager.default.currentDirectoryPath) as NSString).appendingPathComponent(exe) }
+        if exe.utf8.contains(UInt8(ascii: "/")) { return PathText.appending(exe, to: directory ?? FileManager.default.currentDirectoryPath) }
         return lookUp(exe, in: (environment ?? ProcessInfo.processInfo.environment)["PATH"]) ?? exe
     }
 

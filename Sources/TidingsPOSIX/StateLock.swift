@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 #if canImport(Glibc)
@@ -113,14 +113,12 @@ package final class StateLock: Sendable {
         var bytes = [UInt8](repeating: 0, count: 32)
         let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
         guard n > 0 else { return nil }
-        return Int32(String(decoding: bytes[..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        return Int32(String(decoding: bytes[..<n], as: UTF8.self).trimmed())
     }
 
     private static func open(_ path: String, directory: String, writable: Bool) throws(SystemFailure) -> Int32 {
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw SystemFailure("cannot create the state directory \(directory): \(error.localizedDescription)")
+        if let failure = makeDirectories(directory, mode: 0o700) {
+            throw SystemFailure("cannot create the state directory \(directory): cannot create \(failure.path)", errno: failure.errno)
         }
         // O_NOFOLLOW: a symlink planted in place of the lock file is refused, not followed and truncated.
         let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)

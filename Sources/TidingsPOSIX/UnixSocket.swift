@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 #if canImport(Glibc)
@@ -70,10 +70,10 @@ package final class UnixSocket: @unchecked Sendable {
         var folder: Int32 = -1
         defer { if folder >= 0 { Glibc.close(folder) } }
         if path.utf8.count >= capacity {
-            let dir = (path as NSString).deletingLastPathComponent
+            let dir = PathText.parent(path)
             folder = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             guard folder >= 0 else { return -1 }
-            target = "/proc/self/fd/\(folder)/\((path as NSString).lastPathComponent)"
+            target = "/proc/self/fd/\(folder)/\(PathText.lastComponent(path))"
             guard target.utf8.count < capacity else {
                 errno = ENAMETOOLONG
                 return -1

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsEngine
 import TidingsPluginAPI
 
@@ -43,12 +44,8 @@ package enum StateDirectory {
 
     /// `mkdir -p` with mode 0700 for each directory it makes.
     private static func create(_ directory: String) throws {
-        var isDir: ObjCBool = false
-        if FileManager.default.fileExists(atPath: directory, isDirectory: &isDir) { return }
-        let parent = (directory as NSString).deletingLastPathComponent
-        if parent != directory && !parent.isEmpty { try create(parent) }
-        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
-            throw Failure.cannotCreate(path: directory, reason: String(cString: strerror(errno)))
+        if let failure = makeDirectories(directory, mode: 0o700) {
+            throw Failure.cannotCreate(path: failure.path, reason: String(cString: strerror(failure.errno)))
         }
     }
 

@@ -1,5 +1,7 @@
 import CLibnotify
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Logging
 import Synchronization
 import TidingsEngine
@@ -54,9 +56,7 @@ package final class SystemBusWatcher: @unchecked Sendable {
                 c.resume(returning: conditions)
                 return true
             }
-            let thread = Thread { [self] in self.main(ready: resume) }
-            thread.name = "tidings-system-bus"
-            thread.start()
+            startDetachedThread(name: "tidings-system-bus") { [self] in self.main(ready: resume) }
             DispatchQueue.global().asyncAfter(deadline: .now() + Self.startPatience) {
                 if resume(HostConditions()) {
                     self.logger.warning("the system bus did not answer within \(DurationParser.format(Self.startPatience)); polling as scheduled meanwhile")
