@@ -11,16 +11,19 @@
 6. sources people watch (DESIGN §12): one `check` of 100 feeds and 100 pages vs urlwatch 2.29
    on the same nginx (wall, CPU, peak RSS), and one 10,000-entry feed and one 2 MB page
    (entries/s, MiB/s, peak RSS);
-7. footprint (issue 23): the idle daemon on the shipped etc/ and plugins.d/ (RSS, threads, and
-   RSS by mapping from /proc/PID/smaps), `tidings --version`'s RSS (the floor every command
-   pays), and the installed binary's size (`make release`: stripped, debug symbols apart).
+7. footprint (issues 23, 31): the idle daemon after BENCH_IDLE_SECONDS on the shipped etc/ and
+   plugins.d/, and again with a desktop sink (under dbus-run-session), a feed and a page source
+   (RSS, threads, libraries loaded, RSS by mapping from /proc/PID/smaps), `tidings --version`'s
+   RSS (the floor every command pays), and the installed binary's size (`make release`:
+   stripped, debug symbols apart).
 
-Then a summary: each figure of issue 23's table beside its goal, met or missed by how much.
+Then a summary: each figure of issue 31's and issue 33's tables beside its goal, met or missed
+by how much.
 
 Prints one short table; the raw figures go to bench-results/latest.json (not committed).
 Knobs (environment): BENCH_N="200 1000", BENCH_RUNS=7, BENCH_DAEMON_SOURCES=10000,
 BENCH_DAEMON_SECONDS=135, BENCH_SHARED_SOURCES=30000, BENCH_SHARED_SECONDS=180,
-BENCH_IDLE_SECONDS=20, BENCH_ONLY="1 2 3 4 5 6 7", BENCH_KEEP=1 (keep the work directory).
+BENCH_IDLE_SECONDS=40, BENCH_ONLY="1 2 3 4 5 6 7", BENCH_KEEP=1 (keep the work directory).
 """
 import argparse
 import json
@@ -480,39 +483,100 @@ def rollup(pid, key):
     return 0
 
 
+def idle_daemon(binary, config, state, log_path, seconds, wrap=()):
+    """Runs `tidings run` for `seconds` and reads what it costs doing nothing: RSS (now and peak),
+    PSS, private dirty, threads, the largest mappings and the libraries it has loaded."""
+    with open(log_path, "w") as lf:
+        p = subprocess.Popen([*wrap, binary, "run", "--config", config, "--state-dir", state],
+                             stdout=subprocess.DEVNULL, stderr=lf, start_new_session=True)
+    try:
+        time.sleep(seconds)
+        if p.poll() is not None:
+            raise RuntimeError(f"the idle daemon exited {p.returncode}; see {log_path}")
+        pid = p.pid
+        if wrap:  # dbus-run-session runs tidings as its child
+            kids = subprocess.run(["pgrep", "-P", str(p.pid), "-x", "tidings"], capture_output=True, text=True).stdout.split()
+            pid = int(kids[0]) if kids else p.pid
+        libs = set()
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 5 and ".so" in parts[5]:
+                    libs.add(os.path.basename(parts[5]))
+        return {"rss_kib": proc_status(pid, "VmRSS"), "peak_rss_kib": proc_status(pid, "VmHWM"),
+                "private_dirty_kib": rollup(pid, "Private_Dirty"), "pss_kib": rollup(pid, "Pss"),
+                "threads": proc_status(pid, "Threads"), "smaps": smaps_by_mapping(pid)[:12],
+                "libraries": len(libs), "library_names": sorted(libs),
+                "thread_names": sorted(open(f"/proc/{pid}/task/{t}/comm").read().strip()
+                                       for t in os.listdir(f"/proc/{pid}/task"))}
+    finally:
+        stop(p)
+
+
+def desktop_watch_config(d, port):
+    """The shipped etc/ plus a desktop sink, one feed and one page source on a local server:
+    what a desktop user's daemon holds (libnotify, libxml2) doing nothing."""
+    site = os.path.join(d, "site")
+    os.makedirs(site, exist_ok=True)
+    with open(os.path.join(site, "feed.xml"), "w") as f:
+        f.write('<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>'
+                '<id>urn:t</id><updated>2026-01-01T00:00:00Z</updated>'
+                + "".join(f"<entry><id>urn:e{i}</id><title>Entry {i}</title><updated>2026-01-01T00:00:00Z</updated>"
+                          f"<link href=\"http://127.0.0.1:{port}/e{i}\"/></entry>" for i in range(20)) + "</feed>")
+    with open(os.path.join(site, "page.html"), "w") as f:
+        f.write("<html><body><ul id='jobs'>" + "".join(f"<li data-id='{i}'>Job {i}</li>" for i in range(30)) + "</ul></body></html>")
+    etc = os.path.join(d, "etc-desktop")
+    plugins = os.path.join(d, "plugins-desktop")
+    os.makedirs(etc)
+    os.makedirs(plugins)
+    main = open(os.path.join(ROOT, "etc", "tidings.toml")).read()
+    main = main.replace('plugins_dir = "../plugins.d"', 'plugins_dir = "../plugins-desktop"')
+    main += '\n[sinks.desktop]\ntype = "desktop"\n'
+    main = re.sub(r'\[\[routes\]\]\s*\nsinks = \["console"\]', '[[routes]]\nsinks = ["console", "desktop"]', main)
+    with open(os.path.join(etc, "tidings.toml"), "w") as f:
+        f.write(main)
+    with open(os.path.join(plugins, "feed.toml"), "w") as f:
+        f.write(f'provider = "feed"\nurl = "http://127.0.0.1:{port}/feed.xml"\ninterval = "10s"\n')
+    with open(os.path.join(plugins, "page.toml"), "w") as f:
+        f.write(f'provider = "page"\nurl = "http://127.0.0.1:{port}/page.html"\ninterval = "10s"\n'
+                'select = "css:#jobs li"\neach = true\nkey = "@data-id"\n')
+    for path in (etc, plugins):
+        os.chmod(path, 0o700)
+    return os.path.join(etc, "tidings.toml"), site
+
+
 def bench_footprint(args, work):
-    """What tidings costs doing nothing: the daemon on the shipped configuration, `--version`,
-    and the installed binary on disk."""
+    """What tidings costs doing nothing: the daemon on the shipped configuration, the same with a
+    desktop sink, a feed and a page source, `--version`, and the installed binary on disk."""
     d = os.path.join(work, "footprint")
     os.makedirs(os.path.join(d, "etc"))
     shutil.copy(os.path.join(ROOT, "etc", "tidings.toml"), os.path.join(d, "etc"))
     shutil.copytree(os.path.join(ROOT, "plugins.d"), os.path.join(d, "plugins.d"))
     for x in os.listdir(os.path.join(d, "plugins.d", "secrets")):
         os.chmod(os.path.join(d, "plugins.d", "secrets", x), 0o600)  # as a copy in use must be
+    port = free_port()
+    desktop_config, site = desktop_watch_config(d, port)
+    server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)], cwd=site,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # A session bus for the desktop sink (libnotify), as a logged-in user has.
+    wrap = ("dbus-run-session", "--") if shutil.which("dbus-run-session") else ()
     res = {}
     binaries = [("bench", args.bin)]
     if os.path.exists(args.install_bin):
         binaries.append(("installed", args.install_bin))
-    for tag, binary in binaries:
-        rss = sorted(timed([binary, "--version"])[2] for _ in range(5))
-        res[f"version_rss_kib_{tag}"] = rss[2]
-        seconds = float(os.environ.get("BENCH_IDLE_SECONDS", "20"))
-        log(f"[7] {tag} binary: --version {rss[2] // 1024} MiB; idle daemon on the shipped etc/ for {seconds:.0f}s")
-        state = os.path.join(d, f"state-{tag}")
-        with open(os.path.join(d, f"daemon-{tag}.log"), "w") as lf:
-            p = subprocess.Popen([binary, "run", "--config", os.path.join(d, "etc", "tidings.toml"), "--state-dir", state],
-                                 stdout=subprocess.DEVNULL, stderr=lf)
-        try:
-            time.sleep(seconds)
-            if p.poll() is not None:
-                raise RuntimeError(f"the idle daemon exited {p.returncode}; see {d}/daemon-{tag}.log")
-            res[f"idle_{tag}"] = {"rss_kib": proc_status(p.pid, "VmRSS"), "peak_rss_kib": proc_status(p.pid, "VmHWM"),
-                                  "private_dirty_kib": rollup(p.pid, "Private_Dirty"), "pss_kib": rollup(p.pid, "Pss"),
-                                  "threads": proc_status(p.pid, "Threads"), "smaps": smaps_by_mapping(p.pid)[:12],
-                                  "thread_names": sorted(open(f"/proc/{p.pid}/task/{t}/comm").read().strip()
-                                                         for t in os.listdir(f"/proc/{p.pid}/task"))}
-        finally:
-            stop(p)
+    seconds = float(os.environ.get("BENCH_IDLE_SECONDS", "40"))
+    try:
+        for tag, binary in binaries:
+            rss = sorted(timed([binary, "--version"])[2] for _ in range(5))
+            res[f"version_rss_kib_{tag}"] = rss[2]
+            log(f"[7] {tag} binary: --version {rss[2] // 1024} MiB; idle daemon on the shipped etc/ for {seconds:.0f}s")
+            res[f"idle_{tag}"] = idle_daemon(binary, os.path.join(d, "etc", "tidings.toml"), os.path.join(d, f"state-{tag}"),
+                                             os.path.join(d, f"daemon-{tag}.log"), seconds)
+            log(f"[7] {tag} binary: idle daemon with a desktop sink, a feed and a page source for {seconds:.0f}s")
+            res[f"idle_desktop_{tag}"] = idle_daemon(binary, desktop_config, os.path.join(d, f"state-desktop-{tag}"),
+                                                     os.path.join(d, f"daemon-desktop-{tag}.log"), seconds, wrap)
+    finally:
+        stop(server)
     if os.path.exists(args.install_bin):
         debug = args.install_bin + ".debug"
         res["installed_bytes"] = os.path.getsize(args.install_bin)
@@ -596,6 +660,12 @@ def table(res):
             rows.append((f"7. idle daemon, shipped etc/, {what}", f"{mib(i['rss_kib'])}, {i['threads']} threads "
                          f"(PSS {mib(i['pss_kib'])}, private dirty {mib(i['private_dirty_kib'])})", ""))
             rows.append(("   largest mappings (smaps RSS)", ", ".join(f"{n} {k / 1024:.1f}" for n, k in i["smaps"][:6]), ""))
+            rows.append(("   shared libraries loaded", str(i.get("libraries", "?")), ""))
+            if f"idle_desktop_{tag}" in x:
+                j = x[f"idle_desktop_{tag}"]
+                rows.append(("   same + desktop sink, a feed, a page", f"{mib(j['rss_kib'])}, {j['threads']} threads "
+                             f"(PSS {mib(j['pss_kib'])}, private dirty {mib(j['private_dirty_kib'])}), {j.get('libraries', '?')} libraries", ""))
+                rows.append(("   largest mappings (smaps RSS)", ", ".join(f"{n} {k / 1024:.1f}" for n, k in j["smaps"][:6]), ""))
             rows.append((f"   `tidings --version`, {what}", mib(x[f"version_rss_kib_{tag}"]), ""))
         if "installed_bytes" in x:
             dbg = x["installed_debug_bytes"]
@@ -617,43 +687,55 @@ def verdict(value, goal, smaller_is_better=True, unit=""):
 
 
 def summary(res):
-    """Issue 23's table: figure | value | goal | met / missed by X (figures not measured in
+    """The open issues' tables: figure | value | goal | met / missed by X (figures not measured in
     this run are left out: BENCH_ONLY)."""
-    rows = []
     mib = lambda k: k / 1024
+    native, scale = [], []
     x = res.get("footprint", {})
-    idle = x.get("idle_installed") or x.get("idle_bench")
-    if idle:
-        tag = "installed" if "idle_installed" in x else "release build"
-        rows.append((f"idle daemon, shipped etc/, RSS ({tag})", f"{mib(idle['rss_kib']):.1f} MiB, {idle['threads']} threads", "<= 16 MiB",
-                     verdict(mib(idle["rss_kib"]), 16)))
-    v = x.get("version_rss_kib_installed") or x.get("version_rss_kib_bench")
+    tag_of = lambda key: ("installed", x[f"{key}_installed"]) if f"{key}_installed" in x else (("release build", x[f"{key}_bench"]) if f"{key}_bench" in x else (None, None))
+    if "installed_bytes" in x:
+        mb = x["installed_bytes"] / 1e6
+        native.append(("installed binary, stripped", f"{mb:.1f} MB", "<= 40 MB (stretch 32)", verdict(mb, 40)))
+    tag, v = tag_of("version_rss_kib")
     if v:
-        tag = "installed" if "version_rss_kib_installed" in x else "release build"
-        rows.append((f"`tidings --version`, RSS ({tag})", f"{mib(v):.1f} MiB", "<= 8 MiB", verdict(mib(v), 8)))
+        native.append((f"`tidings --version`, peak RSS ({tag})", f"{mib(v):.1f} MiB", "<= 12 MiB", verdict(mib(v), 12)))
+    tag, idle = tag_of("idle")
+    if idle:
+        native.append((f"idle daemon, shipped etc/, RSS ({tag})", f"{mib(idle['rss_kib']):.1f} MiB, {idle['threads']} threads", "<= 16 MiB",
+                       verdict(mib(idle["rss_kib"]), 16)))
+    tag, idle = tag_of("idle_desktop")
+    if idle:
+        native.append((f"idle daemon + desktop sink, feed, page ({tag})", f"{mib(idle['rss_kib']):.1f} MiB, {idle['threads']} threads", "<= 24 MiB",
+                       verdict(mib(idle["rss_kib"]), 24)))
     c200 = next((r for r in res.get("check", []) if r["n"] == 200), None)
     if c200:
-        rows.append(("check 200 http-json vs urlwatch 2.29, wall", f"{c200['wall_ratio']:.1f}x faster ({c200['tidings']['wall_s']:.3f} vs {c200['urlwatch']['wall_s']:.3f} s)",
-                     ">= 10x", verdict(c200["wall_ratio"], 10, False)))
-        rows.append(("same, peak RSS", f"{c200['rss_ratio']:.2f}x lighter ({mib(c200['tidings']['rss_kib']):.1f} vs {mib(c200['urlwatch']['rss_kib']):.1f} MiB)",
-                     ">= 2x", verdict(c200["rss_ratio"], 2, False)))
+        native.append(("check 200 unchanged vs urlwatch 2.29, peak RSS", f"{c200['rss_ratio']:.2f}x lighter ({mib(c200['tidings']['rss_kib']):.1f} vs {mib(c200['urlwatch']['rss_kib']):.1f} MiB)",
+                       ">= 2x", verdict(c200["rss_ratio"], 2, False)))
+        native.append(("same, wall", f"{c200['wall_ratio']:.1f}x faster ({c200['tidings']['wall_s']:.3f} vs {c200['urlwatch']['wall_s']:.3f} s)",
+                       ">= 10x", verdict(c200["wall_ratio"], 10, False)))
     if "daemon" in res:
         d = res["daemon"]
-        rows.append((f"daemon, {d['sources']} sources at 60 s, CPU", f"{d['cpu_pct']:.1f} % of a core", "<= 5 %", verdict(d["cpu_pct"], 5)))
-        rows.append(("same, peak RSS", f"{mib(d['peak_rss_kib']):.1f} MiB", "<= 64 MiB", verdict(mib(d["peak_rss_kib"]), 64)))
-    if "cold" in res:
-        rows.append(("`tidings sources`, 10,000 sources, cold", f"{res['cold']['median_ms']:.0f} ms", "<= 50 ms", verdict(res["cold"]["median_ms"], 50)))
+        scale.append((f"daemon, {d['sources']} sources at 60 s, CPU", f"{d['cpu_pct']:.1f} % of a core", "<= 5 %", verdict(d["cpu_pct"], 5)))
+        scale.append(("same, peak RSS", f"{mib(d['peak_rss_kib']):.1f} MiB", "<= 64 MiB", verdict(mib(d["peak_rss_kib"]), 64)))
+        if "p99_ms" in d:
+            scale.append(("same, lateness p99", f"{d['p99_ms']:.0f} ms", "<= 250 ms", verdict(d["p99_ms"], 250)))
     if "shared" in res:
         worst = max(i["peak_rss_kib"] for i in res["shared"]["instances"])
-        rows.append((f"3 instances sharing {res['shared']['sources']} sources, RSS each (max)", f"{mib(worst):.1f} MiB", "<= 96 MiB", verdict(mib(worst), 96)))
-    if "installed_bytes" in x:
-        rows.append(("installed binary", f"{x['installed_bytes'] / 1e6:.1f} MB", "<= 40 MB", verdict(x["installed_bytes"] / 1e6, 40)))
-    if not rows:
-        return []
-    head = ("figure (issue 23)", "value", "goal", "met / missed by")
-    w = [max(len(r[i]) for r in rows + [head]) for i in range(4)]
-    fmt = lambda r: f"{r[0]:<{w[0]}} | {r[1]:<{w[1]}} | {r[2]:<{w[2]}} | {r[3]}"
-    return [fmt(head), "-+-".join("-" * n for n in w), *map(fmt, rows)]
+        scale.append((f"3 instances sharing {res['shared']['sources']} sources, RSS each (max)", f"{mib(worst):.1f} MiB", "<= 96 MiB", verdict(mib(worst), 96)))
+        if all("p99_ms" in i for i in res["shared"]["instances"]):
+            p99 = max(i["p99_ms"] for i in res["shared"]["instances"])
+            scale.append(("same, lateness p99 (worst)", f"{p99:.0f} ms", "<= 250 ms", verdict(p99, 250)))
+    if "cold" in res:
+        scale.append(("`tidings sources`, 10,000 sources, cold", f"{res['cold']['median_ms']:.0f} ms", "<= 100 ms", verdict(res["cold"]["median_ms"], 100)))
+    out = []
+    for title, rows in (("figure (issue 31, native)", native), ("figure (issue 33, 100,000 sources)", scale)):
+        if not rows:
+            continue
+        head = (title, "value", "goal", "met / missed by")
+        w = [max(len(r[i]) for r in rows + [head]) for i in range(4)]
+        fmt = lambda r: f"{r[0]:<{w[0]}} | {r[1]:<{w[1]}} | {r[2]:<{w[2]}} | {r[3]}"
+        out += [fmt(head), "-+-".join("-" * n for n in w), *map(fmt, rows), ""]
+    return out
 
 
 def main():
