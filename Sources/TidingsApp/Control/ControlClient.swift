@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
 import TidingsEngine
-import TidingsPOSIX
+import TidingsIPC
 import TidingsPluginAPI
 import TidingsSQLite
 

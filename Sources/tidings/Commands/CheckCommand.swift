@@ -4,7 +4,7 @@ import Glibc
 import Logging
 import TidingsApp
 import TidingsEngine
-import TidingsPOSIX
+import TidingsIPC
 import TidingsPluginAPI
 import TidingsSQLite
 

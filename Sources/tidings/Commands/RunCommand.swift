@@ -5,8 +5,8 @@ import Logging
 import ServiceLifecycle
 import TidingsApp
 import TidingsEngine
+import TidingsIPC
 import TidingsMonitoring
-import TidingsPOSIX
 import TidingsPluginAPI
 import TidingsSQLite
 import TidingsSystemBus

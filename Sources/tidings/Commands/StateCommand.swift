@@ -3,7 +3,7 @@ import FoundationEssentials
 import Glibc
 import TidingsApp
 import TidingsEngine
-import TidingsPOSIX
+import TidingsIPC
 import TidingsPluginAPI
 import TidingsPostgres
 import TidingsSQLite

@@ -3,8 +3,8 @@ import FoundationEssentials
 import Glibc
 import TidingsApp
 import TidingsEngine
+import TidingsIPC
 import TidingsMonitoring
-import TidingsPOSIX
 import TidingsPluginAPI
 import TidingsSQLite
 
