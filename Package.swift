@@ -4,7 +4,7 @@ import PackageDescription
 /// What every test target may use: the module it tests, the modules below and beside it, and
 /// the test support.
 let testDependencies: [Target.Dependency] = [
-    "TidingsCrypto", "TidingsPluginAPI", "TidingsPOSIX", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsCurl",
+    "TidingsCrypto", "TidingsPluginAPI", "TidingsPOSIX", "TidingsIPC", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsCurl",
     "TidingsProviders", "TidingsSinks", "TidingsSystemBus", "TidingsMonitoring", "TidingsApp", "TidingsTestSupport",
     "TidingsTemplates",
     .product(name: "GRDB", package: "GRDB.swift"),
@@ -60,9 +60,13 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        /// Processes, Unix sockets and file locks (posix_spawn, socket, flock): the exec provider
-        /// and sink, apprise, the control socket and the state lock use it.
+        /// Processes (posix_spawn, pidfd): the exec provider and sink and apprise spawn with it.
+        /// Nothing of the daemon's plumbing: a plugin that imports it gets process spawning alone.
         .target(name: "TidingsPOSIX", dependencies: ["TidingsPluginAPI", "CSpawn"]),
+        /// The daemon's plumbing (socket, flock): the control socket's Unix sockets and peer
+        /// credentials, the state directory's lock, SystemFailure. Only the app, the status
+        /// report (TidingsMonitoring) and the executable use it; no provider or sink reaches it.
+        .target(name: "TidingsIPC", dependencies: ["TidingsPluginAPI"]),
         /// The engine: scheduling, the poll pipeline, outbox, attention, sharing, and the storage
         /// seam (`StateDatabase`); no sockets, no processes, no SQLite. Knows no provider or sink by name.
         .target(
@@ -152,7 +156,7 @@ let package = Package(
         .target(
             name: "TidingsMonitoring",
             dependencies: [
-                "TidingsPluginAPI", "TidingsEngine", "TidingsPOSIX",
+                "TidingsPluginAPI", "TidingsEngine", "TidingsPOSIX", "TidingsIPC",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -165,11 +169,11 @@ let package = Package(
             ]
         ),
         /// The application: config loading (TOML), the daemon and its services, the control
-        /// socket, sd_notify. Everything the executable's commands run.
+        /// socket's server and client (over TidingsIPC), sd_notify. Everything the executable's commands run.
         .target(
             name: "TidingsApp",
             dependencies: [
-                "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsPOSIX",
+                "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsPOSIX", "TidingsIPC",
                 "TidingsMonitoring", "TidingsSystemBus",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
@@ -203,7 +207,7 @@ let package = Package(
         .executableTarget(
             name: "tidings",
             dependencies: [
-                "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPOSIX", "TidingsApp",
+                "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPOSIX", "TidingsIPC", "TidingsApp",
                 "TidingsProviders", "TidingsSinks", "TidingsCurl",
                 "TidingsMonitoring", "TidingsSystemBus", "TidingsPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -221,6 +225,7 @@ let package = Package(
         .testTarget(name: "TidingsCryptoTests", dependencies: testDependencies),
         .testTarget(name: "TidingsPluginAPITests", dependencies: testDependencies),
         .testTarget(name: "TidingsPOSIXTests", dependencies: testDependencies),
+        .testTarget(name: "TidingsIPCTests", dependencies: testDependencies),
         .testTarget(name: "TidingsEngineTests", dependencies: testDependencies),
         .testTarget(
             name: "TidingsSQLiteTests", dependencies: testDependencies,

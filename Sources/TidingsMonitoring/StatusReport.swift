@@ -1,6 +1,6 @@
 import Foundation
 import TidingsEngine
-import TidingsPOSIX
+import TidingsIPC
 import TidingsPluginAPI
 
 /// What `tidings status` shows (DESIGN §13), read from the state with one query per section,

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsApp
 import TidingsEngine
 import TidingsPOSIX
@@ -38,7 +39,7 @@ struct Tidings: AsyncParsableCommand {
     /// Bare `tidings` (or only options): the usage on stderr, exit 64 (a usage error, like
     /// a missing subcommand in git or systemctl); `tidings --help` prints it on stdout.
     func run() async throws {
-        FileHandle.standardError.write(Data((Self.helpMessage() + "\n").utf8))
+        StandardStreams.write(Self.helpMessage() + "\n", to: STDERR_FILENO)
         throw ExitCode(Exit.usage)
     }
 }

@@ -4,6 +4,7 @@ import XCTest
 
 @testable import TidingsApp
 @testable import TidingsEngine
+@testable import TidingsIPC
 @testable import TidingsPOSIX
 @testable import TidingsPluginAPI
 @testable import TidingsSQLite

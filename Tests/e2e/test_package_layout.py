@@ -3,9 +3,10 @@ plugin API and the engine do no system work of their own.
 
 - No provider, sink or HTTP-client target depends, directly or through another target, on the
   engine, a state backend, the monitoring endpoint or the app: a provider or sink author needs
-  only TidingsPluginAPI (and TidingsPOSIX to spawn a process).
+  only TidingsPluginAPI (and TidingsPOSIX to spawn a process). The daemon's plumbing (the control
+  socket, the state lock: TidingsIPC) is out of their reach, and TidingsPOSIX holds processes only.
 - The plugin API and the engine open no socket, lock no file, spawn no process and import no
-  GRDB: those live in TidingsPOSIX, the backends and the app.
+  GRDB: those live in TidingsPOSIX, TidingsIPC, the backends and the app.
 - One crypto stack (DESIGN §15): SHA-256, HMAC and random bytes come from OpenSSL's libcrypto
   through TidingsCrypto alone (the plugin API's one dependency of ours); no target of ours uses
   swift-crypto, and no Swift file imports `Crypto` or the C module `CLibCrypto` outside it.
@@ -26,8 +27,10 @@ pytestmark = pytest.mark.skipif(not os.path.exists(SWIFT) and shutil.which(SWIFT
                                 reason="the Swift toolchain is not installed")
 
 PLUGINS = ["TidingsProviders", "TidingsSinks", "TidingsCurl"]
-ABOVE_THE_API = {"TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsMonitoring", "TidingsSystemBus", "TidingsApp"}
+ABOVE_THE_API = {"TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsMonitoring", "TidingsSystemBus", "TidingsApp",
+                 "TidingsIPC"}
 SYSTEM_WORK = re.compile(r"\bsocket\(|\bflock\(|\bposix_spawn|^\s*(@testable |@preconcurrency )?import GRDB", re.M)
+DAEMON_PLUMBING = re.compile(r"\bsocket\(|\bflock\(|\bUnixSocket\b|\bStateLock\b|\bSO_PEERCRED\b")
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +100,19 @@ def test_no_system_work_in_the_api_and_the_engine(target):
             if SYSTEM_WORK.search(code):
                 found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_posix_spawns_processes_and_holds_no_daemon_plumbing(targets):
+    """Providers and sinks import TidingsPOSIX to spawn (issue 31 item 8): the control socket and
+    the state lock live in TidingsIPC, which only the app, the status report and the executable use."""
+    found = []
+    for path in sorted((ROOT / "Sources" / "TidingsPOSIX").rglob("*.swift")):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if DAEMON_PLUMBING.search(line.split("//", 1)[0]):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
+    users = sorted(t for t, ds in targets.items() if "TidingsIPC" in ds and not t.endswith("Tests"))
+    assert users == ["TidingsApp", "TidingsMonitoring", "tidings"], users
 
 
 def test_templates_render_without_swift_mustache(targets):

@@ -1,7 +1,7 @@
-import Foundation
+import FoundationEssentials
 import Logging
 import TidingsEngine
-import TidingsPOSIX
+import TidingsIPC
 import TidingsPluginAPI
 import TidingsSQLite
 

@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Synchronization
 import TidingsEngine
 import TidingsPOSIX
@@ -51,7 +53,7 @@ package struct ConfigLoader: Sendable {
 
     /// The user's config: `$XDG_CONFIG_HOME/tidings/tidings.toml` (`~/.config/tidings/tidings.toml`).
     package static func userFile(environment env: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        let home = env["HOME"] ?? NSHomeDirectory()
+        let home = env["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path
         let xdg = env["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "\(home)/.config"
         return "\(xdg)/tidings/tidings.toml"
     }
@@ -117,7 +119,7 @@ package struct ConfigLoader: Sendable {
         }
 
         let main = tableReader(root, what: "config")
-        var pluginsDir = (file as NSString).deletingLastPathComponent + "/plugins.d"
+        var pluginsDir = PathText.parent(file) + "/plugins.d"
         var stateDir: String? = nil
         var defaults = SourceSettings()
         var maxConcurrent = 32
@@ -234,7 +236,7 @@ package struct ConfigLoader: Sendable {
                     }
                     collect { try r.finish() }
                     for s in route.sinks
-                    where !sinkConfigs.contains(where: { $0.name == s }) && !errors.contains(where: { $0.message.contains("sink \"\(s)\"") }) {
+                    where !sinkConfigs.contains(where: { $0.name == s }) && !errors.contains(where: { $0.message.firstRange(of: "sink \"\(s)\"") != nil }) {
                         errors.append(r.error("sinks", "\(what): no sink named '\(s)' (define [sinks.\(s)])"))
                     }
                     routes.append(route)
@@ -360,8 +362,8 @@ package struct ConfigLoader: Sendable {
     /// executable must be safe from other users (``FileTrust``); a plugin refused for that is
     /// still handed over, so that `config check` reports its other errors too.
     func scanPlugins(_ dir: String, explicit: (String, Int?)?, each: (String, ConfigTable, String?) -> Void) throws {
-        var isDir: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
+        var st = stat()
+        guard stat(dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
             if let (file, line) = explicit {
                 throw ConfigError(file: file, line: line, "plugins_dir \(dir) is not a directory")
             }
@@ -370,7 +372,7 @@ package struct ConfigLoader: Sendable {
         let trust = PluginTrust(directory: dir)
         var errors = trust.directoryProblems
         let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted().filter { n in
-            !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.contains(".dpkg-")
+            !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.firstRange(of: ".dpkg-") != nil
                 || n.hasSuffix(".rpmnew") || n.hasSuffix(".rpmsave") || n.hasSuffix(".swp"))
         }
         // Parsing is most of loading a large plugins.d: files are parsed on all cores, a chunk at
@@ -458,7 +460,7 @@ package struct PluginTrust: Sendable {
         if let real = realDirectory, path.hasPrefix(directory + "/") {
             let name = path.dropFirst(directory.count + 1)
             var st = stat()
-            if !name.isEmpty, name != ".", name != "..", !name.contains("/"), lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG {
+            if !name.isEmpty, name != ".", name != "..", name.firstIndex(of: "/") == nil, lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG {
                 return trust.checkEntry(real == "/" ? "/\(name)" : "\(real)/\(name)", as: role).map(\.configError)
             }
         }

@@ -1,5 +1,6 @@
 import CTOML
-import Foundation
+import FoundationEssentials
+import Glibc
 import TOMLKit
 import TidingsEngine
 import TidingsPOSIX
@@ -106,7 +107,7 @@ package struct TOMLLineIndex {
             let lineNo = n + 1
             var line = Self.trimmed(raw)
             if let delim = inMultiline {
-                if line.components(separatedBy: delim).count % 2 == 0 { inMultiline = nil }
+                if line.split(separator: delim, omittingEmptySubsequences: false).count % 2 == 0 { inMultiline = nil }
                 continue
             }
             if line.hasPrefix("#") || line.isEmpty { continue }
@@ -129,7 +130,7 @@ package struct TOMLLineIndex {
             record(full, lineNo)
             line = Self.trimmed(line[line.index(after: eq)...])
             for delim in ["\"\"\"", "'''"] where line.hasPrefix(delim) {
-                if line.components(separatedBy: delim).count == 2 { inMultiline = delim }
+                if line.split(separator: delim, omittingEmptySubsequences: false).count == 2 { inMultiline = delim }
             }
             if line.hasPrefix("{") { recordInline(line, prefix: full, lineNo) }
         }

@@ -1,6 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsEngine
-import TidingsPOSIX
+import TidingsIPC
 import TidingsPluginAPI
 import TidingsSQLite
 
@@ -30,7 +31,7 @@ package final class ControlClient: Sendable {
     package static func connect(path: String) throws(SystemFailure) -> ControlClient? {
         guard let socket = try UnixSocket.connect(path: path) else { return nil }
         var folder = stat()
-        let owner = stat((path as NSString).deletingLastPathComponent, &folder) == 0 ? folder.st_uid : nil
+        let owner = stat(PathText.parent(path), &folder) == 0 ? folder.st_uid : nil
         guard let peer = socket.peer(), peer.isSameUserOrRoot || peer.uid == owner else {
             throw SystemFailure(
                 "\(path) is served by uid \(socket.peer().map { "\($0.uid)" } ?? "unknown"), neither this user, root nor the owner of the state")
@@ -42,8 +43,12 @@ package final class ControlClient: Sendable {
     /// ``ControlProtocol/clientIdle`` without a line). Runs on a thread of its own.
     package func ask(_ request: ControlRequest, limit: Double) async -> Answer {
         await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
+            let started = startDetachedThread(name: "tidings-ask") {
                 continuation.resume(returning: self.exchange(request, limit: limit))
+            }
+            if !started {
+                socket.close()
+                continuation.resume(returning: .failed("cannot start a thread for the request"))
             }
         }
     }

@@ -1,9 +1,10 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import Synchronization
 import TidingsEngine
-import TidingsPOSIX
+import TidingsIPC
 import TidingsPluginAPI
 import TidingsSQLite
 
@@ -34,7 +35,7 @@ package final class ControlServer: Sendable {
     }
 
     package func start() {
-        Thread.detachNewThread { self.acceptLoop() }
+        startDetachedThread(name: "tidings-control") { self.acceptLoop() }
     }
 
     /// Stops accepting and removes the socket file. Connections being served finish.
@@ -57,7 +58,7 @@ package final class ControlServer: Sendable {
             } catch {
                 // Out of descriptors, say: wait instead of spinning on a ready listener.
                 acceptLog.failed("accept", "control socket: \(error)", logger: logger)
-                Thread.sleep(forTimeInterval: 0.1)
+                usleep(100_000)
                 continue
             }
             guard let connection = accepted else { continue }
@@ -71,10 +72,15 @@ package final class ControlServer: Sendable {
                 turnAway(connection)
                 continue
             }
-            Thread.detachNewThread {
+            let started = startDetachedThread(name: "tidings-serve") {
                 self.serve(connection)
                 connection.close()
                 self.state.withLock { $0.connections -= 1 }
+            }
+            if !started {
+                // Out of threads: the client sees a hang-up before an answer, which it reads as busy.
+                connection.close()
+                state.withLock { $0.connections -= 1 }
             }
         }
         listener.close()

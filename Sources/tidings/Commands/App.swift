@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import TidingsApp
 import TidingsCurl
@@ -58,7 +59,7 @@ struct App {
         if let flag { return absolute(flag) }
         if let e = env["TIDINGS_STATE_DIR"], !e.isEmpty { return absolute(e) }
         if let s = config?.stateDir { return s }
-        let home = env["HOME"] ?? NSHomeDirectory()
+        let home = env["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path
         let xdg = env["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "\(home)/.local/state"
         return "\(xdg)/tidings"
     }

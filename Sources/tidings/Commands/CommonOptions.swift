@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import TidingsApp
 import TidingsEngine
@@ -55,10 +56,10 @@ enum Exit {
 /// journald it carries `level`'s priority, as log lines do.
 func complain(_ message: String, level: Logger.Level = .error) {
     let priority = Log.stderrDestination == .journal ? LogDestination.priority(level) : ""
-    FileHandle.standardError.write(Data((priority + "tidings: " + TerminalText.line(Redactor.shared.scrub(message)) + "\n").utf8))
+    StandardStreams.write(priority + "tidings: " + TerminalText.line(Redactor.shared.scrub(message)) + "\n", to: STDERR_FILENO)
 }
 
 /// Writes results on stdout.
 func emit(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    StandardStreams.write(line + "\n", to: STDOUT_FILENO)
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsApp
 import TidingsEngine
 import TidingsPOSIX
@@ -94,7 +95,7 @@ struct ConfigCommand: AsyncParsableCommand {
                 complain(error.description)
                 throw ExitCode(Exit.failure)
             }
-            emit("wrote \(file) (mode \(String(format: "%04o", starter.fileMode))), and \(pluginsDir)/ for the sources")
+            emit("wrote \(file) (mode \(TextEdits.octal(starter.fileMode, width: 4))), and \(pluginsDir)/ for the sources")
             let examples = StarterConfig.installedExamples.map { " and the examples in \($0)/" } ?? ""
             let config = common.config == nil ? "" : " --config \(file)"
             emit(
@@ -177,7 +178,7 @@ struct StarterConfig {
     /// Creates `file` (never replacing one) with the starter text and `fileMode`, its missing
     /// directories and an empty plugins.d beside it with `directoryMode`; returns plugins.d.
     func create(at file: String) throws(Refusal) -> String {
-        let dir = (file as NSString).deletingLastPathComponent
+        let dir = PathText.parent(file)
         let plugins = dir + "/plugins.d"
         if FileManager.default.fileExists(atPath: file) {
             throw Refusal(description: "\(file) exists; not overwriting it (edit it, or move it away first)")
@@ -198,21 +199,30 @@ struct StarterConfig {
         return plugins
     }
 
+    /// `path` and its missing parents, each made with `directoryMode` exactly (chmod: whatever
+    /// the umask). Something there that is not a directory is refused.
     private func makeDirectory(_ path: String) throws(Refusal) {
-        var isDir: ObjCBool = false
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), isDir.boolValue { return }
-        do {
-            try FileManager.default.createDirectory(
-                atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: Int(directoryMode)])
-        } catch {
-            throw Refusal(description: "cannot create \(path): \((error as NSError).localizedDescription)")
+        var st = stat()
+        var missing: [String] = []
+        var folder = path
+        while !folder.isEmpty, stat(folder, &st) != 0 {
+            missing.append(folder)
+            let parent = PathText.parent(folder)
+            if parent == folder { break }
+            folder = parent
+        }
+        if missing.isEmpty, st.st_mode & S_IFMT != S_IFDIR {
+            throw Refusal(description: "cannot create \(path): \(String(cString: strerror(EEXIST)))")
+        }
+        for folder in missing.reversed() where mkdir(folder, directoryMode) != 0 && errno != EEXIST || chmod(folder, directoryMode) != 0 {
+            throw Refusal(description: "cannot create \(folder): \(String(cString: strerror(errno)))")
         }
     }
 
     /// `share/doc/tidings/examples` of the installation this binary belongs to, when present.
     static var installedExamples: String? {
         guard let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return nil }
-        let prefix = ((exe as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
+        let prefix = PathText.parent(PathText.parent(exe))
         let examples = prefix + "/share/doc/tidings/examples"
         return FileManager.default.fileExists(atPath: examples) ? examples : nil
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsApp
 import TidingsEngine
 import TidingsPOSIX
@@ -39,6 +40,6 @@ enum ConfigCompletion {
                 value = String(word.dropFirst("--config=".count))
             }
         }
-        return value.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "'\"")) }
+        return value.map { TextEdits.trimming($0, ["'", "\""]) }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsApp
 import TidingsEngine
 import TidingsPOSIX
@@ -42,7 +43,7 @@ struct ItemsCommand: AsyncParsableCommand {
     static func textLine(_ c: CurrentItem, now: Date) -> String {
         let i = c.item
         let age = DurationParser.format(max(0, now.timeIntervalSince(c.firstSeen)).rounded())
-        var line = "\(c.source)  \(i.severity.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(TerminalText.line(i.title))"
+        var line = "\(c.source)  \(TextEdits.padded(i.severity.rawValue, toUTF16: 8)) \(TerminalText.line(i.title))"
         if !i.body.isEmpty { line += " — " + TerminalText.line(i.body) }
         line += " (seen for \(age)\(c.missing ? ", missing from the last poll" : ""))"
         return line

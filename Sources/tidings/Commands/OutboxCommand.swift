@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsApp
 import TidingsEngine
 import TidingsPOSIX
@@ -44,7 +45,7 @@ struct OutboxCommand: AsyncParsableCommand {
                 emit("\(TerminalText.line(sink)) (\(types[sink] ?? "not configured")): \(counts.joined(separator: ", "))")
                 for r in rows {
                     let what = r.event.map { "\(TerminalText.line($0.source)): \(TerminalText.line($0.title))" } ?? "(unreadable event)"
-                    var line = "  #\(r.id) \(r.status.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(what)"
+                    var line = "  #\(r.id) \(TextEdits.padded(r.status.rawValue, toUTF16: 8)) \(what)"
                     line += "  [event \(r.eventID ?? "missing"), \(r.attempts) attempt\(r.attempts == 1 ? "" : "s")"
                     if r.status == .held, let hold = r.hold {
                         line += ", \(hold.description(now: now))"

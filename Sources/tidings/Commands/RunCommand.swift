@@ -1,11 +1,12 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import ServiceLifecycle
 import TidingsApp
 import TidingsEngine
+import TidingsIPC
 import TidingsMonitoring
-import TidingsPOSIX
 import TidingsPluginAPI
 import TidingsSQLite
 import TidingsSystemBus

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsApp
 import TidingsEngine
 import TidingsPOSIX
@@ -60,7 +61,7 @@ struct SinksCommand: AsyncParsableCommand {
 
         /// A rendering as one quoted line (``complain`` escapes it and scrubs secrets), cut for the terminal.
         static func shown(_ text: String) -> String {
-            "\"" + text.cut(utf8Bytes: 2000).replacingOccurrences(of: "\n", with: "\\n") + "\""
+            "\"" + TextEdits.replacing("\n", with: "\\n", in: text.cut(utf8Bytes: 2000)) + "\""
         }
     }
 }

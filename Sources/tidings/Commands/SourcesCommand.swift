@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsApp
 import TidingsEngine
 import TidingsMonitoring
@@ -44,7 +45,7 @@ struct SourcesCommand: AsyncParsableCommand {
                 emit(obj.jsonString())
             } else {
                 var line =
-                    "\(Self.pad(s.name, 20)) \(Self.pad(s.provider, 12)) every \(Self.pad(DurationParser.format(s.settings.interval), 6)) \(Self.pad(state, 11))"
+                    "\(TextEdits.padded(s.name, toUTF16: 20)) \(TextEdits.padded(s.provider, toUTF16: 12)) every \(TextEdits.padded(DurationParser.format(s.settings.interval), toUTF16: 6)) \(TextEdits.padded(state, toUTF16: 11))"
                 line += " last ok: \(st?.lastSuccess.map(Self.ago) ?? "never")"
                 if let n = st?.nextDue, s.settings.enabled, state != "auth-failed" { line += ", next: \(Self.until(n))" }
                 if let m = st?.minInterval, m > s.settings.interval { line += ", server minimum interval: \(DurationParser.format(m))" }
@@ -54,13 +55,6 @@ struct SourcesCommand: AsyncParsableCommand {
                 emit(line)
             }
         }
-    }
-
-    /// `text.padding(toLength: width, withPad: " ", startingAt: 0)`, without bridging to NSString
-    /// when it only pads (with 10,000 sources the bridged calls were 7 % of `sources`' CPU).
-    static func pad(_ text: String, _ width: Int) -> String {
-        let n = text.utf16.count
-        return n < width ? text + String(repeating: " ", count: width - n) : text.padding(toLength: width, withPad: " ", startingAt: 0)
     }
 
     static func ago(_ d: Date) -> String { DurationParser.format(max(0, -d.timeIntervalSinceNow)) + " ago" }

@@ -1,8 +1,9 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsApp
 import TidingsEngine
-import TidingsPOSIX
+import TidingsIPC
 import TidingsPluginAPI
 import TidingsPostgres
 import TidingsSQLite
@@ -136,11 +137,11 @@ struct StateCommand: AsyncParsableCommand {
             if let t = query["connect_timeout"].flatMap(Double.init) { settings.connectTimeout = max(1, t) }
             let configured = app.config.state
             if let passwordFile {
-                do {
-                    let text = try String(contentsOfFile: App.absolute(passwordFile), encoding: .utf8)
+                switch Self.readText(App.absolute(passwordFile)) {
+                case .success(let text):
                     settings.password = Secret(String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? ""))
-                } catch {
-                    complain("cannot read --password-file \(passwordFile): \(error.localizedDescription)")
+                case .failure(let why):
+                    complain("cannot read --password-file \(passwordFile): \(why)")
                     throw ExitCode(Exit.failure)
                 }
             } else if let env = ProcessInfo.processInfo.environment["PGPASSWORD"], !env.isEmpty {
@@ -151,6 +152,28 @@ struct StateCommand: AsyncParsableCommand {
             }
             return settings
         }
+
+        /// The file's text (UTF-8), or why it cannot be read.
+        static func readText(_ path: String) -> Result<String, ReadRefusal> {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return .failure(ReadRefusal(description: String(cString: strerror(errno)))) }
+            defer { close(fd) }
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                guard n >= 0 else { return .failure(ReadRefusal(description: String(cString: strerror(errno)))) }
+                if n == 0 { break }
+                bytes.append(contentsOf: buffer[0..<n])
+            }
+            guard let text = String(validating: bytes, as: UTF8.self) else { return .failure(ReadRefusal(description: "not UTF-8 text")) }
+            return .success(text)
+        }
+
+        struct ReadRefusal: Error, CustomStringConvertible {
+            let description: String
+        }
     }
 }
 
@@ -158,6 +181,12 @@ struct StateCommand: AsyncParsableCommand {
 /// not the cooperative pool.
 func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
+        let started = startDetachedThread(name: "tidings-state") { continuation.resume(with: Result { try body() }) }
+        if !started { continuation.resume(throwing: ThreadRefused()) }
     }
+}
+
+/// ``onOwnThread`` could not start its thread (the process has too many).
+struct ThreadRefused: Error, CustomStringConvertible {
+    var description: String { "cannot start a thread" }
 }

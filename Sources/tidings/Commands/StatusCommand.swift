@@ -1,9 +1,10 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsApp
 import TidingsEngine
+import TidingsIPC
 import TidingsMonitoring
-import TidingsPOSIX
 import TidingsPluginAPI
 import TidingsSQLite
 
@@ -84,8 +85,8 @@ struct StatusCommand: AsyncParsableCommand {
     /// that cannot be read is reported, not moved aside as the daemon would.
     static func openExisting(_ directory: String) throws -> StateStore {
         let database = "\(directory)/\(StateDirectory.databaseName)"
-        var isDir: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDir), isDir.boolValue,
+        var st = stat()
+        guard stat(directory, &st) == 0, st.st_mode & S_IFMT == S_IFDIR,
             FileManager.default.fileExists(atPath: database)
         else {
             complain("no state in \(directory): tidings has not polled here yet (start the daemon, or run `tidings check`)")

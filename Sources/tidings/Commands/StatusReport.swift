@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsApp
 import TidingsEngine
 import TidingsMonitoring
@@ -128,7 +129,7 @@ extension StatusReport {
         out.append("sources: \(total)" + (breakdown.isEmpty ? "" : " (\(breakdown.joined(separator: ", ")))"))
         for p in problems.prefix(Self.namedProblems) {
             var line =
-                "  \(p.health.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(TerminalText.line(p.name)) (\(TerminalText.line(p.provider)))"
+                "  \(TextEdits.padded(p.health.rawValue, toUTF16: 11)) \(TerminalText.line(p.name)) (\(TerminalText.line(p.provider)))"
             if p.health == .failing { line += ", \(plural(p.failures, "failure"))" }
             if let at = p.lastErrorAt { line += ", since \(ago(at))" }
             if let e = p.lastError { line += ": \(TerminalText.line(e))" }
