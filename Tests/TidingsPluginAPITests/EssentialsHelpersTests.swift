@@ -141,4 +141,13 @@ final class EssentialsHelpersTests: XCTestCase {
         XCTAssertNil(readBytes(fds[0], upTo: 10), "a closed descriptor is an error")
         XCTAssertFalse(writeAll(fds[1], [1]))
     }
+
+    func testDecimalTextMatchesStringFormat() {
+        let values: [Double] = [0, -0.0, 0.05, 0.25, 0.35, 1.45, 2.5, 999.95, 1e-9, 123_456.789_5, -3.14159, 1e300, .infinity, -.infinity, .nan, 0.0005]
+        for v in values {
+            for digits in [0, 1, 3] {
+                XCTAssertEqual(decimalText(v, digits: digits), String(format: "%.\(digits)f", v), "\(v) with \(digits)")
+            }
+        }
+    }
 }
