@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import TidingsTemplates
 import Synchronization
 import TidingsEngine
@@ -96,7 +97,7 @@ package final class StatusPages: Sendable {
         guard let b = backend.withLock({ $0 }) else {
             return page(503, "Starting", "The daemon does not own the state yet. Reload in a moment.")
         }
-        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map { String($0).removingPercentEncoding ?? String($0) }
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map { $0.percentDecoded ?? String($0) }
         do {
             switch request.method {
             case "GET":
@@ -232,7 +233,7 @@ package final class StatusPages: Sendable {
         ctx["hasPolls"] = !polls.isEmpty
         ctx["polls"] = polls.suffix(20).reversed().map { p -> [String: Any] in
             [
-                "at": Self.time(p.at, now), "duration": String(format: "%.3f s", p.seconds), "failed": p.error != nil,
+                "at": Self.time(p.at, now), "duration": decimalText(p.seconds, digits: 3) + " s", "failed": p.error != nil,
                 "outcome": p.error ?? "ok", "events": p.events,
             ]
         }
@@ -305,7 +306,7 @@ package final class StatusPages: Sendable {
     }
 
     private func addSilence(_ b: Backend, _ form: [String: String], now: Date) throws -> MonitoringResponse {
-        let lines = (form["matchers"] ?? "").split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let lines = (form["matchers"] ?? "").split(whereSeparator: \.isNewline).map { $0.trimmed(newlines: false) }.filter { !$0.isEmpty }
         var problems: [String] = []
         var matchers: [SilenceMatcher] = []
         for line in lines.prefix(20) {
@@ -465,7 +466,7 @@ package final class StatusPages: Sendable {
     }
 
     static func pathComponent(_ s: String) -> String {
-        s.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? s
+        s.percentEncoded(keeping: isUnreservedURLByte)
     }
 
     static func time(_ d: Date, _ now: Date) -> String {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsCrypto
 import TidingsEngine
 import TidingsPOSIX
@@ -80,7 +80,7 @@ package struct WebSecurity: Sendable {
         guard let space = header.firstIndex(of: " "), let eSpace = expected.firstIndex(of: " "),
             header[..<space].lowercased() == expected[..<eSpace].lowercased()
         else { return false }
-        let given = SHA256.hash(header[header.index(after: space)...].trimmingCharacters(in: .whitespaces).utf8)
+        let given = SHA256.hash(header[header.index(after: space)...].trimmed(newlines: false).utf8)
         let wanted = SHA256.hash(expected[expected.index(after: eSpace)...].utf8)
         return constantTimeEqual(given, wanted)
     }
@@ -179,7 +179,7 @@ package enum FormDecoding {
     }
 
     private static func decode(_ s: Substring) -> String {
-        let plus = s.replacingOccurrences(of: "+", with: " ")
-        return plus.removingPercentEncoding ?? plus
+        let plus = s.replacingScalars("+", with: " ")
+        return plus.percentDecoded ?? plus
     }
 }

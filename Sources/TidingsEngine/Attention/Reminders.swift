@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// `repeat_interval` (DESIGN §10): a `reminder` event for an item still present with severity

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Silences in the state's `silence` table (migration v4-attention). The CLI and the desktop

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Settings every source has, whatever its provider (DESIGN §3). `[defaults]` supplies them.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// `[state]` in the main file (DESIGN §11): where the state lives. Absent, or without `url`:
@@ -60,11 +60,11 @@ package struct StateSettings: Sendable {
     /// Host (or Unix socket directory), port, user and database from the URL.
     package var host: String { url?.host.flatMap { $0.isEmpty ? nil : $0 } ?? queryItem("host") ?? "/var/run/postgresql" }
     package var port: Int { url?.port ?? queryItem("port").flatMap(Int.init) ?? 5432 }
-    package var user: String { url?.user.flatMap { $0.removingPercentEncoding } ?? ProcessInfo.processInfo.environment["USER"] ?? "tidings" }
+    package var user: String { url?.user.flatMap { $0.percentDecoded } ?? ProcessInfo.processInfo.environment["USER"] ?? "tidings" }
     package var database: String {
         let path = url?.path ?? ""
         let name = path.hasPrefix("/") ? String(path.dropFirst()) : path
-        return name.isEmpty ? user : (name.removingPercentEncoding ?? name)
+        return name.isEmpty ? user : (name.percentDecoded ?? name)
     }
 
     /// The URL as shown in messages: never with a password.
@@ -102,7 +102,7 @@ package struct StateSettings: Sendable {
             throw r.error("url", "\(r.what): 'url' must be a postgres:// URL (postgres://USER@HOST:PORT/DATABASE), not \"\(given.shown)\"")
         }
         var c = parsed
-        let inline = c.password.flatMap { $0.removingPercentEncoding ?? $0 }
+        let inline = c.password.flatMap { $0.percentDecoded ?? $0 }
         c.password = nil
         url = c.url
         let known = Set(["sslmode", "sslrootcert", "host", "port", "connect_timeout"])

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// The whole loaded configuration: sources, sinks, routes and global limits.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Outbox rows for one event, as the router decided: sent as soon as the worker gets to them,

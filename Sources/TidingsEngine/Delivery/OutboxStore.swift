@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// One queued delivery of one event to one sink.

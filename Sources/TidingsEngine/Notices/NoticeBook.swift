@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// A broadcast notice that is still pending: not dismissed, not expired, not ended upstream.

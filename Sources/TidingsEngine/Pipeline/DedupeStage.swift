@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Dedupe: the items against the stored ones (``Deduplicator``): new, changed, removed, the

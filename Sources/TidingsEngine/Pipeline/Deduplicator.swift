@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Compares a snapshot with stored state and says what happened (DESIGN §1).

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Enqueue / hold: each event's row (the history, with the silence that held it), then one

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Events: the event of each change (``EventFactory``), or over `max_events` one summary

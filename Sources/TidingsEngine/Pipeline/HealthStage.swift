@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Health: what the poll says of its source. A success clears the failures (`recovered` if an

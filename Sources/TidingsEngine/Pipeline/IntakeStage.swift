@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Intake: a successful poll's items bounded, what does not fit cut with a visible marker

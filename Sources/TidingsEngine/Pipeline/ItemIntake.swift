@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Bounds the items a poll takes in, before de-duplication, so that every stored item and

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Notices: items of kind `notice` kept pending until dismissed or expired (``NoticeBook``),

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// One stage of a poll's pipeline: it reads what the earlier stages left in the context,

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Reminders: `repeat_interval` reminders of items still present (``Reminders``), for a poll

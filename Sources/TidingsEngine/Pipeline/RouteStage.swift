@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Route: where each event that no silence holds goes (``Router``): the first matching rule

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Chooses the sinks for an event: ordered rules, first match wins unless `continue`.

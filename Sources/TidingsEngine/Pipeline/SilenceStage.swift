@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Silence: an event an active silence matches is kept from the sinks (recorded in history

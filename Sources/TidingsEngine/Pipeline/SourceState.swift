@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// A source's `source_state` row: what a poll reads once at its start (before the provider

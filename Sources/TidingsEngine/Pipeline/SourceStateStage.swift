@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// The source's `source_state` row as the poll leaves it, written in one statement

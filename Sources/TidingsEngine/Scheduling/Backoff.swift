@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsPluginAPI
 
 /// Wait-time arithmetic (DESIGN §6). Pure: randomness is passed in, so tests pin it.

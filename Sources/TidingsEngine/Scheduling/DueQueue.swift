@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// A min-heap of (due time, source name): the next source to poll is always on top.

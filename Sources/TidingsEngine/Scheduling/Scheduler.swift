@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 import TidingsPluginAPI
 
@@ -211,7 +211,7 @@ package actor Scheduler {
     /// One line per ``reportInterval``: polls started and their lateness against the jittered
     /// due time (window, then since start). Cheap: one sort of the window's samples.
     private func report(seconds: Double) {
-        func ms(_ s: Double) -> String { String(format: "%.1fms", s * 1000) }
+        func ms(_ s: Double) -> String { decimalText(s * 1000, digits: 1) + "ms" }
         let w = recentLateness
         logger.info(
             "scheduler: polls=\(w.count) in \(Int(seconds.rounded()))s, lateness p50=\(ms(w.percentile(0.5))) p99=\(ms(w.percentile(0.99))) max=\(ms(w.maximum)); since start: polls=\(lateness.count) p50=\(ms(lateness.percentile(0.5))) p99=\(ms(lateness.percentile(0.99))) max=\(ms(lateness.maximum))"

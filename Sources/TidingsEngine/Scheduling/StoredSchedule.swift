@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// A source's schedule as the state remembers it, and the rule for resuming it under the

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsPluginAPI
 
 /// A running daemon, as the shared state knows it.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// An item the latest successful poll of a source saw (what is "wrong right now").

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// What the state stores about a source's health (``SourceState``, ``SourceStatus``,

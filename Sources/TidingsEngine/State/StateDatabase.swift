@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 // The storage seam (DESIGN §11). Every statement tidings runs against its state goes through

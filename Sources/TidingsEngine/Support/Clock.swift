@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPluginAPI
 
 /// Wall-clock time, sleeping and randomness, injectable so scheduling can be tested exactly

@@ -1,5 +1,5 @@
 import CoreMetrics
-import Foundation
+import FoundationEssentials
 import Metrics
 import Synchronization
 import TidingsPluginAPI

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A route's `quiet_hours`: a daily window (which may wrap past midnight) on some weekdays, in
 /// a time zone. Events routed inside it are held in the outbox until it ends (DESIGN §10).

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A silence (DESIGN §10, like `amtool silence`): while it is active, events that match all of
 /// its matchers are recorded in history (marked with its id) but not delivered.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One condition of a silence (DESIGN §10, like `amtool silence`): an event field, an
 /// operator and a value, written `source=helpdesk`, `severity!=critical`, `title~=disk .* full`.
@@ -114,7 +114,7 @@ package struct SilenceMatcher: Sendable, Equatable, CustomStringConvertible {
     /// `source=helpdesk`, with the value quoted when it would not read back as one word.
     package var description: String {
         let plain = !value.isEmpty && !value.contains { $0.isWhitespace || $0 == "\"" || $0 == "\\" }
-        let shown = plain ? value : "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        let shown = plain ? value : "\"" + value.replacingScalars("\\", with: "\\\\").replacingScalars("\"", with: "\\\"") + "\""
         return field.rawValue + op.rawValue + shown
     }
 

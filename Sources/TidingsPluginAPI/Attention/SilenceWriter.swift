@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Makes silences from inside the daemon: the desktop sink's "Snooze 1h" action. Sinks get one

@@ -122,16 +122,8 @@ package struct Zone: Sendable, Equatable, CustomStringConvertible {
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        var out: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 16_384)
-        while out.count <= 1 << 20 {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { return nil }
-            if n == 0 { return out }
-            out.append(contentsOf: buffer[0..<n])
-        }
-        return nil
+        guard let bytes = readBytes(fd, upTo: (1 << 20) + 1), bytes.count <= 1 << 20 else { return nil }
+        return bytes
     }
 
     // MARK: Instants and wall times (whole seconds after the Unix epoch)

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The `command` of exec sources and sinks: how it is written and whether it may be run.
 extension OptionReader {
@@ -30,6 +30,6 @@ extension OptionReader {
     }
 
     private static func tomlString(_ s: String) -> String {
-        "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        "\"" + s.replacingScalars("\\", with: "\\\\").replacingScalars("\"", with: "\\\"") + "\""
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A parsed TOML value that remembers where it was written.
 ///

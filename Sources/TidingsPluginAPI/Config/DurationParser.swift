@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Parses human durations: `250ms`, `30s`, `5m`, `1h30m`, `7d`, `2w`.
 package enum DurationParser {
@@ -20,7 +20,7 @@ package enum DurationParser {
 
     /// Seconds for a duration string. Throws ``Error`` for anything else.
     package static func seconds(_ text: String) throws -> TimeInterval {
-        let s = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let s = text.trimmed(newlines: false).lowercased()
         guard !s.isEmpty else { throw Error(input: text) }
         var total: Double = 0
         var number = ""

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// sshd's `StrictModes` for the files tidings acts on: the main config, `plugins_dir` and every
 /// plugin in it, exec commands, and the state directory. Anyone who can change one of them can
@@ -73,7 +74,7 @@ package struct FileTrust: Sendable {
     /// The directories above `real`, up to `/` or a directory in `vouched`.
     private func ancestors(of real: String, stopAt vouched: Set<String>) -> [Problem] {
         var problems: [Problem] = []
-        var dir = (real as NSString).deletingLastPathComponent
+        var dir = PathText.parent(real)
         while !dir.isEmpty && !vouched.contains(dir) {
             var st = stat()
             if stat(dir, &st) == 0 {
@@ -95,7 +96,7 @@ package struct FileTrust: Sendable {
                 }
             }
             if dir == "/" { break }
-            dir = (dir as NSString).deletingLastPathComponent
+            dir = PathText.parent(dir)
         }
         return problems
     }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// `[http]` in the main file (DESIGN §8, §13): where the daemon serves `/metrics`, `/-/healthy`,
 /// `/-/ready` and the status page on `/` (unless `status_page = false`). Absent: no HTTP

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Request headers a source or sink is configured with (``OptionReader/headers(_:)``), each
 /// value plain or a secret.

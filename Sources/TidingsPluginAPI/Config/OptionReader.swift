@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Typed, line-aware access to one config table (a source, a sink, `[defaults]`).
 ///
@@ -30,7 +31,7 @@ package final class OptionReader {
     package init(_ table: ConfigTable, what: String, baseDirectory: String? = nil) {
         self.table = table
         self.file = table.file
-        self.baseDirectory = baseDirectory ?? (table.file as NSString).deletingLastPathComponent
+        self.baseDirectory = baseDirectory ?? PathText.parent(table.file)
         self.what = what
     }
 
@@ -127,7 +128,7 @@ package final class OptionReader {
             let units: [(String, Int)] = [("KiB", 1024), ("MiB", 1 << 20), ("GiB", 1 << 30), ("KB", 1000), ("MB", 1_000_000), ("B", 1)]
             for (u, f) in units where s.hasSuffix(u) {
                 // `"1e300MiB"` / `"infKB"` trapped in `Int(_:)`; anything past 2^53 bytes is a typo.
-                if let v = Double(s.dropLast(u.count).trimmingCharacters(in: .whitespaces)), v > 0, v * Double(f) <= 0x1p53 {
+                if let v = Double(s.dropLast(u.count).trimmed(newlines: false)), v > 0, v * Double(f) <= 0x1p53 {
                     return Int(v * Double(f))
                 }
             }
@@ -204,8 +205,8 @@ package final class OptionReader {
 
     package func resolvePath(_ s: String) -> String {
         let expanded = PathResolver.expandTilde(s)
-        if expanded.hasPrefix("/") { return (expanded as NSString).standardizingPath }
-        return ((baseDirectory as NSString).appendingPathComponent(expanded) as NSString).standardizingPath
+        if expanded.hasPrefix("/") { return PathText.standardized(expanded) }
+        return PathText.standardized(PathText.appending(expanded, to: baseDirectory))
     }
 
     // MARK: secrets
@@ -228,7 +229,7 @@ package final class OptionReader {
     /// Blank lines and lines starting with `#` are skipped; each value is a ``Secret`` of its own.
     package func secretLines(_ key: String, required: Bool) throws -> [Secret]? {
         guard let whole = try secret(key, required: required, shape: .opaque, inline: .stringOrList) else { return nil }
-        let lines = whole.value.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+        let lines = whole.value.split(whereSeparator: \.isNewline).map { $0.trimmed(newlines: false) }
         let kept = lines.filter { !$0.isEmpty && !$0.hasPrefix("#") }
         if kept.contains(where: { $0.count < SecretForms.minimumLength }) { try tooShort(key) }
         let values = kept.map { Secret($0) }
@@ -365,7 +366,7 @@ package final class OptionReader {
                 throw error(
                     variant, "\(what): '\(variant)' needs $CREDENTIALS_DIRECTORY, which is not set (systemd sets it for a unit with LoadCredential=\(raw):…)")
             }
-            let path = (dir as NSString).appendingPathComponent(raw)
+            let path = PathText.appending(raw, to: dir)
             return try readSecretFile(path, variant: variant, named: "credential \(raw) (\(path))", private: false)
         }
     }
@@ -386,7 +387,7 @@ package final class OptionReader {
     private func readSecretFile(_ path: String, variant: String, named name: String, private: Bool) throws -> String {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { throw error(variant, "\(what): cannot read \(name): \(Self.reason(errno))") }
-        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw error(variant, "\(what): cannot read \(name): \(Self.reason(errno))") }
         switch st.st_mode & S_IFMT {
@@ -400,10 +401,7 @@ package final class OptionReader {
         guard st.st_size <= Self.maxSecretFileBytes else {
             throw error(variant, "\(what): \(name) holds \(st.st_size) bytes, more than a secret (at most \(Self.maxSecretFileBytes))")
         }
-        let data: Data
-        do {
-            data = try handle.read(upToCount: Self.maxSecretFileBytes + 1) ?? Data()
-        } catch {
+        guard let data = readBytes(fd, upTo: Self.maxSecretFileBytes + 1) else {
             throw self.error(variant, "\(what): cannot read \(name): \(Self.reason(errno))")
         }
         var text = String(decoding: data, as: UTF8.self)
@@ -479,7 +477,7 @@ package enum FilePermissions {
 package enum PathResolver {
     package static func expandTilde(_ s: String) -> String {
         guard s == "~" || s.hasPrefix("~/") else { return s }
-        let home = ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()
+        let home = ProcessInfo.processInfo.environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path
         return home + s.dropFirst()
     }
 }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// A credential read from config. Prints as `‹redacted›` so it cannot leak by interpolation;
@@ -148,7 +149,7 @@ package final class Redactor: Sendable {
     /// than is shown, so no part of a secret survives the cut.
     package func excerpt(_ body: Data, limit: Int = 200) -> String {
         let window = String(decoding: body.prefix(limit * 4 + 8192), as: UTF8.self)
-        let text = scrub(window).components(separatedBy: .newlines).joined(separator: " ").trimmingCharacters(in: .whitespaces)
+        let text = scrub(window).replacingLineBreaks(with: " ").trimmed(newlines: false)
         return shortened(text, to: limit)
     }
 
@@ -349,7 +350,7 @@ package enum SecretForms {
             }
             parts.append(word)
             if let eq = word.firstIndex(of: "="), eq != word.startIndex {
-                let v = word[word.index(after: eq)...].trimmingCharacters(in: CharacterSet(charactersIn: "\"'"))
+                let v = word[word.index(after: eq)...].trimmed { $0 == "\"" || $0 == "'" }
                 if !v.isEmpty, !v.allSatisfy({ $0 == "=" }) { parts.append(v) }
             }
         }
@@ -451,7 +452,7 @@ package enum SecretForms {
 
     /// Base64 (standard or URL-safe, padding optional) that decodes to UTF-8 text.
     static func base64Text(_ s: String) -> String? {
-        var b = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var b = s.replacingScalars("-", with: "+").replacingScalars("_", with: "/")
         while b.count % 4 != 0 { b += "=" }
         guard let data = Data(base64Encoded: b), let text = String(data: data, encoding: .utf8), !text.isEmpty else { return nil }
         return text

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// An HTTP request as providers and sinks describe it.
 package struct HTTPRequest: Sendable {
@@ -56,16 +56,12 @@ package struct HTTPResponse: Sendable {
     /// `Retry-After` as seconds (delta-seconds or an HTTP date), within 0...``maxRetryAfter``;
     /// nil if absent or not a finite number or date (`inf`, `nan`).
     package var retryAfter: TimeInterval? {
-        guard let raw = header("retry-after")?.trimmingCharacters(in: .whitespaces) else { return nil }
+        guard let raw = header("retry-after")?.trimmed(newlines: false) else { return nil }
         if let s = Double(raw) { return s.isFinite ? min(max(0, s), Self.maxRetryAfter) : nil }
-        // An HTTP date is printable ASCII. Foundation's DateFormatter traps ("Incorrect range") on
-        // some other text, e.g. a combining mark ("s\u{346}\u{FFFD}s", found by `make fuzz`).
+        // An HTTP date is printable ASCII (Foundation's DateFormatter, used before, trapped on a
+        // combining mark: "s\u{346}\u{FFFD}s", found by `make fuzz`).
         guard raw.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else { return nil }
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "GMT")
-        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        if let d = f.date(from: raw) { return min(max(0, d.timeIntervalSinceNow), Self.maxRetryAfter) }
+        if let d = HTTPDate.parse(raw) { return min(max(0, d.timeIntervalSinceNow), Self.maxRetryAfter) }
         return nil
     }
 
@@ -74,7 +70,7 @@ package struct HTTPResponse: Sendable {
     package var signalsRateLimit: Bool {
         if header("retry-after") != nil { return true }
         for name in ["x-ratelimit-remaining", "ratelimit-remaining", "x-rate-limit-remaining"] {
-            if header(name)?.trimmingCharacters(in: .whitespaces) == "0" { return true }
+            if header(name)?.trimmed(newlines: false) == "0" { return true }
         }
         let text = String(decoding: body.prefix(4096), as: UTF8.self).lowercased()
         return ["rate limit", "rate-limit", "ratelimit", "too many requests"].contains { text.contains($0) }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
     import Glibc
@@ -9,7 +9,7 @@ import Foundation
 /// a secret. An address must parse as one: `127.example.com` is a name like any other.
 package enum Loopback {
     package static func contains(host raw: String) -> Bool {
-        let host = raw.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let host = raw.lowercased().trimmed { $0 == "[" || $0 == "]" }
         if host == "localhost" || host.hasSuffix(".localhost") { return true }
         var v4 = in_addr()
         if inet_pton(AF_INET, host, &v4) == 1 { return UInt32(bigEndian: v4.s_addr) >> 24 == 127 }

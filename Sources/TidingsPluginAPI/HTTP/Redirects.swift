@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -78,7 +78,7 @@ package struct Origin: Sendable, Equatable, CustomStringConvertible {
     /// Nil for a URL without a host, or with a scheme other than http and https.
     package init?(_ url: URL) {
         guard let scheme = url.scheme?.lowercased(), let defaultPort = ["http": 80, "https": 443][scheme],
-            let host = url.host?.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]")), !host.isEmpty
+            let host = url.host?.lowercased().trimmed(where: { $0 == "[" || $0 == "]" }), !host.isEmpty
         else { return nil }
         self.scheme = scheme
         self.host = host
@@ -188,9 +188,7 @@ package enum Redirect {
     /// percent-encoded (no terminal escapes), then at most 300 characters.
     package static func display(_ text: String) -> String {
         let safe = Redactor.shared.scrub(text).split(separator: Redactor.mask, omittingEmptySubsequences: false)
-            .map { String($0).addingPercentEncoding(withAllowedCharacters: printable) ?? "" }.joined(separator: Redactor.mask)
+            .map { $0.percentEncoded { (0x21...0x7E).contains($0) } }.joined(separator: Redactor.mask)
         return Redactor.shared.shortened(safe, to: 300)
     }
-
-    private static let printable = CharacterSet(charactersIn: Unicode.Scalar(0x21)...Unicode.Scalar(0x7E))
 }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Compact JSON text with sorted keys, written straight into a byte buffer.
 ///

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The one event shape used everywhere: stdout `--json`, webhook bodies, the exec sink's stdin.
 ///

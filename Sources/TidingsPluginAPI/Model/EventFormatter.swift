@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Renders events for people: one readable line each (`check`, the stdout sink).
 package struct EventFormatter: Sendable {
@@ -18,7 +19,7 @@ package struct EventFormatter: Sendable {
     /// line breaks and tabs become spaces.
     package func line(_ e: Event) -> String {
         var parts = [
-            dim(Self.localTime(e.observedAt)), paint(e.severity.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0), e.severity),
+            dim(Self.localTime(e.observedAt)), paint(e.severity.rawValue + String(repeating: " ", count: max(0, 8 - e.severity.rawValue.count)), e.severity),
             bold(TerminalText.line(e.source)), e.event.rawValue, TerminalText.line(e.title),
         ]
         let body = TerminalText.line(e.body)

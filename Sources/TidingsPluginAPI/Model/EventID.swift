@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// ULID-style event ids: 48-bit millisecond time + 80 random bits, Crockford base32.
 /// Sortable by creation time, unique without coordination.

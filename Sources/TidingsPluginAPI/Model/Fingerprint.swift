@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsCrypto
 
 /// Short stable content hashes for change detection.

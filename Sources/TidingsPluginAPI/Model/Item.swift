@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One thing a provider currently sees: a message, an alert, a draft invoice.
 ///

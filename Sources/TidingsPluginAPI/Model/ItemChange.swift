@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What one poll found changed about one item: the engine's deduplicator makes these, and a
 /// provider's ``Provider/describe(_:change:firstSeen:)`` may word the event for one.

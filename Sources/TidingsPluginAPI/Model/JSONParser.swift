@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Parses JSON text (RFC 8259) straight into a ``JSONValue``.
 ///
@@ -283,7 +283,7 @@ package struct JSONParser {
     private func describeByte() -> String {
         guard i < bytes.count else { return "end of input" }
         let c = bytes[i]
-        return c >= 0x20 && c < 0x7F ? "'\(Character(Unicode.Scalar(c)))'" : String(format: "byte 0x%02x", c)
+        return c >= 0x20 && c < 0x7F ? "'\(Character(Unicode.Scalar(c)))'" : "byte 0x" + (c < 0x10 ? "0" : "") + String(c, radix: 16)
     }
 
     private func failure(_ what: String) -> JSONParseError {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A JSON value: the `data` of events, provider-specific details, decoded
 /// responses that providers walk with JSON pointers.

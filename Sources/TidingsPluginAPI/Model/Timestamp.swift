@@ -1,10 +1,10 @@
-import Foundation
+import FoundationEssentials
 
 /// RFC 3339 UTC timestamps, as used in event JSON and remote APIs.
 package enum Timestamp {
     package static func format(_ date: Date) -> String {
         date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false).timeZone(separator: .omitted))
-            .replacingOccurrences(of: "+0000", with: "Z")
+            .replacingScalars("+0000", with: "Z")
     }
 
     /// Parses `2026-11-22T10:00:00Z`, with or without fractional seconds or an offset,

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsCrypto
 
 /// Reads the certificates a TLS server presents, for providers that watch certificates. The
@@ -57,7 +57,7 @@ package struct PeerCertificates: Sendable, Equatable {
     /// The first value of field `name` (case-insensitive) of certificate `index`.
     package func field(_ name: String, of index: Int = 0) -> String? {
         guard chain.indices.contains(index) else { return nil }
-        return chain[index].first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        return chain[index].first { $0.name.lowercased() == name.lowercased() }?.value
     }
 }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Reads a mailbox over IMAP: the port a mail provider polls through (the plugin API has no
 /// sockets; the executable's libcurl client implements it, as it implements ``MailTransport``).

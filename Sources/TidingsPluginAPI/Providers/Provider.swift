@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// HTTP validators remembered between polls for conditional requests.

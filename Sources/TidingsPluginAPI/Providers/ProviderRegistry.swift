@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What a provider factory gets while a source is being configured.
 package struct ProviderSetup: Sendable {

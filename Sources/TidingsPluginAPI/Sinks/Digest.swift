@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Several deliveries to one sink sent as one message: the held ones when quiet hours end, or a
 /// route's `group_wait` collection (DESIGN §10). Sinks that can show it as one message (email,

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Sends one e-mail message over SMTP. The core has no sockets: the executable makes the one
 /// implementation (libcurl, on the same thread as the HTTP client) and the config loader hands it

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// Why a delivery failed, in the terms the outbox acts on.

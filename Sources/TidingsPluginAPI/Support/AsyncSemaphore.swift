@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// A counting semaphore for async code (bounded polls overall and per host).

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import Synchronization
 
@@ -92,8 +93,7 @@ package struct StderrLogHandler: LogHandler {
     package func log(event: LogEvent) {
         var all = metadata
         event.metadata?.forEach { all[$0] = $1 }
-        FileHandle.standardError.write(
-            Data(Self.line(at: Date(), level: event.level, metadata: all, message: "\(event.message)", destination: destination).utf8))
+        writeAll(STDERR_FILENO, Array(Self.line(at: Date(), level: event.level, metadata: all, message: "\(event.message)", destination: destination).utf8))
     }
 
     /// One log line, newline-terminated: secrets scrubbed, then the whole text (metadata values

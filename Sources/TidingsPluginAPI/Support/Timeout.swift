@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// Runs `body`, failing with `onTimeout()` once `seconds` pass, even if `body` ignores
@@ -87,9 +88,7 @@ package final class TimeoutThread: @unchecked Sendable {
         heap.push(deadline, id)
         if !started {
             started = true
-            let thread = Thread { [self] in run() }
-            thread.name = "tidings-timeout"
-            thread.start()
+            startDetachedThread(name: "tidings-timeout") { [self] in run() }
         } else if deadline < sleepingUntil {
             pthread_cond_signal(condition)
         }
