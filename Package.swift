@@ -142,7 +142,8 @@ let package = Package(
                 "CLibnotify",
                 .product(name: "Logging", package: "swift-log"),
                 "TidingsTemplates",
-            ]
+            ],
+            swiftSettings: nativeSettings
         ),
         /// The Mustache renderer of the sinks' message templates and the status page, stdlib only
         /// (swift-mustache is only the tests' oracle).
