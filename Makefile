@@ -121,7 +121,7 @@ test: test-deps build unit-build native-guard
 # of these modules references swift-corelibs-foundation (one call links ICU into the binary); the
 # failure names the module, the source file and the symbol. A module joins the list when it has
 # moved to FoundationEssentials, until the list is every module of the product.
-NATIVE_MODULES := TidingsCrypto TidingsTemplates TidingsPOSIX TidingsIPC TidingsCurl TidingsSystemBus TidingsSQLite TidingsPluginAPI TidingsEngine TidingsMonitoring TidingsApp tidings
+NATIVE_MODULES := TidingsCrypto TidingsTemplates TidingsPOSIX TidingsIPC TidingsCurl TidingsSystemBus TidingsSQLite TidingsPluginAPI TidingsEngine TidingsMonitoring TidingsProviders TidingsSinks TidingsApp tidings
 native-guard: unit-build
 	$(PYTHON) Tests/guards/native.py .build/debug $(NATIVE_MODULES)
 

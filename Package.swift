@@ -12,6 +12,11 @@ let testDependencies: [Target.Dependency] = [
     .product(name: "Logging", package: "swift-log"),
 ]
 
+/// For the modules on FoundationEssentials (DESIGN §15): a method is found only in a module the
+/// file imports, so a `String.contains` cannot bind to corelibs Foundation's overload through a
+/// module imported further down (the compiler names the missing import instead).
+let nativeSettings: [SwiftSetting] = [.enableUpcomingFeature("MemberImportVisibility")]
+
 let package = Package(
     name: "tidings",
     platforms: [.macOS(.v14)],
@@ -118,7 +123,8 @@ let package = Package(
         /// Every provider: one file (or folder) per remote system. Imports only the plugin API.
         .target(
             name: "TidingsProviders",
-            dependencies: ["TidingsPluginAPI", "TidingsPOSIX", "CLibXML2", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["TidingsPluginAPI", "TidingsPOSIX", "CLibXML2", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: nativeSettings
         ),
         /// libxml2 (the feed and page providers' XML and HTML parser), via pkg-config.
         .systemLibrary(
@@ -140,7 +146,8 @@ let package = Package(
                 "CLibnotify",
                 .product(name: "Logging", package: "swift-log"),
                 "TidingsTemplates",
-            ]
+            ],
+            swiftSettings: nativeSettings
         ),
         /// The Mustache renderer of the sinks' message templates and the status page, stdlib only
         /// (swift-mustache is only the tests' oracle).

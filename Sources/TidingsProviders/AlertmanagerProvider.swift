@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -14,7 +14,7 @@ package struct AlertmanagerProvider: Provider, EventDescriber, Sendable {
     ) { options, _, _ in
         let base = try ProviderSupport.baseURL(options)
         let filters = try options.stringList("filter") ?? []
-        for f in filters where f.trimmingCharacters(in: .whitespaces).isEmpty {
+        for f in filters where f.trimmed(newlines: false).isEmpty {
             throw options.error("filter", "\(options.what): empty matcher in 'filter'")
         }
         return AlertmanagerProvider(

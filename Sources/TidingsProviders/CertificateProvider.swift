@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -120,7 +120,7 @@ package struct CertificateProvider: Provider {
             while i < lines.count {
                 let line = lines[i]
                 let from = i == row ? line.index(line.startIndex, offsetBy: min(column, line.count)) : line.startIndex
-                if let r = line.range(of: "\"\(s)\"", range: from..<line.endIndex) ?? line.range(of: "'\(s)'", range: from..<line.endIndex) {
+                if let r = line[from...].firstRange(of: "\"\(s)\"") ?? line[from...].firstRange(of: "'\(s)'") {
                     (row, column) = (i, line.distance(from: line.startIndex, to: r.upperBound))
                     return i + 1
                 }
@@ -295,13 +295,13 @@ package struct CertificateTarget: Sendable, Equatable {
     /// `host:port` (`host` alone: 443; `[::1]:443`), `https://host[:port]`, `smtps://host[:465]`,
     /// `imaps://host[:993]`, `smtp://host[:25]` or `imap://host[:143]` (STARTTLS).
     init(parsing raw: String) throws {
-        let text = raw.trimmingCharacters(in: .whitespaces)
+        let text = raw.trimmed(newlines: false)
         let bad = { (why: String) in ParseError(message: "\"\(CertificateProvider.clean(raw, limit: 100))\" \(why)") }
         guard !text.isEmpty else { throw ParseError(message: "an empty target") }
         var rest = Substring(text)
         var defaultPort = 443
         mode = .tls
-        if let range = text.range(of: "://") {
+        if let range = text.firstRange(of: "://") {
             let scheme = text[..<range.lowerBound].lowercased()
             switch scheme {
             case "https": (mode, defaultPort) = (.tls, 443)
@@ -335,8 +335,7 @@ package struct CertificateTarget: Sendable, Equatable {
             portPart = parts.count == 2 ? parts[1] : nil
         }
         let hostText = hostPart.lowercased()
-        let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: ".-_:"))
-        guard !hostText.isEmpty, hostText.unicodeScalars.allSatisfy({ $0.isASCII && allowed.contains($0) }) else {
+        guard !hostText.isEmpty, hostText.utf8.allSatisfy({ isASCIIAlphanumeric($0) || ".-_:".utf8.contains($0) }) else {
             throw bad("has no valid host name")
         }
         host = hostText
@@ -433,8 +432,8 @@ struct LeafCertificate: Equatable {
 
     /// The DER bytes of a PEM certificate (the first `CERTIFICATE` block).
     static func der(_ pem: String) -> Data? {
-        guard let begin = pem.range(of: "-----BEGIN CERTIFICATE-----"),
-            let end = pem.range(of: "-----END CERTIFICATE-----", range: begin.upperBound..<pem.endIndex)
+        guard let begin = pem.firstRange(of: "-----BEGIN CERTIFICATE-----"),
+            let end = pem[begin.upperBound...].firstRange(of: "-----END CERTIFICATE-----")
         else { return nil }
         let body = pem[begin.upperBound..<end.lowerBound].filter { !$0.isWhitespace }
         guard let data = Data(base64Encoded: String(body)), !data.isEmpty else { return nil }
@@ -443,7 +442,7 @@ struct LeafCertificate: Equatable {
 
     /// `0a:1b:2c` or `0A1B2C` → `0a1b2c` (a negative serial keeps its `-`).
     static func hex(serial raw: String) -> String {
-        let t = raw.trimmingCharacters(in: .whitespaces).lowercased()
+        let t = raw.trimmed(newlines: false).lowercased()
         let sign = t.hasPrefix("-") ? "-" : ""
         return sign + t.filter { $0.isHexDigit }.prefix(128)
     }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Logging
 import Synchronization
 import TidingsPOSIX
 import TidingsPluginAPI
@@ -249,7 +250,7 @@ struct Draft: Equatable {
             grouped = "," + whole.suffix(3) + grouped
             whole.removeLast(3)
         }
-        let frac = String(format: "%02lld", cents % 100)
+        let frac = zeroPadded(cents % 100, width: 2)
         return (v < 0 && cents != 0 ? "-" : "") + whole + grouped + "." + frac
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -31,13 +31,13 @@ package struct ExecProvider: Provider {
         guard let format = Format(rawValue: formatName) else {
             throw o.error("format", "\(o.what): 'format' must be \"jsonl\" or \"nagios\", not \"\(formatName)\"")
         }
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: setup.pluginsDir, isDirectory: &isDirectory), isDirectory.boolValue else {
+        var isDirectory = false
+        guard FileManager.default.fileExists(atPath: setup.pluginsDir, isDirectory: &isDirectory), isDirectory else {
             throw o.error(nil, "\(o.what): its working directory, plugins_dir \(setup.pluginsDir), does not exist (exec sources run there)")
         }
         let program: String?
         if exe.contains("/") {
-            let path = exe.hasPrefix("/") ? exe : (setup.pluginsDir as NSString).appendingPathComponent(exe)
+            let path = exe.hasPrefix("/") ? exe : PathText.appending(exe, to: setup.pluginsDir)
             guard FilePermissions.isExecutableFile(path) else {
                 throw o.error("command", "\(o.what): \(path) is not an executable file")
             }
@@ -48,7 +48,7 @@ package struct ExecProvider: Provider {
         // Executables directly in plugins_dir were checked when it was scanned; anything else
         // (a subfolder, another directory, $PATH) is checked here, up to plugins_dir.
         let pluginsDir = FileTrust.realPath(setup.pluginsDir)
-        if let program, let real = FileTrust.realPath(program), (real as NSString).deletingLastPathComponent != pluginsDir,
+        if let program, let real = FileTrust.realPath(program), PathText.parent(real) != pluginsDir,
             let untrusted = o.untrustedCommand(real, stopAt: Set([pluginsDir].compactMap { $0 }))
         {
             throw untrusted
@@ -67,7 +67,7 @@ package struct ExecProvider: Provider {
         } catch {
             throw PollError(.transient, "\(error)")
         }
-        let stderr = String(decoding: out.stderr, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let stderr = String(decoding: out.stderr, as: UTF8.self).trimmed()
         let reason = stderr.isEmpty ? "" : ": \(lastLine(stderr))"
         if out.truncated && out.termination != .timedOut { throw PollError(.transient, "\(command[0]) wrote more than max_body (\(ctx.maxBody) bytes)") }
         switch (format, out.termination) {
@@ -92,7 +92,7 @@ package struct ExecProvider: Provider {
     package static func parseJSONLines(_ data: Data) throws -> [Item] {
         var items: [Item] = []
         for (i, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).enumerated() {
-            let text = line.trimmingCharacters(in: .whitespaces)
+            let text = line.trimmed(newlines: false)
             if text.isEmpty { continue }
             let v: JSONValue
             do { v = try JSONValue.parse(Data(text.utf8)) } catch {

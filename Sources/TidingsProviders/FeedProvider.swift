@@ -1,5 +1,5 @@
 import CLibXML2
-import Foundation
+import FoundationEssentials
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -131,9 +131,9 @@ package struct FeedProvider: Provider {
     static func charset(ofContentType value: String?) -> String? {
         guard let value else { return nil }
         for part in value.split(separator: ";").dropFirst() {
-            let kv = part.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            let kv = part.split(separator: "=", maxSplits: 1).map { $0.trimmed(newlines: false) }
             guard kv.count == 2, kv[0].lowercased() == "charset" else { continue }
-            let name = kv[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"'"))
+            let name = kv[1].trimming(scalarsIn: "\"'")
             return name.isEmpty ? nil : name
         }
         return nil
@@ -177,7 +177,7 @@ struct Entry {
     }
 
     private func nonEmpty(_ s: String?) -> String? {
-        guard let t = s?.trimmingCharacters(in: .whitespacesAndNewlines), !t.isEmpty else { return nil }
+        guard let t = s?.trimmed(), !t.isEmpty else { return nil }
         return t
     }
 }
@@ -232,7 +232,7 @@ enum FeedText {
 
     /// An RFC 3339 or RFC 822 date as RFC 3339 UTC; anything else as given (trimmed).
     static func date(_ raw: String?) -> String? {
-        guard let t = raw?.trimmingCharacters(in: .whitespacesAndNewlines), !t.isEmpty else { return nil }
+        guard let t = raw?.trimmed(), !t.isEmpty else { return nil }
         if let d = Timestamp.parse(t) ?? rfc822(t) { return Timestamp.format(d) }
         return t
     }
@@ -274,10 +274,10 @@ enum FeedText {
     /// `href` made absolute against `bases` (outermost first, e.g. `xml:base` values) and then
     /// `feedURL`; only http and https links are kept.
     static func absolute(_ href: String?, bases: [String] = [], feedURL: URL) -> String? {
-        guard let href = href?.trimmingCharacters(in: .whitespacesAndNewlines), !href.isEmpty else { return nil }
+        guard let href = href?.trimmed(), !href.isEmpty else { return nil }
         var base = feedURL
         for b in bases {
-            if let u = URL(string: b.trimmingCharacters(in: .whitespacesAndNewlines), relativeTo: base)?.absoluteURL { base = u }
+            if let u = URL(string: b.trimmed(), relativeTo: base)?.absoluteURL { base = u }
         }
         guard let u = URL(string: href, relativeTo: base)?.absoluteURL,
             let scheme = u.scheme?.lowercased(), scheme == "http" || scheme == "https"

@@ -1,5 +1,6 @@
 import CLibXML2
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -97,9 +98,9 @@ enum XMLFeed {
         var permalink: String?
         if !isRDF {
             if let guid = item.child("guid", nil) {
-                let id = guid.text.trimmingCharacters(in: .whitespacesAndNewlines)
+                let id = guid.text.trimmed()
                 e.id = id
-                if guid.attr("isPermaLink")?.trimmingCharacters(in: .whitespaces).lowercased() != "false" { permalink = id }
+                if guid.attr("isPermaLink")?.trimmed(newlines: false).lowercased() != "false" { permalink = id }
             }
         } else {
             e.id = item.attr("about", ns: rdf)
@@ -131,9 +132,9 @@ enum XMLFeed {
 
     static func atomEntry(_ entry: XNode, ns: String, feedURL: URL) -> Entry {
         var e = Entry()
-        e.id = entry.child("id", ns)?.text.trimmingCharacters(in: .whitespacesAndNewlines)
+        e.id = entry.child("id", ns)?.text.trimmed()
         let links = entry.children("link", ns)
-        func rel(_ l: XNode) -> String { l.attr("rel")?.trimmingCharacters(in: .whitespaces).lowercased() ?? "alternate" }
+        func rel(_ l: XNode) -> String { l.attr("rel")?.trimmed(newlines: false).lowercased() ?? "alternate" }
         let alternates = links.filter { rel($0) == "alternate" || rel($0) == "http://www.iana.org/assignments/relation/alternate" }
         let preferred = alternates.first { ($0.attr("type") ?? "text/html").lowercased().contains("html") } ?? alternates.first
         if let link = preferred { e.link = FeedText.absolute(link.attr("href"), bases: link.bases, feedURL: feedURL) }
@@ -170,8 +171,8 @@ enum XMLFeed {
     static func enclosure(url: String?, type: String?, length: String?, bases: [String], feedURL: URL) -> JSONValue? {
         guard let u = FeedText.absolute(url, bases: bases, feedURL: feedURL) else { return nil }
         var o: [String: JSONValue] = ["url": .string(u)]
-        if let type = type?.trimmingCharacters(in: .whitespaces), !type.isEmpty { o["type"] = .string(FeedText.cut(type, 200)) }
-        if let length = length.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) }), length >= 0 { o["length"] = .number(Double(length)) }
+        if let type = type?.trimmed(newlines: false), !type.isEmpty { o["type"] = .string(FeedText.cut(type, 200)) }
+        if let length = length.flatMap({ Int($0.trimmed(newlines: false)) }), length >= 0 { o["length"] = .number(Double(length)) }
         return .object(o)
     }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -197,8 +197,8 @@ package struct GitHubProvider: Provider {
         guard limited else { return PollError.http(response, credentials: credentials, detail: detail) }
         var wait = response.retryAfter
         var why = response.retryAfter.map { "Retry-After \(DurationParser.format($0))" }
-        if wait == nil, response.header("x-ratelimit-remaining")?.trimmingCharacters(in: .whitespaces) == "0",
-            let reset = response.header("x-ratelimit-reset").flatMap({ Double($0.trimmingCharacters(in: .whitespaces)) }), reset.isFinite
+        if wait == nil, response.header("x-ratelimit-remaining")?.trimmed(newlines: false) == "0",
+            let reset = response.header("x-ratelimit-reset").flatMap({ Double($0.trimmed(newlines: false)) }), reset.isFinite
         {
             // Epoch seconds; a second more, as GitHub's clock and ours may differ.
             wait = min(max(0, reset - now.timeIntervalSince1970) + 1, HTTPResponse.maxRetryAfter)
@@ -218,7 +218,7 @@ package struct GitHubProvider: Provider {
 
     /// `X-Poll-Interval` in seconds (a positive number), else nil.
     static func pollInterval(_ response: HTTPResponse) -> TimeInterval? {
-        guard let raw = response.header("x-poll-interval"), let s = Double(raw.trimmingCharacters(in: .whitespaces)),
+        guard let raw = response.header("x-poll-interval"), let s = Double(raw.trimmed(newlines: false)),
             s.isFinite, s > 0
         else { return nil }
         return s
@@ -244,9 +244,9 @@ package struct GitHubProvider: Provider {
             }
             rest = i < rest.endIndex ? rest[rest.index(after: i)...] : ""
             let rels = params.split(separator: ";").compactMap { p -> [String]? in
-                let kv = p.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                let kv = p.split(separator: "=", maxSplits: 1).map { $0.trimmed(newlines: false) }
                 guard kv.count == 2, kv[0].lowercased() == "rel" else { return nil }
-                return kv[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased().split(separator: " ").map(String.init)
+                return kv[1].trimming(scalarsIn: "\"").lowercased().split(separator: " ").map(String.init)
             }.flatMap { $0 }
             guard rels.contains("next") else { continue }
             guard let url = URL(string: String(target), relativeTo: base)?.absoluteURL, Origin(url) != nil else { return nil }
@@ -277,7 +277,7 @@ package struct GitHubProvider: Provider {
         let type = subject?["type"]?.stringValue.map(Self.line) ?? ""
         let title = FeedText.cut(Self.line(subject?["title"]?.stringValue ?? ""), Self.maxTitle)
         let updated = j["updated_at"]?.stringValue ?? ""
-        let body = [reason.replacingOccurrences(of: "_", with: " "), repo].filter { !$0.isEmpty }.joined(separator: " · ")
+        let body = [reason.replacingScalars("_", with: " "), repo].filter { !$0.isEmpty }.joined(separator: " · ")
         var data: [String: JSONValue] = ["reason": .string(reason), "repository": .string(repo), "type": .string(type)]
         if !updated.isEmpty { data["updated_at"] = .string(updated) }
         if let api = subject?["url"]?.stringValue { data["api_url"] = .string(api) }

@@ -1,5 +1,6 @@
 import CLibXML2
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Reading a libxml2 HTML tree: element names and attributes, and walks that are iterative (no
 /// recursion, whatever the nesting) and bounded in nodes and depth.

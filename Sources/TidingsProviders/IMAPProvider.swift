@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Logging
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -76,7 +77,7 @@ package struct IMAPProvider: Provider {
             _ = Secret(Data("\0\(username)\0\(password.value)".utf8).base64EncodedString())
             _ = Secret(Data(password.value.utf8).base64EncodedString())
         }
-        let search = try o.string("search")?.trimmingCharacters(in: .whitespaces) ?? "UNSEEN"
+        let search = try o.string("search")?.trimmed(newlines: false) ?? "UNSEEN"
         guard !search.isEmpty, !search.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw o.error("search", "\(o.what): 'search' must be IMAP SEARCH criteria on one line (e.g. \"UNSEEN\")")
         }
@@ -131,7 +132,7 @@ package struct IMAPProvider: Provider {
 
     /// `localhost`, 127.0.0.0/8 and ::1, decided without DNS.
     static func isLoopback(_ host: String) -> Bool {
-        let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let h = host.lowercased().trimming(scalarsIn: "[]")
         if h == "localhost" || h.hasSuffix(".localhost") || h == "::1" { return true }
         let octets = h.split(separator: ".", omittingEmptySubsequences: false)
         return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
@@ -226,7 +227,7 @@ package struct IMAPProvider: Provider {
         if let from { data["from"] = .string(from) }
         if let to = header("to") { data["to"] = .string(FeedText.cut(to, 1000)) }
         if let date = header("date") { data["date"] = .string(FeedText.date(date) ?? date) }
-        if let id = header("message-id") { data["message_id"] = .string(FeedText.cut(id.trimmingCharacters(in: CharacterSet(charactersIn: "<> ")), 1000)) }
+        if let id = header("message-id") { data["message_id"] = .string(FeedText.cut(id.trimming(scalarsIn: "<> "), 1000)) }
         if let size = a["RFC822.SIZE"]?.number { data["size"] = .number(Double(size)) }
         return Item(
             key: "\(validity)/\(uid)", kind: "mail", title: FeedText.cut(subject ?? "(no subject)", maxTitle),

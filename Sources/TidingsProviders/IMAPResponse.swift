@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A value in an IMAP answer (RFC 3501 §4): an atom or number, a string (quoted or a literal
 /// `{n}` and its n bytes), NIL, or a parenthesized list.
@@ -289,7 +289,7 @@ enum IMAPSyntax {
     /// A quoted string (RFC 3501 `quoted`), or nil when `s` cannot be one (line breaks, NUL).
     static func quoted(_ s: String) -> String? {
         guard !s.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else { return nil }
-        return "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        return "\"" + s.replacingScalars("\\", with: "\\\\").replacingScalars("\"", with: "\\\"") + "\""
     }
 
     /// A mailbox name in IMAP's modified UTF-7 (RFC 3501 §5.1.3): `Entwürfe` → `Entw&APw-rfe`.
@@ -300,8 +300,8 @@ enum IMAPSyntax {
             guard !pending.isEmpty else { return }
             var bytes: [UInt8] = []
             for u in pending { bytes += [UInt8(u >> 8), UInt8(u & 0xFF)] }
-            let b64 = Data(bytes).base64EncodedString().replacingOccurrences(of: "/", with: ",")
-                .trimmingCharacters(in: CharacterSet(charactersIn: "="))
+            let b64 = Data(bytes).base64EncodedString().replacingScalars("/", with: ",")
+                .trimming(scalarsIn: "=")
             out += "&" + b64 + "-"
             pending.removeAll()
         }

@@ -9,7 +9,7 @@ package enum JSONPointer {
         guard pointer.hasPrefix("/") else { return nil }
         var current = value
         for raw in pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
-            let token = raw.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+            let token = raw.replacingScalars("~1", with: "/").replacingScalars("~0", with: "~")
             switch current {
             case .object(let o):
                 guard let next = o[token] else { return nil }

@@ -1,8 +1,9 @@
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
     import Glibc
 #endif
+import TidingsPluginAPI
 
 /// Reading the parts of an e-mail message a notification shows: header fields (RFC 5322
 /// unfolding, RFC 2047 encoded words in any charset), and the first text part of the body
@@ -29,7 +30,7 @@ enum MailText {
             }
             finish()
             guard let colon = rawLine.firstIndex(of: UInt8(ascii: ":")) else { continue }
-            name = String(decoding: rawLine[..<colon], as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased()
+            name = String(decoding: rawLine[..<colon], as: UTF8.self).trimmed(newlines: false).lowercased()
             value = Array(rawLine[(colon + 1)...])
         }
         finish()
@@ -202,7 +203,7 @@ enum MailText {
     /// are not UTF-8 are Latin-1. With `cut` (the head of a longer text), an incomplete UTF-8
     /// character at the end is dropped.
     static func text(_ bytes: [UInt8], charset: String?, cut: Bool = false) -> String {
-        let name = (charset ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "\"' ")).lowercased()
+        let name = (charset ?? "").trimming(scalarsIn: "\"' ").lowercased()
         if name.isEmpty || name == "utf-8" || name == "utf8" || name == "us-ascii" || name == "ascii" {
             var utf8 = bytes
             if cut {
@@ -291,12 +292,12 @@ enum MailText {
             current.append(ch)
         }
         parts.append(current)
-        let type = parts[0].trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        let type = parts[0].trimmed().lowercased()
         var params: [String: String] = [:]
         for p in parts.dropFirst() {
             guard let eq = p.firstIndex(of: "=") else { continue }
-            let key = p[..<eq].trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
-            var value = p[p.index(after: eq)...].trimmingCharacters(in: .whitespacesAndNewlines)
+            let key = p[..<eq].trimmed().lowercased()
+            var value = p[p.index(after: eq)...].trimmed()
             if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
             params[key] = value
         }
@@ -332,7 +333,7 @@ enum MailText {
             return html ?? ""
         }
         guard type.hasPrefix("text/") || type.isEmpty else { return "" }
-        let cte = transferEncoding.map { String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let cte = transferEncoding.map { String(decoding: $0, as: UTF8.self).trimmed(newlines: false).lowercased() } ?? ""
         let decoded: [UInt8]
         switch cte {
         case "base64": decoded = base64(body)

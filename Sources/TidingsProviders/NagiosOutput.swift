@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -61,8 +61,8 @@ package struct NagiosOutput: Equatable, Sendable {
                 break
             }
         }
-        text = status.trimmingCharacters(in: .whitespaces)
-        longText = long.joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+        text = status.trimmed(newlines: false)
+        longText = long.joined(separator: "\n").trimmed()
         perfdata = perf.flatMap(Self.perfdata)
     }
 

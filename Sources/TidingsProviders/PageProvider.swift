@@ -1,5 +1,5 @@
 import CLibXML2
-import Foundation
+import FoundationEssentials
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -146,7 +146,7 @@ package struct PageProvider: Provider, EventDescriber {
     /// A successful response body → items (pure: what `poll` does after the request). Reading
     /// it costs at most a ``DocumentBudget`` (from the body's size and `maxBody`) in all.
     package func decode(_ body: Data, contentType: String?, maxBody: Int = 10 << 20) throws -> Decoded {
-        let type = contentType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let type = contentType?.split(separator: ";").first.map { $0.trimmed(newlines: false).lowercased() } ?? ""
         let charset = FeedProvider.charset(ofContentType: contentType)
         var notes: [String] = []
         var texts: [(node: xmlNodePtr?, lines: [String], cut: Bool)] = []
@@ -344,7 +344,7 @@ final class PageDocument {
     /// Charset labels as libxml2 (iconv) names them; the Latin-1 and ASCII labels mean
     /// windows-1252, as they do in browsers (WHATWG Encoding).
     static func encodingName(_ label: String) -> String {
-        let l = label.trimmingCharacters(in: CharacterSet(charactersIn: " \t\"'")).lowercased()
+        let l = label.trimming(scalarsIn: " \t\"'").lowercased()
         switch l {
         case "iso-8859-1", "iso8859-1", "iso_8859-1", "latin1", "l1", "ascii", "us-ascii", "cp1252", "x-cp1252",
             "windows-1252", "cp819", "ibm819":
@@ -361,10 +361,10 @@ final class PageDocument {
     static func metaCharset(_ body: Data) -> String? {
         let head = String(decoding: body.prefix(1024), as: UTF8.self).lowercased()
         var rest = head[...]
-        while let meta = rest.range(of: "<meta") {
+        while let meta = rest.firstRange(of: "<meta") {
             let tagEnd = rest[meta.upperBound...].firstIndex(of: ">") ?? rest.endIndex
             let tag = rest[meta.upperBound..<tagEnd]
-            if let c = tag.range(of: "charset") {
+            if let c = tag.firstRange(of: "charset") {
                 var value = tag[c.upperBound...].drop { $0 == " " }
                 if value.first == "=" {
                     value = value.dropFirst().drop { $0 == " " || $0 == "\"" || $0 == "'" }
@@ -403,7 +403,7 @@ enum PageXPath {
     /// What is wrong with `expr` (libxml2's message and where), or nil if it compiles.
     static func check(_ expr: String) -> String? {
         XMLFeed.setUp()
-        guard !expr.trimmingCharacters(in: .whitespaces).isEmpty else { return "empty expression" }
+        guard !expr.trimmed(newlines: false).isEmpty else { return "empty expression" }
         xmlResetLastError()
         let compiled = expr.withCString { xmlXPathCompile(UnsafeRawPointer($0).assumingMemoryBound(to: xmlChar.self)) }
         if let compiled {
@@ -421,7 +421,7 @@ enum PageXPath {
 
     static func lastError(_ expr: String) -> String {
         guard let e = xmlGetLastError(), e.pointee.domain == Int32(XML_FROM_XPATH.rawValue) else { return "not a valid XPath 1.0 expression" }
-        let message = e.pointee.message.map { String(cString: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "invalid"
+        let message = e.pointee.message.map { String(cString: $0).trimmed() } ?? "invalid"
         // int1: the byte offset where libxml2 stopped.
         let offset = Int(e.pointee.int1)
         let at = String(decoding: expr.utf8.prefix(max(offset, 0)), as: UTF8.self).count + 1

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -12,7 +12,7 @@ enum ProviderSupport {
         } else {
             given = try options.requiredConfigURL(key)
         }
-        var text = given.raw.trimmingCharacters(in: .whitespaces)
+        var text = given.raw.trimmed(newlines: false)
         while text.hasSuffix("/") { text.removeLast() }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
             let host = url.host, !host.isEmpty
@@ -36,9 +36,8 @@ enum ProviderSupport {
     }
 
     static func encodeQueryValue(_ s: String) -> String {
-        var allowed = CharacterSet.urlQueryAllowed
-        allowed.remove(charactersIn: "+&=#;")
-        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+        // Foundation's .urlQueryAllowed (RFC 3986's query characters) less "+&=#;".
+        s.percentEncoded { isUnreserved($0) || "!$'()*,:@/?".utf8.contains($0) }
     }
 
     /// Parses a JSON response body, or fails the poll as a malformed response.
@@ -72,12 +71,12 @@ enum ProviderSupport {
     /// One that is missing or unreadable is a config error at its line.
     static func caFile(_ options: OptionReader) throws -> String? {
         guard let path = try options.path("ca_file") else { return nil }
-        var isDirectory: ObjCBool = false
+        var isDirectory = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw options.error("ca_file", "\(options.what): cannot read ca_file \(path): no such file")
         }
-        guard !isDirectory.boolValue, FileManager.default.isReadableFile(atPath: path) else {
-            throw options.error("ca_file", "\(options.what): cannot read ca_file \(path): \(isDirectory.boolValue ? "it is a directory" : "permission denied")")
+        guard !isDirectory, FileManager.default.isReadableFile(atPath: path) else {
+            throw options.error("ca_file", "\(options.what): cannot read ca_file \(path): \(isDirectory ? "it is a directory" : "permission denied")")
         }
         return path
     }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Logging
 import Synchronization
 import TidingsPOSIX
 import TidingsPluginAPI
@@ -155,9 +156,9 @@ package final class SportdateProvider: Provider, Sendable {
         guard let list = raw.arrayValue else { throw PollError(.transient, "Sportdate message check: 'messages' is not a list") }
         return list.compactMap { entry in
             guard case .object = entry else { return nil }
-            let type = field(entry, "type")?.stringValue?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+            let type = field(entry, "type")?.stringValue?.trimmed(newlines: false).lowercased() ?? ""
             let text = (field(entry, "messagetext") ?? field(entry, "message") ?? field(entry, "text"))?.stringValue ?? ""
-            let url = (field(entry, "actionURL") ?? field(entry, "url"))?.stringValue?.trimmingCharacters(in: .whitespaces)
+            let url = (field(entry, "actionURL") ?? field(entry, "url"))?.stringValue?.trimmed(newlines: false)
             return Message(type: type, text: text, actionURL: url)
         }
     }

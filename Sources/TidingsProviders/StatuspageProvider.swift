@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -70,7 +70,7 @@ package struct StatuspageProvider: Provider, EventDescriber, Sendable {
             data["scheduled_for"] = j["scheduled_for"] ?? .null
             data["scheduled_until"] = j["scheduled_until"] ?? .null
         }
-        let statusWord = status.replacingOccurrences(of: "_", with: " ")
+        let statusWord = status.replacingScalars("_", with: " ")
         return Item(
             key: id, kind: "notice", title: "\(page.isEmpty ? "" : "\(page): ")\(name)\(statusWord.isEmpty ? "" : " (\(statusWord))")",
             body: latest?["body"]?.stringValue ?? "", url: j["shortlink"]?.stringValue, severity: severity,

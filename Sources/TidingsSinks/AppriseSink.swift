@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -83,7 +83,7 @@ package struct AppriseSink: Sink {
         // Apprise refuses a notification without a body ("No message body or attachment was
         // specified", exit 1, which would be retried for ever): the title becomes the body.
         if body.allSatisfy(\.isWhitespace) { (title, body) = ("", title) }
-        title = title.replacingOccurrences(of: "\0", with: "").cut(utf8Bytes: Self.maxTitleBytes)
+        title = title.replacingScalars("\0", with: "").cut(utf8Bytes: Self.maxTitleBytes)
         var arguments = [program, "-v", "-i", "text", "-n", Self.notificationType(event)]
         // `--title=…` in one word: a title starting with "-" stays a title.
         if !title.isEmpty { arguments.append("--title=" + title) }
@@ -174,7 +174,7 @@ enum AppriseURL {
 
     /// The user and password before an `@`, and every long piece between `/ ? & = : @ # , ;`.
     static func secretParts(of url: String) -> [String] {
-        let rest = url.range(of: "://").map { String(url[$0.upperBound...]) } ?? url
+        let rest = url.firstRange(of: "://").map { String(url[$0.upperBound...]) } ?? url
         var parts: [String] = []
         let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
         if let at = authority.lastIndex(of: "@") {
@@ -182,7 +182,7 @@ enum AppriseURL {
         }
         let pieces = rest.split(whereSeparator: { "/?&=:@#,;".contains($0) }).map(String.init)
         parts += pieces.filter { $0.count >= minimumTokenLength }
-        return parts.flatMap { [$0, $0.removingPercentEncoding].compactMap { $0 } }
+        return parts.flatMap { [$0, $0.percentDecoded].compactMap { $0 } }
     }
 
     static func registerParts(of url: String) {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -123,7 +123,7 @@ package struct DiscordSink: Sink {
         var out = ""
         for c in url.unicodeScalars {
             let special = "()<>\"".unicodeScalars.contains(c) || c.properties.isWhitespace
-            if special { out += String(format: "%%%02X", c.value) } else { out.unicodeScalars.append(c) }
+            if special { out += "%" + hexCode(c.value) } else { out.unicodeScalars.append(c) }
         }
         return out
     }
@@ -142,7 +142,7 @@ package struct DiscordSink: Sink {
         switch r.status {
         case 429:
             let body = ChatChannel.decode(Reply.self, r.body)?.retryAfter
-            let resetAfter = r.header("x-ratelimit-reset-after").flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+            let resetAfter = r.header("x-ratelimit-reset-after").flatMap { Double($0.trimmed(newlines: false)) }
             let waits = [body, resetAfter, r.retryAfter].compactMap { $0 }.filter(\.isFinite)
             let wait = waits.max().map { min(max(0, $0), HTTPResponse.maxRetryAfter) }
             return ChatChannel.failure(delivery.endpoint, r, .retryable, "rate limited", retryAfter: wait)

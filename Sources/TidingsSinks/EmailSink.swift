@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -149,7 +150,7 @@ package struct EmailSink: Sink {
 
     /// `localhost`, 127.0.0.0/8 and ::1: a relay on this machine.
     package static func isLoopback(_ host: String) -> Bool {
-        let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let h = host.lowercased().trimming(scalarsIn: "[]")
         if h == "localhost" || h.hasSuffix(".localhost") || h == "::1" { return true }
         var addr = in_addr()
         return inet_pton(AF_INET, h, &addr) == 1 && UInt32(bigEndian: addr.s_addr) >> 24 == 127

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 import TidingsPOSIX
 import TidingsPluginAPI
@@ -57,7 +57,7 @@ package struct ExecSink: Sink {
         // NUL cannot cross execve, and Linux refuses any single variable over 128 KiB (E2BIG):
         // drop NULs and cut long values (stdin always carries the whole event).
         for key in ["TIDINGS_TITLE", "TIDINGS_BODY", "TIDINGS_URL", "TIDINGS_KEY"] {
-            env[key] = env[key].map { Self.limited($0.replacingOccurrences(of: "\0", with: ""), bytes: maxVariableBytes) }
+            env[key] = env[key].map { Self.limited($0.replacingScalars("\0", with: ""), bytes: maxVariableBytes) }
         }
         return env
     }
@@ -74,7 +74,7 @@ package struct ExecSink: Sink {
     }
 
     func run(_ e: Event) async throws {
-        let name = (command[0] as NSString).lastPathComponent
+        let name = PathText.lastComponent(command[0])
         let out: ProcessRunner.Output
         do {
             out = try await ProcessRunner.run(

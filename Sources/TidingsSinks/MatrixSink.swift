@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 import TidingsCrypto
 import TidingsPOSIX
@@ -140,9 +140,7 @@ package struct MatrixSink: Sink {
     /// Everything but RFC 3986's unreserved characters percent-encoded: `!`, `#`, `:` and `/`
     /// of room ids and aliases included, as the Matrix spec asks for path parameters.
     package static func pathSegment(_ s: String) -> String {
-        var allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-        allowed.insert(charactersIn: "-._~")
-        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+        s.percentEncoded(keeping: isUnreserved)
     }
 
     // MARK: answers
@@ -336,7 +334,7 @@ struct MatrixMessage: Sendable {
         if let link { plain += "\n" + link }
 
         var html = "<strong>" + (label?.html ?? "") + title.html + "</strong>"
-        if !body.html.isEmpty { html += "<br>" + body.html.replacingOccurrences(of: "\n", with: "<br>\n") }
+        if !body.html.isEmpty { html += "<br>" + body.html.replacingScalars("\n", with: "<br>\n") }
         if let link {
             let href = Markup.html.escape(link)
             html += "<br><a href=\"\(href)\">\(href)</a>"

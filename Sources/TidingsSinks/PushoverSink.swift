@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -164,7 +164,7 @@ package struct PushoverSink: Sink {
 
     /// When the application's monthly counter resets (`X-Limit-App-Reset`, Unix time).
     static func reset(_ r: HTTPResponse) -> Date? {
-        guard let raw = r.header("x-limit-app-reset"), let t = Double(raw.trimmingCharacters(in: .whitespaces)), t.isFinite else { return nil }
+        guard let raw = r.header("x-limit-app-reset"), let t = Double(raw.trimmed(newlines: false)), t.isFinite else { return nil }
         return Date(timeIntervalSince1970: t)
     }
 
@@ -175,7 +175,7 @@ package struct PushoverSink: Sink {
 
     /// ` (the application's monthly limit of N messages is used up until …)`, from `X-Limit-App-*`.
     static func limitNote(_ r: HTTPResponse) -> String {
-        let limit = r.header("x-limit-app-limit").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { " of \($0) messages" } ?? ""
+        let limit = r.header("x-limit-app-limit").flatMap { Int($0.trimmed(newlines: false)) }.map { " of \($0) messages" } ?? ""
         let until = reset(r).map { " until \(Timestamp.format($0))" } ?? ""
         return " (the application's monthly limit\(limit) is used up\(until))"
     }

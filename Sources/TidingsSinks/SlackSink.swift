@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -108,7 +108,7 @@ package struct SlackSink: Sink {
         for c in url.absoluteString.unicodeScalars {
             switch c {
             case "&": out += "&amp;"
-            case "<", ">", "|", " ", "\"": out += String(format: "%%%02X", c.value)
+            case "<", ">", "|", " ", "\"": out += "%" + hexCode(c.value)
             default: out.unicodeScalars.append(c)
             }
         }
@@ -118,7 +118,7 @@ package struct SlackSink: Sink {
     /// Slack's own answers: the error codes that mean the webhook itself is wrong or revoked.
     package func judge(_ r: HTTPResponse) -> HTTPDelivery.Outcome? {
         guard [400, 403, 404, 410].contains(r.status) else { return nil }
-        let code = String(decoding: r.body.prefix(200), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let code = String(decoding: r.body.prefix(200), as: UTF8.self).trimmed()
         if let meaning = Self.webhookErrors[code] {
             return ChatChannel.failure(delivery.endpoint, r, .gone, meaning + "; fix the webhook, then reload")
         }

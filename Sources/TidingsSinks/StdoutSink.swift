@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 import TidingsPOSIX
 import TidingsPluginAPI
@@ -46,12 +47,25 @@ package struct StdoutSink: Sink, TemplatedSink {
     package func deliver(_ events: [Event]) async throws {
         let text = events.map { format == .json ? $0.jsonLine() : formatter.line(shown($0)) }.joined(separator: "\n") + "\n"
         try Self.lock.withLock { _ in
-            do {
-                try FileHandle.standardOutput.write(contentsOf: Data(text.utf8))
-            } catch {
-                throw DeliveryError(.retryable, "cannot write to stdout: \(error.localizedDescription)")
+            if let failure = Self.writeAll(Array(text.utf8), to: STDOUT_FILENO) {
+                throw DeliveryError(.retryable, "cannot write to stdout: \(String(cString: strerror(failure)))")
             }
         }
+    }
+
+    /// Writes all of `bytes` to `fd` (a short write or EINTR goes on); nil, or the errno that
+    /// stopped it.
+    static func writeAll(_ bytes: [UInt8], to fd: Int32) -> Int32? {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes[done...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            done += n
+        }
+        return nil
     }
 
     /// `e` with the title and body the templates make of it.

@@ -1,5 +1,6 @@
-import Foundation
+import FoundationEssentials
 import TidingsCrypto
+import TidingsPluginAPI
 
 /// Standard Webhooks signing (https://www.standardwebhooks.com): the `webhook-signature`
 /// header is `v1,` + base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}")).
@@ -17,7 +18,7 @@ package struct WebhookSignature: Sendable {
     /// A secret written `whsec_` + base64 of random bytes; the key is the decoded bytes.
     /// The `whsec_` prefix is optional on input, the base64 is not.
     package init(secret: String) throws {
-        var encoded = secret.trimmingCharacters(in: .whitespacesAndNewlines)
+        var encoded = secret.trimmed()
         if encoded.hasPrefix("whsec_") { encoded.removeFirst("whsec_".count) }
         guard let bytes = Data(base64Encoded: encoded), !bytes.isEmpty else { throw Error.invalidSecret }
         key = bytes

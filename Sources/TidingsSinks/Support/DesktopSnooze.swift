@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Logging
 import TidingsPOSIX
 import TidingsPluginAPI

@@ -1,5 +1,6 @@
 import CLibnotify
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 import TidingsPOSIX
 import TidingsPluginAPI
@@ -45,9 +46,7 @@ final class GLibThread: @unchecked Sendable {
                 return !s.started
             })
         else { return }
-        let thread = Thread { [self] in self.main() }
-        thread.name = name
-        thread.start()
+        startDetachedThread(name: name) { [self] in self.main() }
     }
 
     private func main() {

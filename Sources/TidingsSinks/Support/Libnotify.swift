@@ -1,5 +1,5 @@
 import CLibnotify
-import Foundation
+import FoundationEssentials
 
 /// libnotify, used only from the desktop sink's ``GLibThread``.
 ///
@@ -113,7 +113,7 @@ final class Libnotify: @unchecked Sendable {
         defer { g_error_free(error) }
         var text = error.pointee.message.map { String(cString: $0) } ?? fallback
         // GDBus prefixes remote errors with "GDBus.Error:org.freedesktop…: "; keep the human part.
-        if text.hasPrefix("GDBus.Error:"), let colon = text.range(of: ": ") { text = String(text[colon.upperBound...]) }
+        if text.hasPrefix("GDBus.Error:"), let colon = text.firstRange(of: ": ") { text = String(text[colon.upperBound...]) }
         return text
     }
 }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import TidingsPOSIX
 import TidingsPluginAPI
 
@@ -24,10 +25,10 @@ package struct MailAddress: Sendable, Equatable, CustomStringConvertible {
         if text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
             throw MailAddressError("must not contain line breaks or control characters")
         }
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmed(newlines: false)
         if let open = trimmed.lastIndex(of: "<") {
             guard trimmed.hasSuffix(">") else { throw MailAddressError("'<' without a closing '>' at the end") }
-            var name = trimmed[..<open].trimmingCharacters(in: .whitespaces)
+            var name = trimmed[..<open].trimmed(newlines: false)
             if name.count >= 2, name.hasPrefix("\""), name.hasSuffix("\"") { name = String(name.dropFirst().dropLast()) }
             guard name.count <= 200 else { throw MailAddressError("the display name is longer than 200 characters") }
             guard !name.contains("\"") && !name.contains("\\") && !name.contains("<") else {
@@ -162,7 +163,7 @@ package enum MailHeader {
             clean.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value < 0x7f } && !clean.contains("=?")
             && words.allSatisfy { $0.count <= plainWordLimit }
         let firstRoom = encodedLineLimit - name.count - 2
-        return fold(name, plain ? words : encodedWords(clean.trimmingCharacters(in: .whitespaces), firstRoom: firstRoom))
+        return fold(name, plain ? words : encodedWords(clean.trimmed(newlines: false), firstRoom: firstRoom))
     }
 
     /// `text` as B-encoded UTF-8 encoded-words, split between characters (a character too long
@@ -215,7 +216,7 @@ package enum QuotedPrintable {
 
     package static func encode(_ text: String) -> String {
         var out = ""
-        let lines = text.replacingOccurrences(of: "\r\n", with: "\n").replacingOccurrences(of: "\r", with: "\n")
+        let lines = text.replacingScalars("\r\n", with: "\n").replacingScalars("\r", with: "\n")
             .split(separator: "\n", omittingEmptySubsequences: false)
         for (i, line) in lines.enumerated() {
             if i > 0 { out += "\r\n" }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Cuts a channel's rendered text to the channel's documented length without breaking its markup:
 /// never inside an HTML tag or entity (`&amp;`), a Slack link (`<url|label>`) or a Markdown

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import TidingsTemplates
 import TidingsPOSIX
 import TidingsPluginAPI
@@ -69,7 +69,7 @@ package enum Markup: String, Sendable, CaseIterable {
     /// The markup a request body of `contentType` is written in: JSON for `application/json`
     /// and `application/*+json`, HTML for `text/html`, else plain.
     package static func forContentType(_ contentType: String) -> Markup {
-        let type = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let type = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmed(newlines: false).lowercased() } ?? ""
         if type == "application/json" || (type.hasPrefix("application/") && type.hasSuffix("+json")) { return .json }
         if type == "text/html" { return .html }
         return .plain
@@ -242,7 +242,7 @@ struct TemplatePlacement {
         guard optionLine >= 1, optionLine <= lines.count else { return nil }
         let line = lines[optionLine - 1]
         // `key = """…` (possibly quoted, possibly inside an inline table); only multi-line strings map.
-        guard let keyRange = line.range(of: key) else { return nil }
+        guard let keyRange = line.firstRange(of: key) else { return nil }
         let afterKey = line[keyRange.upperBound...].drop(while: { $0 == " " || $0 == "\t" || $0 == "\"" })
         guard afterKey.first == "=" else { return nil }
         let value = afterKey.dropFirst().drop(while: { $0 == " " || $0 == "\t" })
