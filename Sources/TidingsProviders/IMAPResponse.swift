@@ -1,3 +1,4 @@
+import TidingsPluginAPI
 import FoundationEssentials
 
 /// A value in an IMAP answer (RFC 3501 §4): an atom or number, a string (quoted or a literal

@@ -37,7 +37,7 @@ enum ProviderSupport {
 
     static func encodeQueryValue(_ s: String) -> String {
         // Foundation's .urlQueryAllowed (RFC 3986's query characters) less "+&=#;".
-        s.percentEncoded { isUnreserved($0) || "!$'()*,:@/?".utf8.contains($0) }
+        s.percentEncoded { isUnreservedURLByte($0) || "!$'()*,:@/?".utf8.contains($0) }
     }
 
     /// Parses a JSON response body, or fails the poll as a malformed response.

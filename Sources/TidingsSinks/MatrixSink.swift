@@ -140,7 +140,7 @@ package struct MatrixSink: Sink {
     /// Everything but RFC 3986's unreserved characters percent-encoded: `!`, `#`, `:` and `/`
     /// of room ids and aliases included, as the Matrix spec asks for path parameters.
     package static func pathSegment(_ s: String) -> String {
-        s.percentEncoded(keeping: isUnreserved)
+        s.percentEncoded(keeping: isUnreservedURLByte)
     }
 
     // MARK: answers

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import TidingsPluginAPI
 import XCTest
 
 @testable import TidingsProviders

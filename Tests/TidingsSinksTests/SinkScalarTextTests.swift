@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import TidingsPluginAPI
 import XCTest
 
 @testable import TidingsSinks

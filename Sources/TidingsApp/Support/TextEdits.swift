@@ -1,3 +1,5 @@
+import TidingsPluginAPI
+
 /// The few text edits the CLI's output needs, in the stdlib (Foundation's `padding`,
 /// `trimmingCharacters(in:)` and `replacingOccurrences` belong to corelibs Foundation), each
 /// with the units its Foundation counterpart used, so that the output is what it was.
@@ -13,22 +15,13 @@ package enum TextEdits {
     /// `text.trimmingCharacters(in: CharacterSet(charactersIn: scalars))`: the scalars of the set
     /// dropped at both ends.
     package static func trimming(_ text: some StringProtocol, _ scalars: Set<Unicode.Scalar>) -> String {
-        let all = text.unicodeScalars
-        guard let first = all.firstIndex(where: { !scalars.contains($0) }) else { return "" }
-        let last = all.lastIndex(where: { !scalars.contains($0) })!
-        var out = ""
-        out.unicodeScalars.append(contentsOf: all[first...last])
-        return out
+        text.trimmed { scalars.contains($0) }
     }
 
     /// `text.replacingOccurrences(of: scalar, with: replacement)` for one scalar, matched per
     /// scalar as NSString did (the "\n" of a "\r\n" too, which a Character match would miss).
     package static func replacing(_ scalar: Unicode.Scalar, with replacement: String, in text: some StringProtocol) -> String {
-        var out = ""
-        for s in text.unicodeScalars {
-            if s == scalar { out += replacement } else { out.unicodeScalars.append(s) }
-        }
-        return out
+        text.replacingScalars(String(scalar), with: replacement)
     }
 
     /// `String(format: "%0*o", width, value)`: octal, zero-padded on the left to `width` digits.

@@ -43,6 +43,20 @@ package func isUnreservedURLByte(_ byte: UInt8) -> Bool {
     }
 }
 
+/// `String(format: "%02X", value)`: upper-case hex, at least two digits.
+package func hexCode(_ value: UInt32) -> String {
+    let digits = String(value, radix: 16, uppercase: true)
+    return digits.count < 2 ? "0" + digits : digits
+}
+
+/// An ASCII letter or digit.
+package func isASCIIAlphanumeric(_ byte: UInt8) -> Bool {
+    switch byte {
+    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+    default: false
+    }
+}
+
 private func hexValue(_ byte: UInt8) -> UInt8? {
     switch byte {
     case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")

@@ -21,10 +21,18 @@ extension StringProtocol {
         return text
     }
 
+    /// Foundation's `trimmingCharacters(in: CharacterSet(charactersIn: scalars))`: the leading and
+    /// trailing Unicode scalars that are among `scalars` removed.
+    package func trimming(scalarsIn scalars: String) -> String {
+        let set = Set(scalars.unicodeScalars)
+        return trimmed { set.contains($0) }
+    }
+
     /// Every occurrence of `target` replaced by `replacement`, left to right and not overlapping,
     /// compared scalar by scalar as Foundation's `replacingOccurrences(of:with:)` finds them (the
     /// stdlib's `replacing` compares whole characters: it would not find `\\` in `\\\u{301}`).
     package func replacingScalars(_ target: String, with replacement: String) -> String {
+        guard !target.isEmpty else { return String(self) }
         var text = String(self)
         text.unicodeScalars = text.unicodeScalars.replacing(target.unicodeScalars, with: replacement.unicodeScalars)
         return text
