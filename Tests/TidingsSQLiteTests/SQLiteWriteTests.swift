@@ -85,6 +85,19 @@ final class SQLiteWriteTests: XCTestCase {
         XCTAssertEqual(try count(store), 2)
     }
 
+    /// Reads have connections of their own (WAL readers): one made while this process's write is
+    /// under way neither waits for the writer nor sees the uncommitted rows, and then sees them
+    /// once committed.
+    func testAReadDuringAWriteSeesTheLastCommitWithoutWaiting() throws {
+        let (store, _) = try store()
+        try store.database.write { db in
+            _ = try db.execute("INSERT INTO scratch(x) VALUES (1)")
+            XCTAssertEqual(try db.scalar("SELECT count(*) FROM scratch"), 1, "the write sees its own row")
+            XCTAssertEqual(try count(store), 0, "a read sees the last commit")
+        }
+        XCTAssertEqual(try count(store), 1)
+    }
+
     /// A write from synchronous code (the CLI's path).
     private static func insertWaiting(_ store: StateStore, _ x: Int) throws {
         try store.database.write { _ = try $0.execute("INSERT INTO scratch(x) VALUES (?)", x) }
