@@ -7,7 +7,6 @@ let testDependencies: [Target.Dependency] = [
     "TidingsCrypto", "TidingsPluginAPI", "TidingsPOSIX", "TidingsIPC", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsCurl",
     "TidingsProviders", "TidingsSinks", "TidingsSystemBus", "TidingsMonitoring", "TidingsApp", "TidingsTestSupport",
     "TidingsTemplates",
-    .product(name: "GRDB", package: "GRDB.swift"),
     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
     .product(name: "Logging", package: "swift-log"),
 ]
@@ -31,7 +30,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
-        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.0.0"),
         // Monitoring (DESIGN §8): metrics API in the core, Prometheus exposition and the [http] server in TidingsMonitoring.
@@ -82,16 +80,20 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
-        /// The SQLite backend of the storage seam (GRDB): the state file, its directory and migrations.
+        /// The SQLite backend of the storage seam (SQLite's C API): the state file, its directory
+        /// and migrations. No C pointer above it.
         .target(
             name: "TidingsSQLite",
             dependencies: [
-                "TidingsPluginAPI", "TidingsEngine",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                // sqlite3_busy_timeout: a write from async code that can start at once runs in place.
-                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                "TidingsPluginAPI", "TidingsEngine", "CSQLite",
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        /// SQLite, via pkg-config; only TidingsSQLite imports it.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
         ),
         /// The PostgreSQL backend of the storage seam (postgres-nio), its schema, and `tidings state
         /// migrate`'s copy.
@@ -202,7 +204,6 @@ let package = Package(
             dependencies: [
                 "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsPOSIX", "TidingsApp",
                 "TidingsProviders", "TidingsSinks", "TidingsCurl",
-                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

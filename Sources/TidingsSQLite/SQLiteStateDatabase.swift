@@ -1,38 +1,87 @@
-import FoundationEssentials
-import GRDB
-import GRDBSQLite
+import CSQLite
+import Glibc
 import Synchronization
 import TidingsEngine
 import TidingsPluginAPI
 
 /// The SQLite ``StateDatabase``: one file in the state directory, in WAL mode (readers never
-/// wait for the writer).
+/// wait for the writer), on SQLite's C API: one writer connection, read-only reader
+/// connections, a statement cache on each.
 ///
 /// From async code nothing waits for a lock on the cooperative thread pool:
 /// - Reads run in place: in WAL mode a read waits for nobody, and a hop to another thread
-///   costs more than the read (benchmark 2).
+///   costs more than the read (benchmark 2). A read takes an idle reader connection, or opens one.
 /// - A write runs in place when it can start at once: no other write of this process is under
-///   way (GRDB's writer queue is idle, so entering it does not wait) and SQLite's write lock
+///   way (the writer connection is free, so taking it does not wait) and SQLite's write lock
 ///   is free (`BEGIN IMMEDIATE` tried with no busy timeout). Otherwise (a `tidings` command is
-///   writing, or another poll's commit is) it waits on GRDB's writer queue, off the pool. The
-///   lock is almost always free, and the two thread switches of the queue cost the daemon
-///   about 0.7 points of a core with 10,000 sources (benchmark 2).
+///   writing, or another poll's commit is) it waits on the writer thread, off the pool, one
+///   write after the other as GRDB's writer queue did. The lock is almost always free.
 package final class SQLiteStateDatabase: StateDatabase {
-    package let pool: DatabasePool
     package let path: String
     package var location: String { path }
     package var dialect: SQLDialect { .sqlite }
     /// One daemon per file (``StateLock``).
     package var isShared: Bool { false }
-    /// The connection's busy timeout (``StateStore``'s `busyMode`), restored after an attempt in place.
+    /// How long a statement waits for another process's lock, in seconds.
     private let busyTimeout: Double
-    /// Writes of this process under way or waiting for the writer queue: one runs in place only when there are none.
+    /// The one writer connection; whoever holds the lock uses it.
+    private let writer: SQLiteConnection
+    private let writerLock = Mutex(())
+    /// Reader connections not in use.
+    private let idleReaders = Mutex<[SQLiteConnection]>([])
+    /// Idle readers kept open (GRDB's pool kept 5).
+    private static let maximumIdleReaders = 5
+    /// Writes of this process under way or waiting for the writer: one runs in place only when there are none.
     private let writes = Mutex(0)
+    /// Writes that could not start at once, run one after the other on the writer thread.
+    private let queue = WriteQueue()
 
-    package init(pool: DatabasePool, path: String, busyTimeout: Double) {
-        self.pool = pool
+    /// Opens (or creates) the file, switches it to WAL and makes sure a WAL file exists with
+    /// something in it (GRDB's fix for read-only readers on a fresh file).
+    package init(path: String, busyTimeout: Double) throws {
         self.path = path
         self.busyTimeout = busyTimeout
+        writer = try SQLiteConnection(path: path, readOnly: false, busyTimeout: busyTimeout)
+        let mode: String? = try SQLiteStatements(connection: writer).scalar("PRAGMA journal_mode = WAL")
+        guard mode == "wal" else { throw SQLiteError(extendedCode: SQLITE_ERROR, message: "could not activate WAL Mode at path: \(path)", sql: nil) }
+        var st = stat()
+        if stat(path + "-wal", &st) != 0 || st.st_size == 0 {
+            try writer.inTransaction("BEGIN IMMEDIATE") {
+                try writer.execute("CREATE TABLE grdb_issue_102 (id INTEGER PRIMARY KEY); DROP TABLE grdb_issue_102")
+            }
+        }
+    }
+
+    /// The writer connection, outside any transaction: opening (migrations) and hand edits in tests.
+    func withWriter<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        var result: Result<T, any Error>?
+        counted {
+            writerLock.withLock { _ in result = Result { try body(writer) } }
+        }
+        return try result!.get()
+    }
+
+    /// Statements outside a transaction on the writer connection (a `PRAGMA foreign_keys`
+    /// between them holds): for tests that edit the file by hand.
+    package func withoutTransaction<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+        try withWriter { try body(SQLiteStatements(connection: $0)) }
+    }
+
+    /// One write transaction on the writer connection, waiting for the writer and for SQLite's lock.
+    private func writeTransaction<T>(_ kind: TransactionKind, _ body: (any SQLConnection) throws -> T) throws -> T {
+        try withWriter { connection in
+            try connection.inTransaction("BEGIN IMMEDIATE", commit: kind == .write) { try body(SQLiteStatements(connection: connection)) }
+        }
+    }
+
+    private func readTransaction<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
+        let reader = try idleReaders.withLock { $0.popLast() } ?? SQLiteConnection(path: path, readOnly: true, busyTimeout: busyTimeout)
+        defer {
+            idleReaders.withLock { idle in
+                if idle.count < Self.maximumIdleReaders && !reader.isInsideTransaction { idle.append(reader) }
+            }
+        }
+        return try reader.inTransaction("BEGIN DEFERRED", commit: true) { try body(SQLiteStatements(connection: reader)) }
     }
 
     /// A write attempted in place: done, or it would have had to wait.
@@ -51,156 +100,86 @@ package final class SQLiteStateDatabase: StateDatabase {
             })
         else { return .wouldWait }
         defer { writes.withLock { $0 -= 1 } }
-        return try pool.writeWithoutTransaction { db in
-            guard let connection = db.sqliteConnection else { throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "the state database is closed") }
-            sqlite3_busy_timeout(connection, 0)
-            let began = Result { try db.beginTransaction(.immediate) }
-            sqlite3_busy_timeout(connection, CInt(busyTimeout * 1000))
-            if case .failure(let error as DatabaseError) = began, error.resultCode == .SQLITE_BUSY { return .wouldWait }
-            try began.get()
-            // The write lock is held: nothing below waits for another connection.
-            do {
-                let result = try body(GRDBConnection(db: db))
-                if kind == .dryRun { try db.rollback() } else { try db.commit() }
-                return .done(result)
-            } catch {
-                if db.isInsideTransaction { try? db.rollback() }
-                throw error
+        var attempt: Result<Attempt<T>, any Error> = .success(.wouldWait)
+        writerLock.withLockIfAvailable { _ in
+            attempt = Result {
+                writer.setBusyTimeout(0)
+                let began = Result { try writer.execute("BEGIN IMMEDIATE") }
+                writer.setBusyTimeout(busyTimeout)
+                if case .failure(let error as SQLiteError) = began, error.isBusy { return .wouldWait }
+                try began.get()
+                // The write lock is held: nothing below waits for another connection.
+                do {
+                    let result = try body(SQLiteStatements(connection: writer))
+                    try writer.execute(kind == .dryRun ? "ROLLBACK" : "COMMIT")
+                    return .done(result)
+                } catch {
+                    if writer.isInsideTransaction { try? writer.execute("ROLLBACK") }
+                    throw error
+                }
             }
         }
+        return try attempt.get()
     }
 
-    /// Counts a write while it runs or waits for the writer queue, so that none runs in place meanwhile.
+    /// Counts a write while it runs or waits for the writer, so that none runs in place meanwhile.
     private func counted<T>(_ body: () throws -> T) rethrows -> T {
         writes.withLock { $0 += 1 }
         defer { writes.withLock { $0 -= 1 } }
         return try body()
     }
 
-    private func counted<T>(_ body: () async throws -> T) async rethrows -> T {
-        writes.withLock { $0 += 1 }
-        defer { writes.withLock { $0 -= 1 } }
-        return try await body()
-    }
-
-    /// `body` in a transaction that is rolled back.
-    private static func dryRun<T>(_ db: Database, _ body: (any SQLConnection) throws -> T) throws -> T {
-        var result: T?
-        try db.inTransaction {
-            result = try body(GRDBConnection(db: db))
-            return .rollback
-        }
-        return result!
-    }
-
     package func transaction<T>(_ kind: TransactionKind, _ body: (any SQLConnection) throws -> T) throws -> T {
-        switch kind {
-        case .read: return try pool.read { try body(GRDBConnection(db: $0)) }
-        case .write: return try counted { try pool.write { try body(GRDBConnection(db: $0)) } }
-        case .dryRun: return try counted { try pool.writeWithoutTransaction { try Self.dryRun($0, body) } }
-        }
+        kind == .read ? try readTransaction(body) : try writeTransaction(kind, body)
     }
 
     package func perform<T: Sendable>(_ kind: TransactionKind, _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
-        if kind == .read { return try transaction(.read, body) }
+        if kind == .read { return try readTransaction(body) }
         if case .done(let result) = try attemptInPlace(kind, body) { return result }
-        return try await counted {
-            if kind == .write { return try await pool.write { try body(GRDBConnection(db: $0)) } }
-            return try await pool.writeWithoutTransaction { try Self.dryRun($0, body) }
+        writes.withLock { $0 += 1 }
+        defer { writes.withLock { $0 -= 1 } }
+        return try await withCheckedThrowingContinuation { (done: CheckedContinuation<T, any Error>) in
+            queue.enqueue { done.resume(with: Result { try self.writeTransaction(kind, body) }) }
         }
     }
 
     package func close() async {}
 }
 
-/// Statements on a GRDB connection, each prepared once per connection (GRDB's statement
-/// cache), then bound, stepped and read with SQLite's own calls: going through GRDB's
-/// `StatementArguments` and `Row` (an existential per value, a second copy of every row) was
-/// most of what the seam added to a poll (benchmark 3: events inserted at a third of the
-/// speed). GRDB still opens, migrates and configures the database, runs the transactions,
-/// and prepares the statements.
-struct GRDBConnection: SQLConnection {
-    let db: Database
-    var dialect: SQLDialect { .sqlite }
+/// Jobs run one after the other on a thread of their own, started when a job arrives and
+/// none is running, ended when none is left (GRDB's writer queue, without Dispatch).
+private final class WriteQueue: Sendable {
+    private struct State {
+        var jobs: [@Sendable () -> Void] = []
+        var next = 0
+        var running = false
+    }
+    private let state = Mutex(State())
 
-    func execute(_ sql: String, _ arguments: [SQLValue]) throws -> Int {
-        try run(db.cachedStatement(sql: sql), arguments) { _ in }
-        return db.changesCount
+    func enqueue(_ job: @escaping @Sendable () -> Void) {
+        let start = state.withLock { s -> Bool in
+            s.jobs.append(job)
+            guard !s.running else { return false }
+            s.running = true
+            return true
+        }
+        guard start else { return }
+        // No thread to be had: the job runs here, on the pool, rather than never.
+        if !startDetachedThread(name: "tidings-sqlite", { self.drain() }) { drain() }
     }
 
-    func executeMany(_ sql: String, _ rows: [[SQLValue]]) throws {
-        guard !rows.isEmpty else { return }
-        let statement = try db.cachedStatement(sql: sql)
-        for row in rows { try run(statement, row) { _ in } }
-    }
-
-    func fetchAll(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
-        let statement = try db.cachedStatement(sql: sql)
-        let columns = CInt(statement.columnCount)
-        var out: [SQLRow] = []
-        try run(statement, arguments) { handle in
-            var values: [SQLValue] = []
-            values.reserveCapacity(Int(columns))
-            for i in 0..<columns { values.append(Self.value(handle, i)) }
-            out.append(SQLRow(values))
-        }
-        return out
-    }
-
-    /// Binds `arguments`, steps the statement to its end (calling `row` on each row), and
-    /// leaves it reset with no bindings, as GRDB leaves a statement it ran.
-    private func run(_ statement: Statement, _ arguments: [SQLValue], row: (SQLiteStatement) throws -> Void) throws {
-        let handle = statement.sqliteStatement
-        sqlite3_reset(handle)
-        defer {
-            sqlite3_reset(handle)
-            sqlite3_clear_bindings(handle)
-        }
-        guard arguments.count == Int(sqlite3_bind_parameter_count(handle)) else {
-            throw DatabaseError(
-                resultCode: .SQLITE_MISUSE, message: "\(arguments.count) values for \(sqlite3_bind_parameter_count(handle)) parameters", sql: statement.sql)
-        }
-        for (i, value) in arguments.enumerated() {
-            let index = CInt(i + 1)
-            let code: CInt
-            switch value {
-            case .null: code = sqlite3_bind_null(handle, index)
-            case .integer(let n): code = sqlite3_bind_int64(handle, index, n)
-            case .real(let d): code = sqlite3_bind_double(handle, index, d)
-            case .text(var text):
-                code = text.withUTF8 { sqlite3_bind_text(handle, index, $0.baseAddress, CInt($0.count), Self.transient) }
+    private func drain() {
+        while let job = state.withLock({ s -> (@Sendable () -> Void)? in
+            guard s.next < s.jobs.count else {
+                s.jobs.removeAll()
+                s.next = 0
+                s.running = false
+                return nil
             }
-            guard code == SQLITE_OK else { throw error(code, statement) }
-        }
-        while true {
-            switch sqlite3_step(handle) {
-            case SQLITE_DONE: return
-            case SQLITE_ROW: try row(handle)
-            case let code: throw error(code, statement)
-            }
-        }
-    }
-
-    private func error(_ code: CInt, _ statement: Statement) -> DatabaseError {
-        DatabaseError(resultCode: ResultCode(rawValue: code), message: db.sqliteConnection.map { String(cString: sqlite3_errmsg($0)) }, sql: statement.sql)
-    }
-
-    /// SQLite copies the bytes (the Swift string's storage is only borrowed for the call).
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-
-    /// The current row's column `i`. A BLOB (never written by tidings) reads as UTF-8 text.
-    static func value(_ statement: SQLiteStatement, _ i: CInt) -> SQLValue {
-        switch sqlite3_column_type(statement, i) {
-        case SQLITE_NULL: return .null
-        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(statement, i))
-        case SQLITE_FLOAT: return .real(sqlite3_column_double(statement, i))
-        case SQLITE_TEXT:
-            guard let text = sqlite3_column_text(statement, i) else { return .text("") }
-            return .text(String(decoding: UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(statement, i))), as: UTF8.self))
-        default:
-            guard let blob = sqlite3_column_blob(statement, i) else { return .text("") }
-            let bytes = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(statement, i)))
-            return .text(String(decoding: bytes, as: UTF8.self))
+            s.next += 1
+            return s.jobs[s.next - 1]
+        }) {
+            job()
         }
     }
 }

@@ -1,11 +1,10 @@
 import FoundationEssentials
 import Glibc
-import GRDB
 import Logging
 import TidingsEngine
 import TidingsPluginAPI
 
-/// The SQLite backend of ``StateStore``: the file `DIR/tidings.sqlite` (GRDB, WAL) and its
+/// The SQLite backend of ``StateStore``: the file `DIR/tidings.sqlite` (SQLite's C API, WAL) and its
 /// migrations (DESIGN §11; the PostgreSQL backend is TidingsPostgres).
 extension StateStore {
     /// Opens (or creates) `DIR/tidings.sqlite`, once ``StateDirectory`` found the directory and
@@ -15,10 +14,10 @@ extension StateStore {
         let path = try StateDirectory.prepare(directory)
         do {
             return try StateStore(path: path)
-        } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
+        } catch let error as SQLiteError where error.isUnreadable {
             let aside = "\(path).corrupt-\(Int(Date().timeIntervalSince1970))"
             logger.error(
-                "state database \(path) is unreadable (\(error.message ?? "\(error.resultCode)")); moved it to \(aside) and started a fresh one: the next poll of every source is a silent baseline"
+                "state database \(path) is unreadable (\(error.message)); moved it to \(aside) and started a fresh one: the next poll of every source is a silent baseline"
             )
             for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
                 try? FileManager.default.moveItem(atPath: path + suffix, toPath: aside + suffix)
@@ -33,44 +32,34 @@ extension StateStore {
 
     /// Opens (or creates) the SQLite state at `path`.
     package convenience init(path: String) throws {
-        var config = Configuration()
-        config.busyMode = .timeout(Self.busyTimeout)
-        config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = NORMAL")
-        }
         // Two processes opening a fresh file at once (the daemon starting while
         // `tidings outbox` runs) race on switching to WAL ("database is locked") and on the
-        // migration ("table already exists"). The loser retries and finds it all in place.
+        // migration. The loser retries and finds it all in place.
         var attempt = 0
-        var opened: DatabasePool
+        var opened: SQLiteStateDatabase
         while true {
             do {
-                let pool = try DatabasePool(path: path, configuration: config)
-                try Self.refuseNewerSchema(pool, path: path)
-                try Self.migrator.migrate(pool)
-                opened = pool
+                let database = try SQLiteStateDatabase(path: path, busyTimeout: Self.busyTimeout)
+                try database.withWriter { db in
+                    try Self.refuseNewerSchema(db, path: path)
+                    try SQLiteSchema.migrate(db)
+                }
+                opened = database
                 break
-            } catch let e as DatabaseError where attempt < 5 && ![.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(e.resultCode) {
+            } catch let e as SQLiteError where attempt < 5 && !e.isUnreadable {
                 attempt += 1
                 usleep(50_000 * UInt32(attempt))
             }
         }
         // Touch the schema so a corrupt file fails here, not mid-poll.
-        _ = try opened.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM sqlite_master") }
-        self.init(database: SQLiteStateDatabase(pool: opened, path: path, busyTimeout: Self.busyTimeout))
+        let _: Int? = try opened.read { try $0.scalar("SELECT count(*) FROM sqlite_master") }
+        self.init(database: opened)
     }
 
     /// Opening a newer schema would work on tables this version does not understand: refuse.
-    private static func refuseNewerSchema(_ pool: DatabasePool, path: String) throws {
-        let migrator = Self.migrator
-        guard try pool.read(migrator.hasBeenSuperseded) else { return }
-        let applied = try pool.read(migrator.appliedIdentifiers)
-        throw NewerSchemaError(path: path, unknown: applied.subtracting(migrator.migrations).sorted())
-    }
-
-    static var migrator: DatabaseMigrator {
-        var m = DatabaseMigrator()
-        SQLiteSchema.register(&m)
-        return m
+    private static func refuseNewerSchema(_ db: SQLiteConnection, path: String) throws {
+        let known = Set(Schema.migrations.map(\.id))
+        let unknown = try SQLiteSchema.applied(db).filter { !known.contains($0) }
+        guard unknown.isEmpty else { throw NewerSchemaError(path: path, unknown: unknown.sorted()) }
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import Logging
 import TidingsApp
 import TidingsCurl
@@ -81,8 +80,8 @@ extension StateStore {
 }
 
 extension StateStore {
-    /// The SQLite pool, for the few tests that damage a SQLite file on purpose.
-    package var sqlitePool: DatabasePool { (database as! SQLiteStateDatabase).pool }
+    /// The SQLite database, for the few tests that damage a SQLite file on purpose.
+    package var sqlite: SQLiteStateDatabase { database as! SQLiteStateDatabase }
 }
 
 /// A fresh state for a state-level test: SQLite in a scratch directory, or with

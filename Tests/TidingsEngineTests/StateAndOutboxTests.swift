@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import TidingsCurl
 import TidingsTestSupport
 import XCTest
@@ -239,12 +238,12 @@ final class StateAndOutboxTests: XCTestCase {
             now: t0, options: route
         ).events
         try XCTSkipIf(store.database.dialect != .sqlite, "a SQLite file edited by hand (foreign keys off)")
-        try await store.sqlitePool.writeWithoutTransaction { db in
-            try db.execute(sql: "UPDATE event SET payload = '{}' WHERE id = ?", arguments: [events[0].id])
+        try store.sqlite.withoutTransaction { db in
+            try db.execute("UPDATE event SET payload = '{}' WHERE id = ?", events[0].id)
             // An event row that is gone altogether (foreign keys off, as a hand-edited file could be).
-            try db.execute(sql: "PRAGMA foreign_keys = OFF")
-            try db.execute(sql: "DELETE FROM event WHERE id = ?", arguments: [events[1].id])
-            try db.execute(sql: "PRAGMA foreign_keys = ON")
+            try db.execute("PRAGMA foreign_keys = OFF")
+            try db.execute("DELETE FROM event WHERE id = ?", events[1].id)
+            try db.execute("PRAGMA foreign_keys = ON")
         }
         let before = try OutboxStore(store: store).entries()
         XCTAssertEqual(before.map(\.status), [.dead, .dead, .pending], "`tidings outbox` shows them for what they are")

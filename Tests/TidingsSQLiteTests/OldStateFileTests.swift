@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import TidingsTestSupport
 import XCTest
 
@@ -23,24 +22,26 @@ final class OldStateFileTests: XCTestCase {
         return dir
     }
 
-    /// Every table's columns (name, type, NOT NULL, default, key) and every index, as SQLite sees them.
-    func shape(_ path: String) throws -> [String] {
-        let db = try DatabaseQueue(path: path)
-        return try db.read { db in
+    /// Every table's columns (name, type, NOT NULL, default, key) and every index, as SQLite
+    /// sees them (opened without migrating), in the state directory `dir`.
+    func shape(_ dir: String) throws -> [String] {
+        try SQLiteStateDatabase(path: "\(dir)/tidings.sqlite", busyTimeout: 1).read { db in
             var out: [String] = []
-            let tables = try String.fetchAll(
-                db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'grdb_%' ORDER BY name")
+            let tables: [String] = try db.fetchAll(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'grdb_%' ORDER BY name"
+            ).map { try $0[0] }
             for t in tables {
-                for r in try Row.fetchAll(db, sql: "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?)", arguments: [t]) {
-                    out.append("\(t).\(r[0] as String) \(r[1] as String) notnull=\(r[2] as Int) default=\((r[3] as String?) ?? "-") pk=\(r[4] as Int)")
+                for r in try db.fetchAll("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?)", t) {
+                    out.append("\(t).\(try r[0] as String) \(try r[1] as String) notnull=\(try r[2] as Int) default=\((try r[3] as String?) ?? "-") pk=\(try r[4] as Int)")
                 }
-                for r in try Row.fetchAll(db, sql: "SELECT name, \"unique\" FROM pragma_index_list(?) ORDER BY name", arguments: [t]) {
-                    let columns = try String.fetchAll(db, sql: "SELECT name FROM pragma_index_info(?) ORDER BY seqno", arguments: [r[0] as String])
+                for r in try db.fetchAll("SELECT name, \"unique\" FROM pragma_index_list(?) ORDER BY name", t) {
+                    let name: String = try r[0]
+                    let columns: [String] = try db.fetchAll("SELECT name FROM pragma_index_info(?) ORDER BY seqno", name).map { try $0[0] }
                     out.append(
-                        "\(t) index \((r[0] as String).hasPrefix("sqlite_autoindex") ? "auto" : r[0] as String) unique=\(r[1] as Int) (\(columns.joined(separator: ",")))"
+                        "\(t) index \(name.hasPrefix("sqlite_autoindex") ? "auto" : name) unique=\(try r[1] as Int) (\(columns.joined(separator: ",")))"
                     )
                 }
-                let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = ?", arguments: [t]) ?? ""
+                let sql: String = try db.scalar("SELECT sql FROM sqlite_master WHERE name = ?", [.text(t)]) ?? ""
                 out.append(
                     "\(t) rowid=\(!sql.contains("WITHOUT ROWID")) autoincrement=\(sql.contains("AUTOINCREMENT")) cascade=\(sql.contains("ON DELETE CASCADE"))")
             }
@@ -51,16 +52,16 @@ final class OldStateFileTests: XCTestCase {
     func testAFreshStateHasExactlyTheTablesOfTheOldFile() throws {
         let fresh = try scratchDirectory()
         _ = try StateStore.open(directory: fresh, logger: quietLogger)
-        let old = try shape(Self.fixture)
+        let old = try shape(try copyOfFixture())
         XCTAssertGreaterThan(old.count, 60)
-        XCTAssertEqual(try shape("\(fresh)/tidings.sqlite"), old)
+        XCTAssertEqual(try shape(fresh), old)
     }
 
     func testTheOldFileOpensWithItsMigrationsAndGoesOnWorking() throws {
         let dir = try copyOfFixture()
         let store = try StateStore.open(directory: dir, logger: quietLogger)
-        let applied = try DatabaseQueue(path: "\(dir)/tidings.sqlite").read {
-            try String.fetchAll($0, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
+        let applied: [String] = try store.database.read {
+            try $0.fetchAll("SELECT identifier FROM grdb_migrations ORDER BY rowid").map { try $0[0] }
         }
         XCTAssertEqual(applied, Schema.migrations.map(\.id), "nothing re-run, nothing missing")
         XCTAssertEqual(try store.scalar("SELECT count(*) FROM item WHERE source = 'news' AND state = 'present'"), 2)

@@ -1,5 +1,5 @@
-import Foundation
-import GRDB
+import FoundationEssentials
+import Glibc
 import Synchronization
 import TidingsTestSupport
 import XCTest
@@ -11,7 +11,7 @@ import XCTest
 @testable import TidingsSQLite
 
 /// How the SQLite backend runs writes from async code: in place when nothing is in the way,
-/// else on GRDB's writer queue, never waiting for a lock on the cooperative thread pool.
+/// else on the writer thread, never waiting for a lock on the cooperative thread pool.
 final class SQLiteWriteTests: XCTestCase {
     private func store() throws -> (StateStore, String) {
         let path = try scratchDirectory() + "/tidings.sqlite"
@@ -77,9 +77,25 @@ final class SQLiteWriteTests: XCTestCase {
         // The connection's busy timeout is back after the attempt in place: a write waits for
         // another process's lock instead of failing at once.
         let other = try WriteLockHolder(path: store.path)
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { try? other.release() }
+        startDetachedThread(name: "release") {
+            usleep(200_000)
+            try? other.release()
+        }
         try Self.insertWaiting(store, 4)
         XCTAssertEqual(try count(store), 2)
+    }
+
+    /// Reads have connections of their own (WAL readers): one made while this process's write is
+    /// under way neither waits for the writer nor sees the uncommitted rows, and then sees them
+    /// once committed.
+    func testAReadDuringAWriteSeesTheLastCommitWithoutWaiting() throws {
+        let (store, _) = try store()
+        try store.database.write { db in
+            _ = try db.execute("INSERT INTO scratch(x) VALUES (1)")
+            XCTAssertEqual(try db.scalar("SELECT count(*) FROM scratch"), 1, "the write sees its own row")
+            XCTAssertEqual(try count(store), 0, "a read sees the last commit")
+        }
+        XCTAssertEqual(try count(store), 1)
     }
 
     /// A write from synchronous code (the CLI's path).
@@ -94,20 +110,15 @@ private final class Counter: Sendable {
     var value: Int { count.withLock { $0 } }
 }
 
-/// Another process's connection holding SQLite's write lock until ``release()``.
+/// Another process's connection holding SQLite's write lock until ``release()``: a second
+/// database on the file, its writer connection left inside `BEGIN IMMEDIATE`.
 private final class WriteLockHolder: Sendable {
-    let queue: DatabaseQueue
+    let database: SQLiteStateDatabase
 
     init(path: String) throws {
-        var configuration = Configuration()
-        configuration.allowsUnsafeTransactions = true
-        queue = try DatabaseQueue(path: path, configuration: configuration)
-        try Self.execute(queue, "BEGIN IMMEDIATE")
+        database = try SQLiteStateDatabase(path: path, busyTimeout: 10)
+        try database.withoutTransaction { try $0.execute("BEGIN IMMEDIATE") }
     }
 
-    func release() throws { try Self.execute(queue, "COMMIT") }
-
-    private static func execute(_ queue: DatabaseQueue, _ sql: String) throws {
-        try queue.writeWithoutTransaction { try $0.execute(sql: sql) }
-    }
+    func release() throws { try database.withoutTransaction { try $0.execute("COMMIT") } }
 }

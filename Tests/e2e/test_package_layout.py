@@ -6,7 +6,9 @@ plugin API and the engine do no system work of their own.
   only TidingsPluginAPI (and TidingsPOSIX to spawn a process). The daemon's plumbing (the control
   socket, the state lock: TidingsIPC) is out of their reach, and TidingsPOSIX holds processes only.
 - The plugin API and the engine open no socket, lock no file, spawn no process and import no
-  GRDB: those live in TidingsPOSIX, TidingsIPC, the backends and the app.
+  SQLite: those live in TidingsPOSIX, TidingsIPC, the backends and the app.
+- One SQLite (issue 31 item 4): SQLite's C API through TidingsSQLite alone; no target uses GRDB,
+  and no Swift file imports `GRDB` or the C module `CSQLite` outside TidingsSQLite.
 - One crypto stack (DESIGN §15): SHA-256, HMAC and random bytes come from OpenSSL's libcrypto
   through TidingsCrypto alone (the plugin API's one dependency of ours); no target of ours uses
   swift-crypto, and no Swift file imports `Crypto` or the C module `CLibCrypto` outside it.
@@ -29,7 +31,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(SWIFT) and shutil.which(SWIFT
 PLUGINS = ["TidingsProviders", "TidingsSinks", "TidingsCurl"]
 ABOVE_THE_API = {"TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsMonitoring", "TidingsSystemBus", "TidingsApp",
                  "TidingsIPC"}
-SYSTEM_WORK = re.compile(r"\bsocket\(|\bflock\(|\bposix_spawn|^\s*(@testable |@preconcurrency )?import GRDB", re.M)
+SYSTEM_WORK = re.compile(r"\bsocket\(|\bflock\(|\bposix_spawn|^\s*(@testable |@preconcurrency )?import (GRDB|CSQLite)\b", re.M)
 DAEMON_PLUMBING = re.compile(r"\bsocket\(|\bflock\(|\bUnixSocket\b|\bStateLock\b|\bSO_PEERCRED\b")
 
 
@@ -60,6 +62,20 @@ def closure(deps, name):
     return seen
 
 
+def imports(modules, outside):
+    """`FILE:LINE: import M` for each Swift file of Sources and Tests importing one of `modules` (a
+    regex), except those of the target `outside` (None: every file)."""
+    found = []
+    for folder in ("Sources", "Tests"):
+        for path in sorted((ROOT / folder).rglob("*.swift")):
+            if outside and path.is_relative_to(ROOT / "Sources" / outside):
+                continue
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if re.match(rf"\s*(@testable |@preconcurrency )?import ({modules})\b", line):
+                    found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    return found
+
+
 @pytest.mark.parametrize("target", PLUGINS)
 def test_providers_and_sinks_see_only_the_plugin_api(targets, target):
     reach = closure(targets, target)
@@ -80,14 +96,16 @@ def test_one_crypto_stack(targets):
     assert not on_swift_crypto, f"targets on swift-crypto (BoringSSL): {on_swift_crypto}"
     on_libcrypto = sorted(t for t, ds in targets.items() if "CLibCrypto" in ds)
     assert on_libcrypto == ["TidingsCrypto"], on_libcrypto
-    found = []
-    for folder in ("Sources", "Tests"):
-        for path in sorted((ROOT / folder).rglob("*.swift")):
-            if path.is_relative_to(ROOT / "Sources" / "TidingsCrypto"):
-                continue
-            for n, line in enumerate(path.read_text().splitlines(), 1):
-                if re.match(r"\s*(@testable |@preconcurrency )?import (Crypto|CryptoExtras|_CryptoExtras|CLibCrypto)\b", line):
-                    found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    found = imports("Crypto|CryptoExtras|_CryptoExtras|CLibCrypto", outside="TidingsCrypto")
+    assert not found, "\n".join(found)
+
+
+def test_one_sqlite(targets):
+    on_grdb = sorted(t for t, ds in targets.items() if any(d.startswith("GRDB.swift:") for d in ds))
+    assert not on_grdb, f"targets on GRDB: {on_grdb}"
+    on_sqlite = sorted(t for t, ds in targets.items() if "CSQLite" in ds)
+    assert on_sqlite == ["TidingsSQLite"], on_sqlite
+    found = imports(r"GRDB\w*", outside=None) + imports("CSQLite", outside="TidingsSQLite")
     assert not found, "\n".join(found)
 
 
