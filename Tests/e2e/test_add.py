@@ -252,3 +252,33 @@ def test_exec_and_certificate_from_words_and_a_daemon_is_asked_to_reload(tidings
     assert r.code == 69, r
     s.close()
     assert plugin_files(tidings) == ["hello.toml"]
+
+
+def test_help_and_bash_completion_know_add(tidings, tmp_path):
+    r = subprocess.run([binary(), "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "add" in r.stdout.split("SUBCOMMANDS:")[1], r.stdout
+    script = tmp_path / "tidings.bash"
+    made = subprocess.run([binary(), "--generate-completion-script", "bash"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    script.write_text(made.stdout)
+
+    def complete(*words):
+        line = " ".join(words)
+        bash = f"""
+            source /usr/share/bash-completion/bash_completion
+            source {script}
+            COMP_WORDS=({' '.join(f"'{w}'" for w in words)})
+            COMP_CWORD={len(words) - 1}
+            COMP_LINE='{line}'
+            COMP_POINT=${{#COMP_LINE}}
+            _tidings tidings '{words[-1]}' '{words[-2]}'
+            printf 'offer:%s\\n' "${{COMPREPLY[@]}}"
+        """
+        p = subprocess.run(["bash", "-c", bash], capture_output=True, text=True,
+                           env={"PATH": f"{os.path.dirname(binary())}:/usr/bin:/bin", "HOME": str(tmp_path)})
+        assert p.returncode == 0, p.stderr
+        return [l[6:] for l in p.stdout.splitlines() if l.startswith("offer:") and l != "offer:"]
+
+    assert "add" in complete("tidings", "a")
+    assert {"feed", "page", "github", "certificate", "imap", "exec"} <= set(complete("tidings", "add", ""))
+    assert {"--pick", "--password-file"} <= set(complete("tidings", "add", "--p"))
