@@ -175,6 +175,7 @@ def test_a_github_repository_becomes_its_releases(tidings):
 def test_errors_write_nothing(tidings):
     with FakeServer(Site, {"pages": {"/": (page('<link rel="alternate" type="application/rss+xml" href="/gone.xml">'), HTML),
                                      "/api": ('{"builds": []}', "application/json"),
+                                     "/logo.png": (b"\x89PNG\r\n\x1a\n", "image/png"),
                                      "/feed.xml": (rss("x"), "application/rss+xml")}}) as srv:
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
@@ -188,6 +189,13 @@ def test_errors_write_nothing(tidings):
 
         r = tidings.run("add", srv.url + "/api")
         assert r.code == 64 and "--items" in r.stderr, r
+
+        r = tidings.run("add", srv.url + "/logo.png")
+        assert r.code == 69 and "neither a feed, an HTML page nor JSON" in r.stderr, r
+
+        # A selector the page provider refuses is a configuration error at the would-be file's line.
+        r = tidings.run("add", "page", srv.url + "/", "--select", "css:p[[", "--name", "bad")
+        assert r.code == 78 and f"{tidings.plugins}/bad.toml:" in r.stderr and "nothing written" in r.stderr, r
 
         r = tidings.run("add", "no-such-provider-or-address")
         assert r.code == 64, r
@@ -282,3 +290,36 @@ def test_help_and_bash_completion_know_add(tidings, tmp_path):
     assert "add" in complete("tidings", "a")
     assert {"feed", "page", "github", "certificate", "imap", "exec"} <= set(complete("tidings", "add", ""))
     assert {"--pick", "--password-file"} <= set(complete("tidings", "add", "--p"))
+
+
+def test_a_mailbox_password_is_asked_on_the_terminal_without_echo(tidings):
+    import pty
+    import select
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the pty is its controlling terminal
+        os.execve(binary(), tidings.args("add", "imaps://me@127.0.0.1:9993/INBOX", "--disabled", "--name", "mail"), tidings.env)
+    seen = b""
+
+    def read_until(marker):
+        nonlocal seen
+        while marker not in seen:
+            ready, _, _ = select.select([fd], [], [], 20)
+            assert ready, seen
+            try:
+                chunk = os.read(fd, 1024)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        return seen
+
+    assert b"password (not shown" in read_until(b"): ")
+    os.write(fd, b"typed-on-the-tty\n")
+    read_until(b"reload")
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, seen
+    assert b"typed-on-the-tty" not in seen, "not echoed"
+    assert (tidings.plugins / "secrets" / "mail.password").read_text() == "typed-on-the-tty\n"
+    assert "typed-on-the-tty" not in (tidings.plugins / "mail.toml").read_text()

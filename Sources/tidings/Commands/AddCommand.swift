@@ -248,7 +248,7 @@ struct AddCommand: AsyncParsableCommand {
         let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        _ = prompt.utf8CString.withUnsafeBufferPointer { Glibc.write(fd, $0.baseAddress, $0.count - 1) }
+        // Echo off before the prompt: what is typed after it is never shown.
         var saved = termios()
         let quiet = tcgetattr(fd, &saved) == 0
         if quiet {
@@ -256,6 +256,7 @@ struct AddCommand: AsyncParsableCommand {
             t.c_lflag &= ~tcflag_t(ECHO)
             tcsetattr(fd, TCSAFLUSH, &t)
         }
+        _ = prompt.utf8CString.withUnsafeBufferPointer { Glibc.write(fd, $0.baseAddress, $0.count - 1) }
         var bytes: [UInt8] = []
         var b: UInt8 = 0
         while Glibc.read(fd, &b, 1) == 1, b != 10, bytes.count < 4096 { bytes.append(b) }
