@@ -323,3 +323,13 @@ def test_a_mailbox_password_is_asked_on_the_terminal_without_echo(tidings):
     assert b"typed-on-the-tty" not in seen, "not echoed"
     assert (tidings.plugins / "secrets" / "mail.password").read_text() == "typed-on-the-tty\n"
     assert "typed-on-the-tty" not in (tidings.plugins / "mail.toml").read_text()
+
+
+def test_json_becomes_http_json_when_told_where_the_items_are(tidings):
+    with FakeServer(Site, {"pages": {"/api/builds": ('{"builds": [{"id": 1, "name": "one"}, {"id": 2, "name": "two"}]}',
+                                                     "application/json")}}) as srv:
+        r = add_then_check(tidings, f"{srv.url}/api/builds", "--items", "/builds", "--name", "builds")
+        text = (tidings.plugins / "builds.toml").read_text()
+        assert value_of(text, "provider") == '"http-json"' and value_of(text, "items") == '"/builds"', text
+        assert "source builds: polled, 2 items" in r.stdout, r
+        assert len(items_of(tidings, "builds")) == 2

@@ -170,13 +170,16 @@ package struct AddressLookup: Sendable {
             guard let items = request.items else {
                 throw .usage("\(shown) answers JSON: say where its items are with --items /POINTER (a JSON pointer, \"\" for the whole document; see the http-json provider)")
             }
-            var options = [SourceOption("url", .string(address)), SourceOption("items", .string(items), comment: "JSON pointer to the list of items.")]
-            options.append(SourceOption("key", .string("/id"), comment: "Each item's identity and title: JSON pointers or templates ({/name} {/status})."))
-            options.append(SourceOption("title", .string("/title")))
+            let options = [SourceOption("url", .string(address)), SourceOption("items", .string(items), comment: "JSON pointer to the list of items.")]
             return Lookup(
                 draft: SourceDraft(
                     name: SourceFileWriter.name(forURL: address), provider: "http-json", options: options,
-                    comments: ["A JSON endpoint (docs/providers/http-json.md)."], watchedURL: address),
+                    comments: [
+                        "A JSON endpoint (docs/providers/http-json.md). Say what an item is with JSON pointers",
+                        "or templates into each one, e.g. key = \"/id\" and title = \"{/name} is {/status}\"",
+                        "(without a key an item is its whole content: any change reads as removed + new).",
+                    ],
+                    watchedURL: address),
                 notes: notes)
         }
         guard PageLookup.isMarkup(contentType: type, body: response.body) else {
