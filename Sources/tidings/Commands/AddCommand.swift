@@ -228,7 +228,8 @@ struct AddCommand: AsyncParsableCommand {
     }
 
     /// Sends SIGHUP to the daemon serving the control socket of `stateDir` when it runs as this
-    /// user; otherwise says how to reload.
+    /// user (or this is root); otherwise says how to reload. The socket's peer is the daemon:
+    /// only its user or root can listen there (the state directory is theirs).
     static func askDaemonToReload(stateDir: String) -> String {
         let path = ControlProtocol.socketPath(in: stateDir)
         guard let socket = try? UnixSocket.connect(path: path) else {
@@ -236,7 +237,7 @@ struct AddCommand: AsyncParsableCommand {
         }
         defer { socket.close() }
         guard let peer = socket.peer(), peer.pid > 0 else { return "reload the daemon to poll it: systemctl reload tidings, or kill -HUP its pid" }
-        if peer.uid == getuid(), kill(peer.pid, SIGHUP) == 0 {
+        if peer.uid == getuid() || getuid() == 0, kill(peer.pid, SIGHUP) == 0 {
             return "asked the running daemon (pid \(peer.pid)) to reload"
         }
         return "reload the daemon (pid \(peer.pid), uid \(peer.uid)) to poll it: sudo systemctl reload tidings (or sudo kill -HUP \(peer.pid))"
