@@ -333,3 +333,11 @@ def test_json_becomes_http_json_when_told_where_the_items_are(tidings):
         assert value_of(text, "provider") == '"http-json"' and value_of(text, "items") == '"/builds"', text
         assert "source builds: polled, 2 items" in r.stdout, r
         assert len(items_of(tidings, "builds")) == 2
+
+
+def test_a_dry_run_for_a_mailbox_asks_nothing_and_shows_the_file_a_run_would_write(tidings):
+    r = tidings.run("add", "imaps://me@127.0.0.1:9993/INBOX", "--dry-run", input="")
+    assert r.code == 0, r
+    assert value_of(r.stdout, "password_file") == '"secrets/me-127.0.0.1.password"', r.stdout
+    assert value_of(r.stdout, "enabled") is None, "written enabled: a real run asks for the password first"
+    assert "would also create" in r.stderr and plugin_files(tidings) == []

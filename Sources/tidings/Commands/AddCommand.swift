@@ -114,7 +114,12 @@ struct AddCommand: AsyncParsableCommand {
         if let name { draft.name = name }
         if let interval { draft.options.append(SourceOption("interval", .string(interval), comment: "Time between polls.")) }
         if disabled { draft.options.insert(SourceOption("enabled", .boolean(false)), at: 0) }
-        if !dryRun { try fillSecrets(&draft) }
+        if dryRun {
+            // The file as a real run would write it, which asks for the secret first (a dry run never asks).
+            for i in draft.secrets.indices where draft.secrets[i].value == nil && !disabled { draft.secrets[i].value = "(asked for)" }
+        } else {
+            try fillSecrets(&draft)
+        }
 
         let plan: SourcePlan
         do {
