@@ -183,7 +183,7 @@ let package = Package(
             name: "TidingsApp",
             dependencies: [
                 "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsPOSIX", "TidingsIPC",
-                "TidingsMonitoring", "TidingsSystemBus",
+                "TidingsMonitoring", "TidingsSystemBus", "TidingsProviders",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
