@@ -4,6 +4,7 @@ import Glibc
 import Logging
 import TidingsApp
 import TidingsEngine
+import TidingsIPC
 import TidingsPOSIX
 import TidingsPluginAPI
 import TidingsProviders
