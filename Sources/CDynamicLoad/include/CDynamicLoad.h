@@ -1,0 +1,11 @@
+// Loading a C library at first use (DESIGN §15, docs/development.md "C libraries"): the
+// libraries only some runs need (libxml2, libnotify and GLib) are not linked; their module
+// (CLibXML2, CLibnotify) opens them with this and calls through the pointers it resolves.
+#pragma once
+#include <stddef.h>
+
+/// Opens `soname` and resolves each of `names` into `slots` (the library stays loaded for the
+/// process's life). Returns 0, or -1 with a message in `error` that names the library, the
+/// missing symbol if any, and the Debian package that provides it.
+int tidings_dl_load(const char *soname, const char *package, const char *const *names, void **slots, size_t count,
+                    char *error, size_t size);
