@@ -1,0 +1,77 @@
+"""Libraries loaded at first use (DESIGN §15, issue 31 item 7): libxml2 only when a feed, page or
+HTML mail is parsed, libnotify and GLib only for a desktop notification or the daemon's
+system-bus watcher. The dynamic loader says what it opened (LD_DEBUG=files, on stderr); a
+library that is missing is a failed poll naming its Debian package, not a crash."""
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from fakes.server import FakeServer
+from test_feed import FeedServer, atom, entry, feed_source
+
+LAZY = re.compile(r"^lib(xml2|notify|gio-2\.0|gobject-2\.0|glib-2\.0|gdk_pixbuf-2\.0)\.so")
+LD_DEBUG = {"LD_DEBUG": "files"}
+
+
+def opened(result):
+    """The shared objects the dynamic loader opened, by the name asked for."""
+    return {name for name in re.findall(r"\bfile=(\S+) \[\d+\];", result.stderr)}
+
+
+def test_version_and_config_check_open_none_of_them(tidings):
+    with FakeServer(FeedServer, {"body": atom(entry(1))}) as srv:
+        feed_source(tidings, srv.url)
+        tidings.write_config("""
+            [sinks.desktop]
+            type = "desktop"
+        """)
+        for args in (["--version"], ["config", "check"], ["sources"]):
+            r = tidings.run(*args, env=LD_DEBUG)
+            assert r.code == 0, r
+            names = opened(r)
+            assert "libcurl.so.4" in names, "the loader's report was read"
+            assert not {n for n in names if LAZY.match(n)}, (args, sorted(names))
+
+
+def test_a_feed_poll_opens_libxml2_and_not_the_desktop_stack(tidings):
+    with FakeServer(FeedServer, {"body": atom(entry(1), entry(2))}) as srv:
+        feed_source(tidings, srv.url)
+        r = tidings.check(env=LD_DEBUG)
+        assert r.code == 0, r
+        names = {n for n in opened(r) if LAZY.match(n)}
+        assert names == {"libxml2.so.2"}, sorted(names)
+        assert re.search(r"file=libxml2\.so\.2 \[0\];\s+dynamically loaded by", r.stderr), "by dlopen, not DT_NEEDED"
+
+
+def hidden(library):
+    """A command prefix that runs its command with `library` unreadable as a library (/dev/null
+    mounted over it in a private mount namespace); None where that cannot be done here."""
+    path = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    found = re.search(rf"\s{re.escape(library)} \(.*x86-64.*\) => (\S+)", path) or re.search(rf"\s{re.escape(library)} .*=> (\S+)", path)
+    if not found or not shutil.which("unshare"):
+        return None
+    target = os.path.realpath(found.group(1))
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind /dev/null '{target}'"], capture_output=True)
+    if probe.returncode != 0:
+        return None
+    return ["unshare", "-m", "sh", "-c", f"mount --bind /dev/null '{target}' && exec \"$@\"", "sh"]
+
+
+def test_without_libxml2_a_feed_poll_fails_naming_the_package(tidings):
+    prefix = hidden("libxml2.so.2")
+    if prefix is None:
+        pytest.skip("needs `unshare -m` and mount (root) to hide libxml2")
+    with FakeServer(FeedServer, {"body": atom(entry(1))}) as srv:
+        feed_source(tidings, srv.url)
+        p = subprocess.run(prefix + tidings.args("check", "--json"), capture_output=True, text=True, timeout=60,
+                           env=tidings.env)
+        assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+        assert "libxml2.so.2 could not be loaded" in p.stderr, p.stderr
+        assert "install the Debian package libxml2" in p.stderr, p.stderr
+        # The commands that do not parse still run.
+        p = subprocess.run(prefix + tidings.args("config", "check"), capture_output=True, text=True, timeout=60,
+                           env=tidings.env)
+        assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
