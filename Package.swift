@@ -105,12 +105,9 @@ let package = Package(
         ),
         /// posix_spawn's GNU extensions and pidfd_open, which Swift's Glibc module does not show.
         .target(name: "CSpawn"),
-        /// libcurl (the HTTP client's multi handle), via pkg-config.
-        .systemLibrary(
-            name: "CCurl",
-            pkgConfig: "libcurl",
-            providers: [.apt(["libcurl4-openssl-dev"])]
-        ),
+        /// libcurl (the HTTP client's multi handle), opened when the first client is made (not
+        /// linked): its headers, and wrappers that call through the pointers it resolves.
+        .target(name: "CCurl", dependencies: ["CDynamicLoad"]),
         /// Every provider: one file (or folder) per remote system. Imports only the plugin API.
         .target(
             name: "TidingsProviders",

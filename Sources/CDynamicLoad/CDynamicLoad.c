@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 int tidings_dl_load(const char *soname, const char *package, const char *const *names, void **slots, size_t count,
                     char *error, size_t size) {
@@ -23,4 +24,9 @@ int tidings_dl_load(const char *soname, const char *package, const char *const *
         }
     }
     return 0;
+}
+
+void *tidings_dl_unloaded(const char *function) {
+    fprintf(stderr, "tidings: %s called before its library was loaded (a bug: please report it)\n", function);
+    abort();
 }

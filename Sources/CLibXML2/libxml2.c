@@ -24,7 +24,7 @@ static const char *const names[] = {
 };
 static void *slots[slot_count];
 /// The pointer resolved for `f`, with `f`'s type as libxml2's header declares it.
-#define CALL(f) ((__typeof__(f) *)slots[slot_##f])
+#define CALL(f) ((__typeof__(f) *)(slots[slot_##f] ? slots[slot_##f] : tidings_dl_unloaded(#f)))
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char error[512];

@@ -33,7 +33,7 @@ static const char *const names[] = {
 };
 static void *slots[slot_count];
 /// The pointer resolved for `f`, with `f`'s type as its header declares it.
-#define CALL(f) ((__typeof__(f) *)slots[slot_##f])
+#define CALL(f) ((__typeof__(f) *)(slots[slot_##f] ? slots[slot_##f] : tidings_dl_unloaded(#f)))
 
 static pthread_once_t gio_once = PTHREAD_ONCE_INIT, notify_once = PTHREAD_ONCE_INIT;
 static char gio_error[512], notify_error[512];

@@ -9,3 +9,7 @@
 /// missing symbol if any, and the Debian package that provides it.
 int tidings_dl_load(const char *soname, const char *package, const char *const *names, void **slots, size_t count,
                     char *error, size_t size);
+
+/// Called through a slot that was never resolved (a wrapper used before its library's load
+/// succeeded): a bug in tidings. Says which function on stderr and aborts, rather than jumping to 0.
+__attribute__((noreturn)) void *tidings_dl_unloaded(const char *function);
