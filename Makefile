@@ -12,8 +12,9 @@ BIN          := .build/debug/tidings
 DEBUG_FLAGS  ?= -Xswiftc -gline-tables-only
 STATE_DIR    ?= .state
 
-# Needed to build (GRDB links SQLite; the desktop sink links libnotify; HTTP is libcurl; SHA-256,
-# HMAC and random bytes come from the libcrypto of the OpenSSL it loads; python3 makes
+# Needed to build (GRDB links SQLite; libnotify, libxml2 and libcurl give their headers and are
+# loaded at first use, DESIGN §15; SHA-256, HMAC and random bytes come from OpenSSL's libcrypto,
+# the one libcurl loads; python3 makes
 # tidings.toml(5) from docs/; binutils' objcopy strips the release binary).
 BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev libssl-dev pkg-config python3 binutils
 # Needed by the test suite: real session bus + notification server, real Alertmanager, real
