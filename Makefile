@@ -143,7 +143,7 @@ test-calendar: test-venv $(CLOCKSHIFT)
 
 # make install/uninstall/deb, the units, man pages and completions (Tests/e2e/test_install.py),
 # after the installed binary's guard (Tests/guards/installed.py): it links none of the libraries
-# loaded at first use (libxml2, libnotify, GLib: DESIGN §15) and, with INSTALL_GUARD_NATIVE=1,
+# loaded at first use (libcurl, libxml2, libnotify, GLib: DESIGN §15) and, with INSTALL_GUARD_NATIVE=1,
 # holds no ICU data and no BoringSSL (issue 31 item 1; 0 until GRDB, postgres-nio and
 # swift-crypto have left the binary, then 1 for good). The failure names what it found.
 INSTALL_GUARD_NATIVE ?= 0
