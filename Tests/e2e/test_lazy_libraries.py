@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from fakes.server import FakeServer
+from feed import Feed, item
 from test_feed import FeedServer, atom, entry, feed_source
 
 LAZY = re.compile(r"^lib(curl|xml2|notify|gio-2\.0|gobject-2\.0|glib-2\.0|gdk_pixbuf-2\.0)\.so")
@@ -92,3 +93,20 @@ def test_without_libcurl_commands_without_requests_run_and_a_poll_fails_naming_t
         assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
         assert "libcurl.so.4 could not be loaded" in p.stderr, p.stderr
         assert "install the Debian package libcurl4" in p.stderr, p.stderr
+
+
+def test_without_libnotify_a_desktop_delivery_fails_naming_the_package(tidings):
+    prefix = hidden("libnotify.so.4")
+    if prefix is None:
+        pytest.skip("needs `unshare -m` and mount (root) to hide libnotify")
+    Feed(tidings).set([item("a", "Disk full")])
+    tidings.write_config("""
+        [sinks.desktop]
+        type = "desktop"
+        timeout = "2s"
+    """)
+    p = subprocess.run(prefix + tidings.args("check", "--deliver"), capture_output=True, text=True, timeout=60,
+                       env=tidings.env)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)  # a delivery failed; not a crash
+    assert "desktop notifications unavailable: libnotify.so.4 could not be loaded" in p.stderr, p.stderr
+    assert "install the Debian package libnotify4" in p.stderr, p.stderr
