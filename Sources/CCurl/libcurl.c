@@ -13,20 +13,7 @@
     X(curl_multi_add_handle) X(curl_multi_remove_handle) X(curl_multi_perform) X(curl_multi_info_read)  \
     X(curl_multi_poll) X(curl_multi_wakeup) X(curl_multi_strerror)
 
-enum {
-#define X(f) slot_##f,
-    CURL_FUNCTIONS(X)
-#undef X
-    slot_count
-};
-static const char *const names[] = {
-#define X(f) #f,
-    CURL_FUNCTIONS(X)
-#undef X
-};
-static void *slots[slot_count];
-/// The pointer resolved for `f`, with `f`'s type as curl.h declares it.
-#define CALL(f) ((__typeof__(f) *)(slots[slot_##f] ? slots[slot_##f] : tidings_dl_unloaded(#f)))
+TIDINGS_DL_TABLE(CURL_FUNCTIONS)
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char error[512];
@@ -44,12 +31,23 @@ const char *tidings_curl_load(void) {
 }
 
 // Each wrapper has exactly its libcurl function's type (checked here), and forwards.
-#define SAME_TYPE(f) _Static_assert(__builtin_types_compatible_p(__typeof__(tidings_##f), __typeof__(f)), #f);
-SAME_TYPE(curl_easy_init) SAME_TYPE(curl_easy_cleanup) SAME_TYPE(curl_easy_reset) SAME_TYPE(curl_easy_strerror)
-SAME_TYPE(curl_easy_send) SAME_TYPE(curl_easy_recv) SAME_TYPE(curl_slist_append) SAME_TYPE(curl_slist_free_all)
-SAME_TYPE(curl_multi_init) SAME_TYPE(curl_multi_cleanup) SAME_TYPE(curl_multi_add_handle)
-SAME_TYPE(curl_multi_remove_handle) SAME_TYPE(curl_multi_perform) SAME_TYPE(curl_multi_info_read)
-SAME_TYPE(curl_multi_poll) SAME_TYPE(curl_multi_wakeup) SAME_TYPE(curl_multi_strerror)
+TIDINGS_DL_SAME_TYPE(curl_easy_init)
+TIDINGS_DL_SAME_TYPE(curl_easy_cleanup)
+TIDINGS_DL_SAME_TYPE(curl_easy_reset)
+TIDINGS_DL_SAME_TYPE(curl_easy_strerror)
+TIDINGS_DL_SAME_TYPE(curl_easy_send)
+TIDINGS_DL_SAME_TYPE(curl_easy_recv)
+TIDINGS_DL_SAME_TYPE(curl_slist_append)
+TIDINGS_DL_SAME_TYPE(curl_slist_free_all)
+TIDINGS_DL_SAME_TYPE(curl_multi_init)
+TIDINGS_DL_SAME_TYPE(curl_multi_cleanup)
+TIDINGS_DL_SAME_TYPE(curl_multi_add_handle)
+TIDINGS_DL_SAME_TYPE(curl_multi_remove_handle)
+TIDINGS_DL_SAME_TYPE(curl_multi_perform)
+TIDINGS_DL_SAME_TYPE(curl_multi_info_read)
+TIDINGS_DL_SAME_TYPE(curl_multi_poll)
+TIDINGS_DL_SAME_TYPE(curl_multi_wakeup)
+TIDINGS_DL_SAME_TYPE(curl_multi_strerror)
 
 CURL *tidings_curl_easy_init(void) { return CALL(curl_easy_init)(); }
 void tidings_curl_easy_cleanup(CURL *curl) {

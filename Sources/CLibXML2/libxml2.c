@@ -11,20 +11,7 @@
     X(xmlXPathCompile) X(xmlXPathFreeCompExpr) X(xmlXPathNewContext) X(xmlXPathFreeContext)      \
     X(xmlXPathEvalExpression) X(xmlXPathFreeObject)
 
-enum {
-#define X(f) slot_##f,
-    TIDINGS_XML_FUNCTIONS(X)
-#undef X
-    slot_count
-};
-static const char *const names[] = {
-#define X(f) #f,
-    TIDINGS_XML_FUNCTIONS(X)
-#undef X
-};
-static void *slots[slot_count];
-/// The pointer resolved for `f`, with `f`'s type as libxml2's header declares it.
-#define CALL(f) ((__typeof__(f) *)(slots[slot_##f] ? slots[slot_##f] : tidings_dl_unloaded(#f)))
+TIDINGS_DL_TABLE(TIDINGS_XML_FUNCTIONS)
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char error[512];
@@ -49,11 +36,21 @@ void tidings_xml_quiet(void) {
 }
 
 // Each wrapper has exactly its libxml2 function's type (checked here), and forwards.
-#define SAME_TYPE(f) _Static_assert(__builtin_types_compatible_p(__typeof__(tidings_##f), __typeof__(f)), #f);
-SAME_TYPE(xmlNewParserCtxt) SAME_TYPE(xmlFreeParserCtxt) SAME_TYPE(xmlCtxtReadMemory) SAME_TYPE(htmlReadMemory)
-SAME_TYPE(htmlEntityLookup) SAME_TYPE(xmlDocGetRootElement) SAME_TYPE(xmlFreeDoc) SAME_TYPE(xmlGetLastError)
-SAME_TYPE(xmlResetLastError) SAME_TYPE(xmlXPathCompile) SAME_TYPE(xmlXPathFreeCompExpr) SAME_TYPE(xmlXPathNewContext)
-SAME_TYPE(xmlXPathFreeContext) SAME_TYPE(xmlXPathEvalExpression) SAME_TYPE(xmlXPathFreeObject)
+TIDINGS_DL_SAME_TYPE(xmlNewParserCtxt)
+TIDINGS_DL_SAME_TYPE(xmlFreeParserCtxt)
+TIDINGS_DL_SAME_TYPE(xmlCtxtReadMemory)
+TIDINGS_DL_SAME_TYPE(htmlReadMemory)
+TIDINGS_DL_SAME_TYPE(htmlEntityLookup)
+TIDINGS_DL_SAME_TYPE(xmlDocGetRootElement)
+TIDINGS_DL_SAME_TYPE(xmlFreeDoc)
+TIDINGS_DL_SAME_TYPE(xmlGetLastError)
+TIDINGS_DL_SAME_TYPE(xmlResetLastError)
+TIDINGS_DL_SAME_TYPE(xmlXPathCompile)
+TIDINGS_DL_SAME_TYPE(xmlXPathFreeCompExpr)
+TIDINGS_DL_SAME_TYPE(xmlXPathNewContext)
+TIDINGS_DL_SAME_TYPE(xmlXPathFreeContext)
+TIDINGS_DL_SAME_TYPE(xmlXPathEvalExpression)
+TIDINGS_DL_SAME_TYPE(xmlXPathFreeObject)
 
 xmlParserCtxtPtr tidings_xmlNewParserCtxt(void) { return CALL(xmlNewParserCtxt)(); }
 void tidings_xmlFreeParserCtxt(xmlParserCtxtPtr ctxt) { CALL(xmlFreeParserCtxt)(ctxt); }

@@ -18,22 +18,10 @@
     X(notify_notification_set_category) X(notify_notification_set_hint) X(notify_notification_set_timeout) \
     X(notify_notification_set_urgency) X(notify_notification_show)
 
-enum {
-#define X(f) slot_##f,
-    GIO_FUNCTIONS(X) NOTIFY_FUNCTIONS(X)
-#undef X
-    slot_count,
-    /// The GIO functions come first, then libnotify's.
-    gio_count = slot_g_variant_unref + 1
-};
-static const char *const names[] = {
-#define X(f) #f,
-    GIO_FUNCTIONS(X) NOTIFY_FUNCTIONS(X)
-#undef X
-};
-static void *slots[slot_count];
-/// The pointer resolved for `f`, with `f`'s type as its header declares it.
-#define CALL(f) ((__typeof__(f) *)(slots[slot_##f] ? slots[slot_##f] : tidings_dl_unloaded(#f)))
+#define ALL_FUNCTIONS(X) GIO_FUNCTIONS(X) NOTIFY_FUNCTIONS(X)
+TIDINGS_DL_TABLE(ALL_FUNCTIONS)
+/// The GIO functions come first, then libnotify's.
+enum { gio_count = slot_g_variant_unref + 1 };
 
 static pthread_once_t gio_once = PTHREAD_ONCE_INIT, notify_once = PTHREAD_ONCE_INIT;
 static char gio_error[512], notify_error[512];
@@ -64,9 +52,8 @@ const char *tidings_notify_load(void) {
 }
 
 // Each wrapper has exactly its library function's type (checked here), and forwards.
-#define SAME_TYPE(f) _Static_assert(__builtin_types_compatible_p(__typeof__(tidings_##f), __typeof__(f)), #f);
-GIO_FUNCTIONS(SAME_TYPE)
-NOTIFY_FUNCTIONS(SAME_TYPE)
+GIO_FUNCTIONS(TIDINGS_DL_SAME_TYPE)
+NOTIFY_FUNCTIONS(TIDINGS_DL_SAME_TYPE)
 
 GDBusConnection *tidings_g_bus_get_sync(GBusType bus_type, GCancellable *cancellable, GError **error) {
     return CALL(g_bus_get_sync)(bus_type, cancellable, error);

@@ -62,20 +62,22 @@ def hidden(library):
     return ["unshare", "-m", "sh", "-c", f"mount --bind /dev/null '{target}' && exec \"$@\"", "sh"]
 
 
+def run_hidden(prefix, t, *args):
+    return subprocess.run(prefix + t.args(*args), capture_output=True, text=True, timeout=60, env=t.env)
+
+
 def test_without_libxml2_a_feed_poll_fails_naming_the_package(tidings):
     prefix = hidden("libxml2.so.2")
     if prefix is None:
         pytest.skip("needs `unshare -m` and mount (root) to hide libxml2")
     with FakeServer(FeedServer, {"body": atom(entry(1))}) as srv:
         feed_source(tidings, srv.url)
-        p = subprocess.run(prefix + tidings.args("check", "--json"), capture_output=True, text=True, timeout=60,
-                           env=tidings.env)
+        p = run_hidden(prefix, tidings, "check", "--json")
         assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
         assert "libxml2.so.2 could not be loaded" in p.stderr, p.stderr
         assert "install the Debian package libxml2" in p.stderr, p.stderr
         # The commands that do not parse still run.
-        p = subprocess.run(prefix + tidings.args("config", "check"), capture_output=True, text=True, timeout=60,
-                           env=tidings.env)
+        p = run_hidden(prefix, tidings, "config", "check")
         assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
 
 
@@ -86,10 +88,9 @@ def test_without_libcurl_commands_without_requests_run_and_a_poll_fails_naming_t
     with FakeServer(FeedServer, {"body": atom(entry(1))}) as srv:
         feed_source(tidings, srv.url)
         for args in (["--version"], ["config", "check"], ["sources"]):
-            p = subprocess.run(prefix + tidings.args(*args), capture_output=True, text=True, timeout=60, env=tidings.env)
+            p = run_hidden(prefix, tidings, *args)
             assert p.returncode == 0, (args, p.returncode, p.stdout, p.stderr)
-        p = subprocess.run(prefix + tidings.args("check", "--json"), capture_output=True, text=True, timeout=60,
-                           env=tidings.env)
+        p = run_hidden(prefix, tidings, "check", "--json")
         assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
         assert "libcurl.so.4 could not be loaded" in p.stderr, p.stderr
         assert "install the Debian package libcurl4" in p.stderr, p.stderr
@@ -105,8 +106,7 @@ def test_without_libnotify_a_desktop_delivery_fails_naming_the_package(tidings):
         type = "desktop"
         timeout = "2s"
     """)
-    p = subprocess.run(prefix + tidings.args("check", "--deliver"), capture_output=True, text=True, timeout=60,
-                       env=tidings.env)
+    p = run_hidden(prefix, tidings, "check", "--deliver")
     assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)  # a delivery failed; not a crash
     assert "desktop notifications unavailable: libnotify.so.4 could not be loaded" in p.stderr, p.stderr
     assert "install the Debian package libnotify4" in p.stderr, p.stderr
