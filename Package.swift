@@ -116,30 +116,27 @@ let package = Package(
         ),
         /// posix_spawn's GNU extensions and pidfd_open, which Swift's Glibc module does not show.
         .target(name: "CSpawn"),
-        /// libcurl (the HTTP client's multi handle), via pkg-config.
-        .systemLibrary(
-            name: "CCurl",
-            pkgConfig: "libcurl",
-            providers: [.apt(["libcurl4-openssl-dev"])]
-        ),
+        /// libcurl (the HTTP client's multi handle), opened when the first client is made (not
+        /// linked): its headers, and wrappers that call through the pointers it resolves.
+        .target(name: "CCurl", dependencies: ["CDynamicLoad"]),
         /// Every provider: one file (or folder) per remote system. Imports only the plugin API.
         .target(
             name: "TidingsProviders",
             dependencies: ["TidingsPluginAPI", "TidingsPOSIX", "CLibXML2", .product(name: "Logging", package: "swift-log")],
             swiftSettings: nativeSettings
         ),
-        /// libxml2 (the feed and page providers' XML and HTML parser), via pkg-config.
-        .systemLibrary(
-            name: "CLibXML2",
-            pkgConfig: "libxml-2.0",
-            providers: [.apt(["libxml2-dev"])]
-        ),
-        /// libnotify (desktop notifications over D-Bus), via pkg-config.
-        .systemLibrary(
-            name: "CLibnotify",
-            pkgConfig: "libnotify",
-            providers: [.apt(["libnotify-dev"])]
-        ),
+        /// libxml2 (the feed and page providers' XML and HTML parser), opened at first use (not
+        /// linked): its headers, and wrappers that call through the pointers it resolves.
+        /// include/libxml links to libxml2-dev's headers (SwiftPM reads no sources there).
+        .target(name: "CLibXML2", dependencies: ["CDynamicLoad"], exclude: ["include/libxml"]),
+        /// libnotify and GLib/GIO (desktop notifications, the system bus), opened at first use
+        /// (not linked): their headers, and wrappers that call through the pointers it resolves.
+        /// include/ links to the -dev packages' headers (SwiftPM reads no sources there: gobject/ holds a .c).
+        .target(
+            name: "CLibnotify", dependencies: ["CDynamicLoad"],
+            exclude: ["include/glib", "include/gobject", "include/gio", "include/gdk-pixbuf"]),
+        /// dlopen and dlsym for CLibXML2 and CLibnotify: a missing library is an error naming its package.
+        .target(name: "CDynamicLoad"),
         /// Every sink: one file per delivery channel. Imports only the plugin API.
         .target(
             name: "TidingsSinks",

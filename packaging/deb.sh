@@ -2,7 +2,7 @@
 # make deb: tidings_VERSION_ARCH.deb in the repository root, built with dpkg's own tools
 # (no debhelper): the `make install` layout under /usr, stripped; /etc/tidings/tidings.toml
 # (a conffile) and /etc/tidings/plugins.d/; Depends from dpkg-shlibdeps on the libraries the
-# binary links; with DEB_DEBUG_FILE, tidings-dbgsym_VERSION_ARCH.deb beside it (its debug symbols). Needs VERSION (from the Makefile) and a built `make release man`;
+# binary links, plus those packaging/debian/control names (loaded at first use: DESIGN §15); with DEB_DEBUG_FILE, tidings-dbgsym_VERSION_ARCH.deb beside it (its debug symbols). Needs VERSION (from the Makefile) and a built `make release man`;
 # DEB_COMPRESSION (xz, gzip or none) picks the compression. DEB_WORK (.build/deb) is where the
 # tree is staged, DEB_OUT (.) where the package goes; Tests/e2e/test_install_modes.py sets both.
 set -euo pipefail
@@ -38,7 +38,8 @@ chmod 0644 "$doc/changelog.gz"
 chmod 0644 "$root/etc/tidings/tidings.toml"
 
 # DEBIAN/control: fields from packaging/debian/control and the changelog, Depends from the
-# ELF's DT_NEEDED libraries, Installed-Size from the tree.
+# ELF's DT_NEEDED libraries (and control's own: libcurl4, and Recommends for the other libraries
+# loaded at first use), Installed-Size from the tree.
 cp packaging/debian/control packaging/debian/changelog "$work/debian/"
 mkdir -p "$root/DEBIAN"
 echo /etc/tidings/tidings.toml >"$root/DEBIAN/conffiles"

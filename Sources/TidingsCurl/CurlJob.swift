@@ -57,6 +57,6 @@ final class CurlErrorBuffer {
 
     /// libcurl's detailed message, else its generic text for `code`.
     package func message(_ code: CURLcode) -> String {
-        pointer[0] != 0 ? String(cString: pointer) : String(cString: curl_easy_strerror(code))
+        pointer[0] != 0 ? String(cString: pointer) : String(cString: tidings_curl_easy_strerror(code))
     }
 }

@@ -33,7 +33,7 @@ final class CurlMailTransfer: CurlJob, @unchecked Sendable {
         self.submission = submission
     }
 
-    deinit { curl_slist_free_all(recipientList) }
+    deinit { tidings_curl_slist_free_all(recipientList) }
 
     var isCancelled: Bool { cancelled.load(ordering: .sequentiallyConsistent) }
     func markCancelled() { cancelled.store(true, ordering: .sequentiallyConsistent) }
@@ -57,7 +57,7 @@ final class CurlMailTransfer: CurlJob, @unchecked Sendable {
         }
         tidings_curl_easy_setopt_str(handle, CURLOPT_MAIL_FROM, "<\(s.envelopeFrom)>")
         var list: UnsafeMutablePointer<curl_slist>? = nil
-        for r in s.recipients { list = curl_slist_append(list, "<\(r)>") }
+        for r in s.recipients { list = tidings_curl_slist_append(list, "<\(r)>") }
         recipientList = list
         tidings_curl_easy_setopt_slist(handle, CURLOPT_MAIL_RCPT, list)
         tidings_curl_easy_setopt_long(handle, CURLOPT_UPLOAD, 1)

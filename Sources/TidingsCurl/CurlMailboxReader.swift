@@ -241,7 +241,7 @@ final class CurlMailboxConnect: CurlJob, @unchecked Sendable {
         var sent = 0
         while sent < line.count {
             var n = 0
-            let code = line[sent...].withUnsafeBytes { curl_easy_send(handle, $0.baseAddress, $0.count, &n) }
+            let code = line[sent...].withUnsafeBytes { tidings_curl_easy_send(handle, $0.baseAddress, $0.count, &n) }
             switch code {
             case CURLE_OK: sent += n
             case CURLE_AGAIN: try wait(Int16(POLLOUT))
@@ -253,7 +253,7 @@ final class CurlMailboxConnect: CurlJob, @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         while true {
             var n = 0
-            let code = buffer.withUnsafeMutableBytes { curl_easy_recv(handle, $0.baseAddress, $0.count, &n) }
+            let code = buffer.withUnsafeMutableBytes { tidings_curl_easy_recv(handle, $0.baseAddress, $0.count, &n) }
             switch code {
             case CURLE_OK where n > 0:
                 let end = framer.take(buffer[..<n])

@@ -4,11 +4,6 @@ import Glibc
 import Synchronization
 import TidingsPluginAPI
 
-/// `curl_global_init`, once per process (libcurl's global setup is not thread-safe on its own).
-private let curlGlobalInit: Void = {
-    curl_global_init(Int(CURL_GLOBAL_DEFAULT))
-}()
-
 /// One thread driving every transfer of a ``CurlHTTPClient`` (HTTP requests and SMTP submissions,
 /// each a ``CurlJob``) through one libcurl multi handle (connection cache, DNS cache, per-host limit).
 ///
@@ -29,22 +24,48 @@ final class CurlMultiLoop: @unchecked Sendable {
         var commands: [Command] = []
         var started = false
         var stopping = false
+        /// The `CURLM *`, made with the first job (libcurl is loaded then: DESIGN §15, so a
+        /// command that makes no request never maps it); freed in deinit, after the thread
+        /// (which holds `self`) has ended.
+        var multi: UnsafeMutableRawPointer?
+        /// Why libcurl could not be loaded (its soname and the Debian package to install).
+        var unavailable: String?
+        var maxConnectionsPerHost: Int
+        let maxCachedConnections: Int
+
+        /// The multi handle, made (libcurl loaded) on first call; nil if libcurl cannot be loaded.
+        mutating func open() -> UnsafeMutableRawPointer? {
+            if let multi { return multi }
+            guard unavailable == nil else { return nil }
+            if let missing = tidings_curl_load() {
+                unavailable = String(cString: missing)
+                return nil
+            }
+            guard let made = tidings_curl_multi_init() else {
+                unavailable = "libcurl: cannot create a multi handle"
+                return nil
+            }
+            tidings_curl_multi_setopt_long(made, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, maxConnectionsPerHost))
+            tidings_curl_multi_setopt_long(made, CURLMOPT_MAXCONNECTS, maxCachedConnections)
+            multi = made
+            return made
+        }
     }
 
-    /// The `CURLM *`; freed in deinit, after the thread (which holds `self`) has ended.
-    private let multi: UnsafeMutableRawPointer
-    private let inbox = Mutex(Inbox())
+    private let inbox: Mutex<Inbox>
     /// Reset easy handles kept for reuse, at most this many.
     private static let poolLimit = 64
 
     init(maxConnectionsPerHost: Int, maxCachedConnections: Int = 256) {
-        _ = curlGlobalInit
-        multi = curl_multi_init()
-        tidings_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, maxConnectionsPerHost))
-        tidings_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxCachedConnections)
+        inbox = Mutex(Inbox(maxConnectionsPerHost: maxConnectionsPerHost, maxCachedConnections: maxCachedConnections))
     }
 
-    deinit { curl_multi_cleanup(multi) }
+    deinit { if let multi = inbox.withLock({ $0.multi }) { tidings_curl_multi_cleanup(multi) } }
+
+    /// Why a job cannot run: libcurl could not be loaded, or the loop is stopping.
+    private func refusal() -> any Error {
+        inbox.withLock { $0.unavailable }.map { HTTPClientError.transport($0) } ?? CancellationError()
+    }
 
     /// Runs `job` on the loop and waits for its outcome; task cancellation aborts it.
     func run<Job: CurlJob>(_ job: Job) async throws -> Job.Output {
@@ -65,66 +86,68 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// meanwhile: `body` bounds its own time.
     func onLoop<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, Error>) in
-            if !enqueue(.call({ c.resume(with: Result { try body() }) })) { c.resume(throwing: CancellationError()) }
+            if !enqueue(.call({ c.resume(with: Result { try body() }) })) { c.resume(throwing: refusal()) }
         }
     }
 
     /// Hands a job to the loop; it completes the job's continuation.
     private func submit(_ transfer: any CurlJob) {
-        if !enqueue(.add(transfer)) { transfer.fail(CancellationError()) }
+        if !enqueue(.add(transfer)) { transfer.fail(refusal()) }
     }
 
-    /// Queues `command` for the loop (starting its thread); false once the loop is stopping.
+    /// Queues `command` for the loop (making the multi handle and starting its thread the first
+    /// time); false once the loop is stopping, or if libcurl cannot be loaded.
     private func enqueue(_ command: Command) -> Bool {
-        let accepted = inbox.withLock { inbox -> Bool in
-            guard !inbox.stopping else { return false }
+        let accepted = inbox.withLock { inbox -> UnsafeMutableRawPointer? in
+            guard !inbox.stopping, let multi = inbox.open() else { return nil }
             inbox.commands.append(command)
             if !inbox.started {
                 inbox.started = true
                 startDetachedThread(name: "tidings-curl") { [self] in run() }
             }
-            return true
+            return multi
         }
-        if accepted { curl_multi_wakeup(multi) }
-        return accepted
+        if let accepted { tidings_curl_multi_wakeup(accepted) }
+        return accepted != nil
     }
 
     /// Cancels a job (from any thread): the loop drops it and it fails with `CancellationError`.
     private func cancel(_ transfer: any CurlJob) {
         transfer.markCancelled()
-        let queued = inbox.withLock { inbox -> Bool in
-            guard !inbox.stopping else { return false }
+        let queued = inbox.withLock { inbox -> UnsafeMutableRawPointer? in
+            guard !inbox.stopping, let multi = inbox.multi else { return nil }
             inbox.commands.append(.cancel(transfer))
-            return true
+            return multi
         }
-        if queued { curl_multi_wakeup(multi) }
+        if let queued { tidings_curl_multi_wakeup(queued) }
     }
 
     /// Changes the per-host connection limit (a reload's `max_per_host`) for transfers from now on.
     func limitPerHost(_ n: Int) {
-        let queued = inbox.withLock { inbox -> Bool in
-            guard inbox.started else {
-                // No thread yet, and none can start while the lock is held: the handle is ours.
-                tidings_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, n))
-                return false
+        let queued = inbox.withLock { inbox -> UnsafeMutableRawPointer? in
+            guard inbox.started, let multi = inbox.multi else {
+                // No multi handle yet: it is made with this limit.
+                inbox.maxConnectionsPerHost = n
+                return nil
             }
             inbox.commands.append(.limitPerHost(n))
-            return true
+            return multi
         }
-        if queued { curl_multi_wakeup(multi) }
+        if let queued { tidings_curl_multi_wakeup(queued) }
     }
 
     /// Ends the thread; transfers still running fail with `CancellationError`.
     package func stop() {
-        let started = inbox.withLock { inbox -> Bool in
+        let started = inbox.withLock { inbox -> UnsafeMutableRawPointer? in
             inbox.stopping = true
-            return inbox.started
+            return inbox.started ? inbox.multi : nil
         }
-        if started { curl_multi_wakeup(multi) }
+        if let started { tidings_curl_multi_wakeup(started) }
     }
 
-    /// The loop thread.
+    /// The loop thread (started once the multi handle is made).
     private func run() {
+        guard let multi = inbox.withLock({ $0.multi }) else { return }
         var active: [UnsafeMutableRawPointer: any CurlJob] = [:]
         var idle: [UnsafeMutableRawPointer] = []
         /// Handles of finished jobs that keep their connection: still in the multi handle (so
@@ -134,10 +157,10 @@ final class CurlMultiLoop: @unchecked Sendable {
         var batch: [Command] = []
 
         func retire(_ handle: UnsafeMutableRawPointer) {
-            curl_multi_remove_handle(multi, handle)
-            curl_easy_reset(handle)
+            tidings_curl_multi_remove_handle(multi, handle)
+            tidings_curl_easy_reset(handle)
             active[handle] = nil
-            if idle.count < Self.poolLimit { idle.append(handle) } else { curl_easy_cleanup(handle) }
+            if idle.count < Self.poolLimit { idle.append(handle) } else { tidings_curl_easy_cleanup(handle) }
         }
 
         while true {
@@ -152,16 +175,16 @@ final class CurlMultiLoop: @unchecked Sendable {
                         transfer.fail(CancellationError())
                         continue
                     }
-                    guard let handle = idle.popLast() ?? curl_easy_init() else {
+                    guard let handle = idle.popLast() ?? tidings_curl_easy_init() else {
                         transfer.fail(HTTPClientError.transport("libcurl: cannot create a transfer"))
                         continue
                     }
                     transfer.configure(handle)
                     active[handle] = transfer
-                    let code = curl_multi_add_handle(multi, handle)
+                    let code = tidings_curl_multi_add_handle(multi, handle)
                     if code != CURLM_OK {
                         retire(handle)
-                        transfer.fail(HTTPClientError.transport("libcurl: \(String(cString: curl_multi_strerror(code)))"))
+                        transfer.fail(HTTPClientError.transport("libcurl: \(String(cString: tidings_curl_multi_strerror(code)))"))
                     }
                 case .cancel(let transfer):
                     // The handle may already serve another transfer: only the one it belongs to is cancelled.
@@ -181,20 +204,20 @@ final class CurlMultiLoop: @unchecked Sendable {
                     retire(handle)
                     transfer.fail(CancellationError())
                 }
-                for handle in idle { curl_easy_cleanup(handle) }
+                for handle in idle { tidings_curl_easy_cleanup(handle) }
                 // Removing a CONNECT_ONLY handle closes its connection.
                 for (handle, _) in held {
-                    curl_multi_remove_handle(multi, handle)
-                    curl_easy_cleanup(handle)
+                    tidings_curl_multi_remove_handle(multi, handle)
+                    tidings_curl_easy_cleanup(handle)
                 }
                 held.removeAll()
                 return
             }
 
             var running: Int32 = 0
-            curl_multi_perform(multi, &running)
+            tidings_curl_multi_perform(multi, &running)
             var left: Int32 = 0
-            while let message = curl_multi_info_read(multi, &left) {
+            while let message = tidings_curl_multi_info_read(multi, &left) {
                 guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
                     let transfer = active[handle]
                 else { continue }
@@ -209,7 +232,7 @@ final class CurlMultiLoop: @unchecked Sendable {
                 }
             }
             // Sleeps until a socket is ready, libcurl's next timeout, or a wakeup from submit/cancel/stop.
-            curl_multi_poll(multi, nil, 0, active.isEmpty ? 10_000 : 1_000, nil)
+            tidings_curl_multi_poll(multi, nil, 0, active.isEmpty ? 10_000 : 1_000, nil)
         }
     }
 }

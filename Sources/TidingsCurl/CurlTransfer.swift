@@ -36,7 +36,7 @@ final class CurlTransfer: CurlJob, @unchecked Sendable {
     }
 
     deinit {
-        curl_slist_free_all(headerList)
+        tidings_curl_slist_free_all(headerList)
     }
 
     var isCancelled: Bool { cancelled.load(ordering: .sequentiallyConsistent) }
@@ -99,11 +99,11 @@ final class CurlTransfer: CurlJob, @unchecked Sendable {
             if name.lowercased() == "user-agent" { hasUserAgent = true }
             if name.lowercased() == "expect" { hasExpect = true }
             // "Name;" is libcurl's way of sending a header with an empty value.
-            list = curl_slist_append(list, value.isEmpty ? "\(name);" : "\(name): \(value)")
+            list = tidings_curl_slist_append(list, value.isEmpty ? "\(name);" : "\(name): \(value)")
         }
-        if !hasUserAgent { list = curl_slist_append(list, Self.userAgent) }
+        if !hasUserAgent { list = tidings_curl_slist_append(list, Self.userAgent) }
         // No `Expect: 100-continue` round trip before a body.
-        if !hasExpect && request.body != nil { list = curl_slist_append(list, "Expect:") }
+        if !hasExpect && request.body != nil { list = tidings_curl_slist_append(list, "Expect:") }
         headerList = list
         tidings_curl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, list)
     }

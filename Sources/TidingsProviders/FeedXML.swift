@@ -20,43 +20,39 @@ enum XMLFeed {
         bitPattern: XML_PARSE_RECOVER.rawValue | XML_PARSE_NONET.rawValue
             | XML_PARSE_NOERROR.rawValue | XML_PARSE_NOWARNING.rawValue)
 
-    private static let initialized: Bool = {
-        xmlInitParser()
-        return true
-    }()
-
-    /// libxml2 set up, and its error printers silenced on this thread.
-    static func setUp() {
-        _ = initialized
+    /// libxml2 loaded (at first use: DESIGN §15) and set up, and its error printers silenced on
+    /// this thread; else why it cannot be loaded (its soname and the Debian package to install).
+    static func setUp() throws(PollError) {
+        if let missing = tidings_xml_load() { throw PollError(.transient, String(cString: missing)) }
         tidings_xml_quiet()
     }
 
     /// The entries of an XML feed (the first `limit`), and whether libxml2 had to repair it.
     static func entries(_ input: [UInt8], charset: String?, feedURL: URL, limit: Int) throws -> ([Entry], Bool) {
-        setUp()
+        try setUp()
         let bytes = namedEntitiesAsNumeric(input)
         guard bytes.count < Int32.max else { throw PollError(.transient, "feed document too large") }
         // The HTTP charset counts only when the document names no encoding of its own.
         let encoding = declaresEncoding(bytes) ? nil : charset
-        guard let ctxt = xmlNewParserCtxt() else { throw PollError(.transient, "libxml2: out of memory") }
-        defer { xmlFreeParserCtxt(ctxt) }
+        guard let ctxt = tidings_xmlNewParserCtxt() else { throw PollError(.transient, "libxml2: out of memory") }
+        defer { tidings_xmlFreeParserCtxt(ctxt) }
         func read(_ encoding: String?) -> xmlDocPtr? {
             bytes.withUnsafeBufferPointer { buf in
                 buf.withMemoryRebound(to: CChar.self) { chars in
-                    xmlCtxtReadMemory(ctxt, chars.baseAddress, Int32(chars.count), nil, encoding, options)
+                    tidings_xmlCtxtReadMemory(ctxt, chars.baseAddress, Int32(chars.count), nil, encoding, options)
                 }
             }
         }
         var doc = read(encoding)
-        if doc.flatMap({ xmlDocGetRootElement($0) }) == nil, encoding != nil {
-            if let doc { xmlFreeDoc(doc) }
+        if doc.flatMap({ tidings_xmlDocGetRootElement($0) }) == nil, encoding != nil {
+            if let doc { tidings_xmlFreeDoc(doc) }
             doc = read(nil)
         }
         guard let doc else {
             throw PollError(.transient, "not a feed: no XML could be read (body: \(PollError.excerpt(Data(input))))")
         }
-        defer { xmlFreeDoc(doc) }
-        guard let rootPtr = xmlDocGetRootElement(doc) else {
+        defer { tidings_xmlFreeDoc(doc) }
+        guard let rootPtr = tidings_xmlDocGetRootElement(doc) else {
             throw PollError(.transient, "not a feed: no XML element could be read (body: \(PollError.excerpt(Data(input))))")
         }
         let repaired = ctxt.pointee.wellFormed == 0
@@ -249,7 +245,7 @@ enum XMLFeed {
                     let name = Array(buf[(a + 1)..<j])
                     let value =
                         predefined[String(decoding: name, as: UTF8.self)]
-                        ?? (name + [0]).withUnsafeBufferPointer({ htmlEntityLookup($0.baseAddress)?.pointee.value })
+                        ?? (name + [0]).withUnsafeBufferPointer({ tidings_htmlEntityLookup($0.baseAddress)?.pointee.value })
                     if let value {
                         if out.isEmpty { out.reserveCapacity(n + n / 16) }
                         out.append(contentsOf: buf[copied..<a])
@@ -280,19 +276,19 @@ enum HTMLText {
     /// `budget`: the document's, when the markup comes from one (its text counts against it).
     static func text(_ html: String, budget: DocumentBudget? = nil) -> String {
         if budget?.spent == true { return "" }
-        guard html.contains("<") || html.contains("&") else { return FeedText.block(html) }
-        XMLFeed.setUp()
+        // Without libxml2 (not installed: the poll that parsed the document said so), the markup as it is.
+        guard html.contains("<") || html.contains("&"), (try? XMLFeed.setUp()) != nil else { return FeedText.block(html) }
         var bytes = Array(html.utf8.prefix(maxInput))
         while let last = bytes.last, last & 0xC0 == 0x80 { bytes.removeLast() }  // not inside a character
         if let last = bytes.last, last >= 0xC0 { bytes.removeLast() }
         guard !bytes.isEmpty else { return "" }
         let doc = bytes.withUnsafeBufferPointer { buf in
             buf.withMemoryRebound(to: CChar.self) { chars in
-                htmlReadMemory(chars.baseAddress, Int32(chars.count), nil, "UTF-8", options)
+                tidings_htmlReadMemory(chars.baseAddress, Int32(chars.count), nil, "UTF-8", options)
             }
         }
         guard let doc else { return FeedText.block(html) }
-        defer { xmlFreeDoc(doc) }
+        defer { tidings_xmlFreeDoc(doc) }
         var c = TextCollector(blocks: true, budget: budget)
         c.walk(doc.pointee.children)
         return FeedText.block(c.out)

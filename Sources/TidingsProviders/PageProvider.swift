@@ -290,7 +290,7 @@ final class PageDocument {
     let doc: xmlDocPtr
     /// The root element, or the document node of an empty page.
     var root: xmlNodePtr {
-        xmlDocGetRootElement(doc) ?? UnsafeMutableRawPointer(doc).assumingMemoryBound(to: xmlNode.self)
+        tidings_xmlDocGetRootElement(doc) ?? UnsafeMutableRawPointer(doc).assumingMemoryBound(to: xmlNode.self)
     }
 
     /// libxml2's nesting limit without HTML_PARSE_HUGE.
@@ -305,33 +305,33 @@ final class PageDocument {
     /// Parses `body` in the charset of the HTTP header, else the page's `<meta charset>`, else
     /// UTF-8 (the header wins over the page, as in browsers).
     init(_ body: Data, charset: String?) throws {
-        XMLFeed.setUp()
+        try XMLFeed.setUp()
         let declared = charset.map(Self.encodingName)
         let encoding = declared ?? Self.metaCharset(body).map(Self.encodingName) ?? "UTF-8"
         // The header's charset: the page's own meta cannot switch it.
         let options = Int32(bitPattern: Self.options | (declared != nil ? HTML_PARSE_IGNORE_ENC.rawValue : 0))
         guard body.count < Int32.max else { throw PollError(.transient, "page too large to parse") }
-        xmlResetLastError()
+        tidings_xmlResetLastError()
         let parsed: xmlDocPtr? = body.withUnsafeBytes { raw in
             let chars = raw.bindMemory(to: CChar.self)
             // An empty page is an empty document (libxml2 reads nothing from zero bytes).
             let input = chars.isEmpty ? " " : nil
-            if let input { return htmlReadMemory(input, 1, nil, encoding, options) }
-            return htmlReadMemory(chars.baseAddress, Int32(chars.count), nil, encoding, options)
+            if let input { return tidings_htmlReadMemory(input, 1, nil, encoding, options) }
+            return tidings_htmlReadMemory(chars.baseAddress, Int32(chars.count), nil, encoding, options)
         }
         guard let parsed else { throw PollError(.transient, "the page could not be read as HTML") }
         // libxml2 stops at 256 levels of nesting (without HTML_PARSE_HUGE) and drops the rest
         // of the page: a clear failure, not a page that lost its text.
-        if let e = xmlGetLastError(), e.pointee.domain == Int32(XML_FROM_PARSER.rawValue) || e.pointee.domain == Int32(XML_FROM_HTML.rawValue),
+        if let e = tidings_xmlGetLastError(), e.pointee.domain == Int32(XML_FROM_PARSER.rawValue) || e.pointee.domain == Int32(XML_FROM_HTML.rawValue),
             let m = e.pointee.message, String(cString: m).hasPrefix("Excessive depth")
         {
-            xmlFreeDoc(parsed)
+            tidings_xmlFreeDoc(parsed)
             throw PollError(.transient, "the page nests elements more than \(Self.maxDepth) levels deep (libxml2's limit): it cannot be read")
         }
         doc = parsed
     }
 
-    deinit { xmlFreeDoc(doc) }
+    deinit { tidings_xmlFreeDoc(doc) }
 
     /// Whether a response is parsed as HTML: an HTML or XML type, or none and a body that starts with `<`.
     static func isMarkup(type: String, body: Data) -> Bool {
@@ -402,12 +402,12 @@ enum PageXPath {
 
     /// What is wrong with `expr` (libxml2's message and where), or nil if it compiles.
     static func check(_ expr: String) -> String? {
-        XMLFeed.setUp()
+        do { try XMLFeed.setUp() } catch { return "it cannot be checked: \(error)" }
         guard !expr.trimmed(newlines: false).isEmpty else { return "empty expression" }
-        xmlResetLastError()
-        let compiled = expr.withCString { xmlXPathCompile(UnsafeRawPointer($0).assumingMemoryBound(to: xmlChar.self)) }
+        tidings_xmlResetLastError()
+        let compiled = expr.withCString { tidings_xmlXPathCompile(UnsafeRawPointer($0).assumingMemoryBound(to: xmlChar.self)) }
         if let compiled {
-            xmlXPathFreeCompExpr(compiled)
+            tidings_xmlXPathFreeCompExpr(compiled)
             return nil
         }
         return lastError(expr)
@@ -420,7 +420,7 @@ enum PageXPath {
     }
 
     static func lastError(_ expr: String) -> String {
-        guard let e = xmlGetLastError(), e.pointee.domain == Int32(XML_FROM_XPATH.rawValue) else { return "not a valid XPath 1.0 expression" }
+        guard let e = tidings_xmlGetLastError(), e.pointee.domain == Int32(XML_FROM_XPATH.rawValue) else { return "not a valid XPath 1.0 expression" }
         let message = e.pointee.message.map { String(cString: $0).trimmed() } ?? "invalid"
         // int1: the byte offset where libxml2 stopped.
         let offset = Int(e.pointee.int1)
@@ -433,9 +433,9 @@ enum PageXPath {
     /// libxml2 counts an operation, not its cost (`string(/)` is one, and reads the page), so
     /// the poll's timeout is what bounds such an expression: it stops within one operation.
     static func evaluate(_ expr: String, doc: xmlDocPtr, node: xmlNodePtr, budget: DocumentBudget? = nil) throws -> [Selected] {
-        XMLFeed.setUp()
-        guard let ctx = xmlXPathNewContext(doc) else { throw PollError(.transient, "libxml2: out of memory") }
-        defer { xmlXPathFreeContext(ctx) }
+        try XMLFeed.setUp()
+        guard let ctx = tidings_xmlXPathNewContext(doc) else { throw PollError(.transient, "libxml2: out of memory") }
+        defer { tidings_xmlXPathFreeContext(ctx) }
         let limit = budget?.operationsLeft ?? maxOperations
         guard limit > 0 else {
             budget?.ranOutOfOperations()
@@ -443,11 +443,11 @@ enum PageXPath {
         }
         ctx.pointee.opLimit = limit
         ctx.pointee.node = node
-        xmlResetLastError()
+        tidings_xmlResetLastError()
         let address = UInt(bitPattern: ctx)
         let stop = WorkStop.current ?? WorkStop()
         let result = stop.whileRunning(onStop: { tidings_xpath_stop(UnsafeMutablePointer(bitPattern: address)) }) {
-            expr.withCString { xmlXPathEvalExpression(UnsafeRawPointer($0).assumingMemoryBound(to: xmlChar.self), ctx) }
+            expr.withCString { tidings_xmlXPathEvalExpression(UnsafeRawPointer($0).assumingMemoryBound(to: xmlChar.self), ctx) }
         }
         budget?.add(operations: min(ctx.pointee.opCount, limit))
         guard let result else {
@@ -458,7 +458,7 @@ enum PageXPath {
             }
             throw PollError(.transient, "XPath \"\(expr)\" could not be evaluated on this page: \(lastError(expr))")
         }
-        defer { xmlXPathFreeObject(result) }
+        defer { tidings_xmlXPathFreeObject(result) }
         switch result.pointee.type {
         case XPATH_NODESET:
             guard let set = result.pointee.nodesetval, set.pointee.nodeNr > 0, let tab = set.pointee.nodeTab else { return [] }

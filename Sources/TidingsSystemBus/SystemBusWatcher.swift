@@ -25,7 +25,6 @@ package final class SystemBusWatcher: @unchecked Sendable {
     private static let callTimeout: Int32 = 2000
 
     private let logger: Logger
-    private let context: OpaquePointer
     private let changes: AsyncStream<HostChange>
     private let feed: AsyncStream<HostChange>.Continuation
     /// Whether ``start()`` has returned: a first reading that comes later is a change.
@@ -38,7 +37,6 @@ package final class SystemBusWatcher: @unchecked Sendable {
 
     package init(logger: Logger) {
         self.logger = logger
-        self.context = g_main_context_new()
         (changes, feed) = AsyncStream<HostChange>.makeStream()
     }
 
@@ -67,7 +65,15 @@ package final class SystemBusWatcher: @unchecked Sendable {
     }
 
     private func main(ready: @Sendable (HostConditions) -> Bool) {
-        g_main_context_push_thread_default(context)
+        // GIO is loaded here, on the watcher's thread: only `run` maps it (DESIGN §15).
+        if let missing = tidings_gio_load() {
+            logger.info("\(String(cString: missing)): sleep and network changes are not followed; polling as scheduled")
+            feed.finish()
+            _ = ready(HostConditions())
+            return
+        }
+        let context = tidings_g_main_context_new()
+        tidings_g_main_context_push_thread_default(context)
         guard connect() else {
             feed.finish()
             _ = ready(HostConditions())
@@ -75,26 +81,26 @@ package final class SystemBusWatcher: @unchecked Sendable {
         }
         reported = networkManager?.network ?? .online
         if !ready(HostConditions(network: reported)), reported != .online { feed.yield(.network(reported)) }
-        while true { g_main_context_iteration(context, 1) }
+        while true { tidings_g_main_context_iteration(context, 1) }
     }
 
     // MARK: connecting
 
     private func connect() -> Bool {
         var error: UnsafeMutablePointer<GError>?
-        guard let bus = g_bus_get_sync(G_BUS_TYPE_SYSTEM, nil, &error) else {
+        guard let bus = tidings_g_bus_get_sync(G_BUS_TYPE_SYSTEM, nil, &error) else {
             logger.info("no system bus (\(Self.take(error))): sleep and network changes are not followed; polling as scheduled")
             return false
         }
         // GIO's default would raise SIGTERM in the daemon when the bus goes away.
-        g_dbus_connection_set_exit_on_close(bus, 0)
+        tidings_g_dbus_connection_set_exit_on_close(bus, 0)
         connection = bus
         let me = Unmanaged.passRetained(self).toOpaque()  // for the process's life
         let closed: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<GError>?, UnsafeMutableRawPointer?) -> Void = { _, _, _, data in
             guard let data else { return }
             Unmanaged<SystemBusWatcher>.fromOpaque(data).takeUnretainedValue().busClosed()
         }
-        g_signal_connect_data(UnsafeMutableRawPointer(bus), "closed", unsafeBitCast(closed, to: GCallback.self), me, nil, GConnectFlags(0))
+        tidings_g_signal_connect_data(UnsafeMutableRawPointer(bus), "closed", unsafeBitCast(closed, to: GCallback.self), me, nil, GConnectFlags(0))
 
         subscribe(sender: Self.login1, interface: "org.freedesktop.login1.Manager", member: "PrepareForSleep", path: "/org/freedesktop/login1")
         subscribe(sender: Self.networkManager, interface: Self.networkManager, member: "StateChanged", path: Self.networkManagerPath)
@@ -122,7 +128,7 @@ package final class SystemBusWatcher: @unchecked Sendable {
             Unmanaged<SystemBusWatcher>.fromOpaque(data).takeUnretainedValue()
                 .received(String(cString: member), interface: interface.map { String(cString: $0) } ?? "", parameters)
         }
-        _ = g_dbus_connection_signal_subscribe(
+        _ = tidings_g_dbus_connection_signal_subscribe(
             connection, sender, interface, member, path, arg0, G_DBUS_SIGNAL_FLAGS_NONE,
             callback, Unmanaged.passUnretained(self).toOpaque(), nil)
     }
@@ -132,18 +138,18 @@ package final class SystemBusWatcher: @unchecked Sendable {
     private func received(_ member: String, interface: String, _ parameters: OpaquePointer) {
         switch (member, Self.typeString(parameters)) {
         case ("PrepareForSleep", "(b)"):
-            let sleeping = Self.child(parameters, 0) { g_variant_get_boolean($0) != 0 }
+            let sleeping = Self.child(parameters, 0) { tidings_g_variant_get_boolean($0) != 0 }
             feed.yield(.power(sleeping ? .goingToSleep : .awake))
         case ("StateChanged", "(u)"):
             networkManager = networkManager ?? NetworkManagerState()
-            networkManager?.merge(state: Self.child(parameters, 0) { g_variant_get_uint32($0) }, connectivity: nil)
+            networkManager?.merge(state: Self.child(parameters, 0) { tidings_g_variant_get_uint32($0) }, connectivity: nil)
             networkMayHaveChanged()
         case ("PropertiesChanged", "(sa{sv}as)"):
             Self.child(parameters, 1) { mergeProperties($0) }
         case ("PropertiesChanged", "(a{sv})") where interface == Self.networkManager:
             Self.child(parameters, 0) { mergeProperties($0) }
         case ("NameOwnerChanged", "(sss)"):
-            let owner = Self.child(parameters, 2) { String(cString: g_variant_get_string($0, nil)) }
+            let owner = Self.child(parameters, 2) { String(cString: tidings_g_variant_get_string($0, nil)) }
             if owner.isEmpty {
                 networkManager = nil
                 logger.info("NetworkManager left the system bus: the network counts as online")
@@ -192,7 +198,7 @@ package final class SystemBusWatcher: @unchecked Sendable {
             networkManager = nil
             return
         }
-        defer { g_variant_unref(reply) }
+        defer { tidings_g_variant_unref(reply) }
         guard Self.typeString(reply) == "(a{sv})" else { return }
         var state = NetworkManagerState()
         Self.child(reply, 0) { dict in
@@ -203,18 +209,18 @@ package final class SystemBusWatcher: @unchecked Sendable {
 
     private func hasOwner(_ name: String) -> Bool {
         guard let reply = call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", [name]) else { return false }
-        defer { g_variant_unref(reply) }
+        defer { tidings_g_variant_unref(reply) }
         guard Self.typeString(reply) == "(b)" else { return false }
-        return Self.child(reply, 0) { g_variant_get_boolean($0) != 0 }
+        return Self.child(reply, 0) { tidings_g_variant_get_boolean($0) != 0 }
     }
 
     /// A method call with string arguments; nil (logged at debug) when it fails. Services
     /// are not started for it (no D-Bus activation of NetworkManager by tidings).
     private func call(_ name: String, _ path: String, _ interface: String, _ method: String, _ arguments: [String]) -> OpaquePointer? {
-        var children: [OpaquePointer?] = arguments.map { g_variant_new_string($0) }
-        let parameters = g_variant_new_tuple(&children, gsize(children.count))
+        var children: [OpaquePointer?] = arguments.map { tidings_g_variant_new_string($0) }
+        let parameters = tidings_g_variant_new_tuple(&children, gsize(children.count))
         var error: UnsafeMutablePointer<GError>?
-        let reply = g_dbus_connection_call_sync(
+        let reply = tidings_g_dbus_connection_call_sync(
             connection, name, path, interface, method, parameters, nil,
             G_DBUS_CALL_FLAGS_NO_AUTO_START, Self.callTimeout, nil, &error)
         if reply == nil { logger.debug("\(name) \(method): \(Self.take(error))") }
@@ -223,24 +229,24 @@ package final class SystemBusWatcher: @unchecked Sendable {
 
     // MARK: GVariant
 
-    private static func typeString(_ v: OpaquePointer) -> String { String(cString: g_variant_get_type_string(v)) }
+    private static func typeString(_ v: OpaquePointer) -> String { String(cString: tidings_g_variant_get_type_string(v)) }
 
     private static func child<T>(_ v: OpaquePointer, _ index: Int, _ body: (OpaquePointer) -> T) -> T {
-        let c = g_variant_get_child_value(v, gsize(index))!
-        defer { g_variant_unref(c) }
+        let c = tidings_g_variant_get_child_value(v, gsize(index))!
+        defer { tidings_g_variant_unref(c) }
         return body(c)
     }
 
     /// A `u` value of an `a{sv}` dictionary.
     private static func lookupUInt32(_ dictionary: OpaquePointer, _ key: String) -> UInt32? {
-        guard let v = g_variant_lookup_value(dictionary, key, nil) else { return nil }
-        defer { g_variant_unref(v) }
-        return typeString(v) == "u" ? g_variant_get_uint32(v) : nil
+        guard let v = tidings_g_variant_lookup_value(dictionary, key, nil) else { return nil }
+        defer { tidings_g_variant_unref(v) }
+        return typeString(v) == "u" ? tidings_g_variant_get_uint32(v) : nil
     }
 
     private static func take(_ error: UnsafeMutablePointer<GError>?) -> String {
         guard let error else { return "unknown error" }
-        defer { g_error_free(error) }
+        defer { tidings_g_error_free(error) }
         return String(cString: error.pointee.message)
     }
 }

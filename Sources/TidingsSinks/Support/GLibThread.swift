@@ -15,8 +15,11 @@ final class GLibThread: @unchecked Sendable {
     enum Failure: Error, CustomStringConvertible {
         case timedOut(TimeInterval)
         case stillBusy(TimeInterval)
+        /// libnotify or GLib is not installed: its soname and the Debian package to install.
+        case unavailable(String)
         var description: String {
             switch self {
+            case .unavailable(let why): return why
             case .timedOut(let t): return "the notification server did not answer within \(DurationParser.format(t))"
             case .stillBusy(let t): return "the notification server has not answered for \(DurationParser.format(t))"
             }
@@ -29,13 +32,17 @@ final class GLibThread: @unchecked Sendable {
         var started = false
     }
 
-    private let context: OpaquePointer
+    /// Nil when libnotify or GLib could not be loaded (`unavailable` says why).
+    private let context: OpaquePointer?
+    private let unavailable: String?
     private let name: String
     private let state = Mutex(State())
 
     /// The thread starts on first use: loading a config (`tidings sources`) costs no thread.
+    /// libnotify and GLib are loaded here, at the first notification (DESIGN §15).
     init(name: String) {
-        context = g_main_context_new()
+        unavailable = tidings_notify_load().map { String(cString: $0) }
+        context = unavailable == nil ? tidings_g_main_context_new() : nil
         self.name = name
     }
 
@@ -50,7 +57,8 @@ final class GLibThread: @unchecked Sendable {
     }
 
     private func main() {
-        g_main_context_push_thread_default(context)
+        guard let context else { return }
+        tidings_g_main_context_push_thread_default(context)
         while true {
             let jobs = state.withLock { s -> [@Sendable () -> Void] in
                 defer { s.jobs.removeAll() }
@@ -61,13 +69,14 @@ final class GLibThread: @unchecked Sendable {
                 job()
                 state.withLock { $0.busySince = nil }
             }
-            g_main_context_iteration(context, 1)
+            tidings_g_main_context_iteration(context, 1)
         }
     }
 
     /// Runs `body` on the thread and returns its result, or throws after `timeout`. A job that
     /// has not started when its caller gives up is skipped, so it cannot show up later.
     func perform<T: Sendable>(timeout: TimeInterval, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+        guard let context else { throw Failure.unavailable(unavailable ?? "libnotify could not be loaded") }
         if let since = state.withLock({ $0.busySince }), -since.timeIntervalSinceNow > timeout {
             throw Failure.stillBusy(-since.timeIntervalSinceNow)
         }
@@ -88,7 +97,7 @@ final class GLibThread: @unchecked Sendable {
                     finish(Result { try body() })
                 }
             }
-            g_main_context_wakeup(context)
+            tidings_g_main_context_wakeup(context)
             DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { finish(.failure(Failure.timedOut(timeout))) }
         }
     }

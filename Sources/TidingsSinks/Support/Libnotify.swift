@@ -27,25 +27,25 @@ final class Libnotify: @unchecked Sendable {
 
     /// Connects if needed; returns what the server can do.
     func connect() throws -> Capabilities {
-        if let bus, g_dbus_connection_is_closed(bus) != 0 { reset() }  // the bus went away (re-login, restart)
+        if let bus, tidings_g_dbus_connection_is_closed(bus) != 0 { reset() }  // the bus went away (re-login, restart)
         if let capabilities, bus != nil { return capabilities }
         var error: UnsafeMutablePointer<GError>?
-        guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
+        guard let connection = tidings_g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
             throw Failure(description: Self.take(error, or: "no session bus"))
         }
-        g_dbus_connection_set_exit_on_close(connection, 0)
+        tidings_g_dbus_connection_set_exit_on_close(connection, 0)
         bus = connection
-        if notify_is_initted() == 0 { _ = notify_init(appName) }
+        if tidings_notify_is_initted() == 0 { _ = tidings_notify_init(appName) }
         // Without an answer, assume markup (escaping is then the safe side) and no actions.
         var caps = Capabilities(bodyMarkup: true, actions: false)
-        if let list = notify_get_server_caps() {
+        if let list = tidings_notify_get_server_caps() {
             var names: Set<String> = []
             var node: UnsafeMutablePointer<GList>? = list
             while let n = node {
                 if let p = n.pointee.data { names.insert(String(cString: p.assumingMemoryBound(to: CChar.self))) }
                 node = n.pointee.next
             }
-            g_list_free_full(list, g_free)
+            tidings_g_list_free_full(list, tidings_g_free)
             caps = Capabilities(bodyMarkup: names.contains("body-markup"), actions: names.contains("actions"))
         }
         capabilities = caps
@@ -55,14 +55,14 @@ final class Libnotify: @unchecked Sendable {
     /// Shows one notification (a synchronous D-Bus call). `snooze`: offer "Snooze 1h" (when
     /// the notification has an item to snooze).
     func show(_ n: DesktopNotification, snooze: DesktopSnooze? = nil) throws {
-        guard let note = notify_notification_new(n.summary, n.body, n.icon) else {
+        guard let note = tidings_notify_notification_new(n.summary, n.body, n.icon) else {
             throw Failure(description: "notify_notification_new failed")
         }
-        notify_notification_set_app_name(note, appName)
-        notify_notification_set_urgency(note, n.urgency == .critical ? NOTIFY_URGENCY_CRITICAL : n.urgency == .low ? NOTIFY_URGENCY_LOW : NOTIFY_URGENCY_NORMAL)
-        notify_notification_set_timeout(note, n.expiry.milliseconds)
-        notify_notification_set_category(note, n.category)
-        notify_notification_set_hint(note, "desktop-entry", g_variant_new_string(n.desktopEntry))
+        tidings_notify_notification_set_app_name(note, appName)
+        tidings_notify_notification_set_urgency(note, n.urgency == .critical ? NOTIFY_URGENCY_CRITICAL : n.urgency == .low ? NOTIFY_URGENCY_LOW : NOTIFY_URGENCY_NORMAL)
+        tidings_notify_notification_set_timeout(note, n.expiry.milliseconds)
+        tidings_notify_notification_set_category(note, n.category)
+        tidings_notify_notification_set_hint(note, "desktop-entry", tidings_g_variant_new_string(n.desktopEntry))
         var actions: [Action] = []
         if let url = n.openURL {
             let box = URLBox(url)
@@ -72,7 +72,7 @@ final class Libnotify: @unchecked Sendable {
             actions.append(Action(id: "snooze", label: DesktopSnooze.label) { snooze.snooze(matchers) })
         }
         for action in actions {
-            notify_notification_add_action(
+            tidings_notify_notification_add_action(
                 note, action.id, action.label,
                 { _, _, data in
                     guard let data else { return }
@@ -83,34 +83,34 @@ final class Libnotify: @unchecked Sendable {
                 })
         }
         var error: UnsafeMutablePointer<GError>?
-        guard notify_notification_show(note, &error) != 0 else {
-            g_object_unref(note)
+        guard tidings_notify_notification_show(note, &error) != 0 else {
+            tidings_g_object_unref(note)
             reset()
             throw Failure(description: Self.take(error, or: "Notify failed"))
         }
         if !actions.isEmpty {
             // Keep the notification (and its action callbacks) alive until the server closes it.
             let closed: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void = { object, _ in
-                if let object { g_object_unref(object) }
+                if let object { tidings_g_object_unref(object) }
             }
-            g_signal_connect_data(note, "closed", unsafeBitCast(closed, to: GCallback.self), nil, nil, GConnectFlags(0))
+            tidings_g_signal_connect_data(note, "closed", unsafeBitCast(closed, to: GCallback.self), nil, nil, GConnectFlags(0))
         } else {
-            g_object_unref(note)
+            tidings_g_object_unref(note)
         }
     }
 
     /// Forgets the connection so the next call starts afresh (after a failure). Note that
     /// `notify_uninit` closes the notifications that still have actions.
     func reset() {
-        if notify_is_initted() != 0 { notify_uninit() }
-        if let bus { g_object_unref(UnsafeMutableRawPointer(bus)) }
+        if tidings_notify_is_initted() != 0 { tidings_notify_uninit() }
+        if let bus { tidings_g_object_unref(UnsafeMutableRawPointer(bus)) }
         bus = nil
         capabilities = nil
     }
 
     private static func take(_ error: UnsafeMutablePointer<GError>?, or fallback: String) -> String {
         guard let error else { return fallback }
-        defer { g_error_free(error) }
+        defer { tidings_g_error_free(error) }
         var text = error.pointee.message.map { String(cString: $0) } ?? fallback
         // GDBus prefixes remote errors with "GDBus.Error:org.freedesktop…: "; keep the human part.
         if text.hasPrefix("GDBus.Error:"), let colon = text.firstRange(of: ": ") { text = String(text[colon.upperBound...]) }
@@ -138,8 +138,8 @@ private final class URLBox: Sendable {
         var argv: [UnsafeMutablePointer<CChar>?] = [strdup("xdg-open"), strdup(url), nil]
         defer { argv.forEach { free($0) } }
         var error: UnsafeMutablePointer<GError>?
-        if g_spawn_async(nil, &argv, nil, G_SPAWN_SEARCH_PATH, nil, nil, nil, &error) == 0, let error {
-            g_error_free(error)
+        if tidings_g_spawn_async(nil, &argv, nil, G_SPAWN_SEARCH_PATH, nil, nil, nil, &error) == 0, let error {
+            tidings_g_error_free(error)
         }
     }
 }
