@@ -6,7 +6,7 @@ import PackageDescription
 let testDependencies: [Target.Dependency] = [
     "TidingsCrypto", "TidingsPluginAPI", "TidingsPOSIX", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsCurl",
     "TidingsProviders", "TidingsSinks", "TidingsSystemBus", "TidingsMonitoring", "TidingsApp", "TidingsTestSupport",
-    "TidingsTemplates",
+    "TidingsTemplates", "TidingsYAML",
     .product(name: "GRDB", package: "GRDB.swift"),
     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
     .product(name: "Logging", package: "swift-log"),
@@ -122,6 +122,15 @@ let package = Package(
             pkgConfig: "libxml-2.0",
             providers: [.apt(["libxml2-dev"])]
         ),
+        /// YAML documents read into a small node tree (urlwatch's urls.yaml for `tidings import`),
+        /// bounded in depth and in what aliases expand to; no C pointer above it.
+        .target(name: "TidingsYAML", dependencies: ["CYAML"]),
+        /// libyaml's event parser, via pkg-config; only TidingsYAML imports it.
+        .systemLibrary(
+            name: "CYAML",
+            pkgConfig: "yaml-0.1",
+            providers: [.apt(["libyaml-dev"])]
+        ),
         /// libnotify (desktop notifications over D-Bus), via pkg-config.
         .systemLibrary(
             name: "CLibnotify",
@@ -170,7 +179,7 @@ let package = Package(
             name: "TidingsApp",
             dependencies: [
                 "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsPOSIX",
-                "TidingsMonitoring", "TidingsSystemBus",
+                "TidingsMonitoring", "TidingsSystemBus", "TidingsYAML",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -229,6 +238,7 @@ let package = Package(
         .testTarget(name: "TidingsPostgresTests", dependencies: testDependencies),
         .testTarget(name: "TidingsCurlTests", dependencies: testDependencies),
         .testTarget(name: "TidingsProvidersTests", dependencies: testDependencies),
+        .testTarget(name: "TidingsYAMLTests", dependencies: testDependencies),
         .testTarget(name: "TidingsSinksTests", dependencies: testDependencies),
         /// The renderer against swift-mustache (the oracle, a test-only dependency).
         .testTarget(
