@@ -21,6 +21,11 @@ package struct YAMLNode: Sendable, Equatable {
 package struct YAMLPair: Sendable, Equatable {
     package var key: YAMLNode
     package var value: YAMLNode
+
+    package init(key: YAMLNode, value: YAMLNode) {
+        self.key = key
+        self.value = value
+    }
 }
 
 /// Why a YAML text was not read, and the line (1-based) where it went wrong.
