@@ -180,13 +180,7 @@ package struct UrlwatchReader: Sendable {
             }
             draft.provider = "page"
             draft.name = (try string("name")) ?? url
-            if Self.hasPassword(url) {
-                draft.secrets.append(SecretDraft(option: "url", value: url))
-                draft.watchedURL = Self.withoutPassword(url)
-            } else {
-                draft.options.append(SourceOption("url", .string(url)))
-                draft.watchedURL = url
-            }
+            draft.setURL(url)
             try filters(page: true)
             var headers: [(String, String)] = []
             var userAgent: String?
@@ -295,7 +289,7 @@ package struct UrlwatchReader: Sendable {
                     if f.kind == "re.sub", let repl = sub("repl"), !repl.isEmpty {
                         throw refuse("replaces text with '\(repl)'; tidings can only leave out whole lines (ignore)")
                     }
-                    do { _ = try SafeRegex(pattern) } catch { throw refuse("the pattern \(pattern) is not one tidings reads: \(error)") }
+                    do { _ = try SafeRegex(pattern, longestInput: SafeRegex.maxInputScalars) } catch { throw refuse("the pattern \(pattern) is not one tidings reads: \(error)") }
                     if f.kind == "re.sub" { notes.append("re.sub \(pattern): lines holding a match are ignored whole.") }
                     ignore.append(pattern)
                 case .refused(let why):
@@ -358,21 +352,6 @@ package struct UrlwatchReader: Sendable {
             d.options.append(SourceOption("interval", .string(reader.interval), comment: "urlwatch ran from cron, most often daily."))
             d.options += tail
             return d
-        }
-
-        static func hasPassword(_ url: String) -> Bool {
-            guard let scheme = url.firstRange(of: "://") else { return false }
-            let authority = url[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-            guard let at = authority.lastIndex(of: "@") else { return false }
-            return authority[..<at].contains(":")
-        }
-
-        static func withoutPassword(_ url: String) -> String {
-            guard let scheme = url.firstRange(of: "://") else { return url }
-            let rest = url[scheme.upperBound...]
-            let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-            guard let at = authority.lastIndex(of: "@") else { return url }
-            return String(url[..<scheme.upperBound]) + String(rest[rest.index(after: at)...])
         }
     }
 }
