@@ -22,11 +22,12 @@ BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev 
 # Debian package tools, lintian; PostgreSQL (and openssl, for the sslmode tests' certificates)
 # for the shared-state tests (they start their own server with initdb/pg_ctl in a temp dir on a
 # loopback port; the cluster Debian's package may create is not used); chromium (headless, driven
-# over its DevTools protocol) for the status page's browser tests.
+# over its DevTools protocol) for the status page's browser tests; newsboat, a feed reader that
+# imports `tidings export opml` and exports OPML for `tidings import opml` (test_import.py).
 TEST_PACKAGES  := python3 python3-pytest python3-venv python3-dbusmock dbus dbus-x11 libnotify-bin \
                   prometheus-alertmanager prometheus dunst xvfb \
                   systemd man-db bash-completion dpkg-dev lintian postgresql openssl gcc libc6-dev chromium \
-                  dovecot-imapd
+                  dovecot-imapd newsboat
 # Needed by `make deb` (dpkg-shlibdeps, dpkg-gencontrol, dpkg-deb, strip).
 DEB_PACKAGES   := dpkg-dev binutils
 

@@ -42,7 +42,7 @@ struct ImportCommand: AsyncParsableCommand {
     static let dataError: Int32 = 65
     static let noInput: Int32 = 66
     static let cannotCreate: Int32 = 73
-    /// Read at most this much (the YAML reader's own bound).
+    /// Read at most this much (the YAML reader's own bound; OPML's is smaller).
     static let maxFileBytes = 64 << 20
 
     func validate() throws {
@@ -54,7 +54,7 @@ struct ImportCommand: AsyncParsableCommand {
     func run() async throws {
         Log.bootstrap(level: common.logLevel(default: .warning))
         let bytes: [UInt8]
-        do { bytes = try Self.readWhole(file, limit: Self.maxFileBytes) } catch {
+        do { bytes = try Self.readWhole(file, limit: format == .opml ? OPML.maxBytes : Self.maxFileBytes) } catch {
             complain("\(file): \(error)")
             throw ExitCode(Self.noInput)
         }
