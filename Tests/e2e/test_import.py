@@ -1,6 +1,7 @@
 """`tidings import urlwatch|opml` and `tidings export opml` (DESIGN §14), against real peers:
 urlwatch 2.29 (from the test venv) watching the same local pages from the same urls.yaml, and
 newsboat (Debian) importing tidings' OPML and exporting its own. Local servers only."""
+import json
 import os
 import resource
 import subprocess
@@ -165,6 +166,10 @@ def newsboat(home, *args):
 
 def test_newsboat_imports_the_export_and_its_export_imports_back(tidings, tmp_path):
     feeds(tidings)
+    r = tidings.run("sources", "--json")
+    assert {s["name"]: s["group"] for s in map(json.loads, r.stdout.splitlines())} == \
+        {"blog": "Tech & Co", "news": None, "page": None}, r
+    assert "group: Tech & Co" in tidings.run("sources").stdout
     r = tidings.run("export", "opml")
     assert r.code == 0, r
     assert 'xmlUrl="http://127.0.0.1:9/news.rss?a=1&amp;b=2"' in r.stdout and "127.0.0.1:9/page" not in r.stdout
@@ -213,3 +218,23 @@ def test_hostile_opml_is_refused_whole(tidings, tmp_path):
     r = tidings.run("import", "opml", str(bomb))
     assert r.code == 65 and ":2: the document declares entities" in r.stderr, r
     assert os.listdir(tidings.plugins) == []
+
+
+def test_every_urlwatch_job_key_and_filter_is_mapped_in_the_docs_and_known_to_the_reader(tidings, tmp_path):
+    """Asked of urlwatch 2.29 itself: each filter kind and job key has its row in
+    docs/coming-from-urlwatch.md, and the reader knows each filter (its reason is never
+    "not a urlwatch filter")."""
+    from urlwatch.filters import FilterBase
+    from urlwatch.jobs import JobBase
+    from conftest import ROOT
+    doc = (ROOT / "docs/coming-from-urlwatch.md").read_text()
+    rows = {cell.strip().strip("`") for line in doc.splitlines() if line.startswith("| `")
+            for cell in line.split("|")[1].split(",")}
+    rows = {r.split("`")[0].split(" ")[0] for r in rows}
+    kinds = set(FilterBase.__subclasses__)
+    keys = {k for c in JobBase.__subclasses__.values() for k in (*c.__required__, *c.__optional__)} | {"kind"}
+    assert kinds - rows == set() and keys - rows == set(), (kinds - rows, keys - rows)
+    urls = tmp_path / "urls.yaml"
+    urls.write_text("---\n".join(f"url: http://127.0.0.1:9/{i}\nfilter: [{k}]\n" for i, k in enumerate(sorted(kinds))))
+    r = tidings.run("import", "urlwatch", str(urls), "--dry-run")
+    assert r.code == 0 and "not a urlwatch" not in r.stdout, r.stdout
