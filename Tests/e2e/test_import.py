@@ -238,3 +238,10 @@ def test_every_urlwatch_job_key_and_filter_is_mapped_in_the_docs_and_known_to_th
     urls.write_text("---\n".join(f"url: http://127.0.0.1:9/{i}\nfilter: [{k}]\n" for i, k in enumerate(sorted(kinds))))
     r = tidings.run("import", "urlwatch", str(urls), "--dry-run")
     assert r.code == 0 and "not a urlwatch" not in r.stdout, r.stdout
+
+
+def test_completions_offer_the_formats(tidings):
+    bash = tidings.run("--generate-completion-script", "bash").stdout
+    fish = tidings.run("--generate-completion-script", "fish").stdout
+    assert "_tidings_import()" in bash and "'urlwatch'$'\\n''opml'" in bash, bash
+    assert "\"tidings import\" -eq 1' -fka 'urlwatch opml'" in fish and "\"tidings export\" -eq 1' -fka 'opml'" in fish
