@@ -44,10 +44,11 @@ package final class CurlHTTPClient: HTTPClient {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { throw HTTPClientError.timeout(request.timeout) }
             hop.timeout = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
-            let response: HTTPResponse
+            var response: HTTPResponse
             let transfer = CurlTransfer(hop, publicOnly: hops > 0 && publicOnly)
             do {
                 response = try await loop.run(transfer)
+                response.url = hop.url
             } catch HTTPClientError.timeout {
                 throw HTTPClientError.timeout(request.timeout)
             } catch let refused as PrivateAddressRefused {

@@ -26,7 +26,7 @@ struct Tidings: AsyncParsableCommand {
             """,
         version: TidingsVersion.string,
         subcommands: [
-            RunCommand.self, CheckCommand.self, StatusCommand.self, SourcesCommand.self, HistoryCommand.self,
+            RunCommand.self, CheckCommand.self, AddCommand.self, StatusCommand.self, SourcesCommand.self, HistoryCommand.self,
             ConfigCommand.self, StateCommand.self, SinksCommand.self, OutboxCommand.self, NoticesCommand.self,
             ItemsCommand.self, SilenceCommand.self, ImportCommand.self, ExportCommand.self,
         ]

@@ -416,7 +416,8 @@ package struct SourceInventory: Sendable {
         return out
     }
 
-    static func readText(_ path: String) -> String? {
+    /// A file's text (at most 16 MiB), nil when it cannot be read.
+    package static func readText(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }

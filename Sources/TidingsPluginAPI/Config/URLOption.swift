@@ -56,7 +56,7 @@ package struct ConfigURL: Sendable {
     }
 
     /// `%XX` sequences decoded (others kept as written); not valid UTF-8 → as written.
-    static func percentDecoded(_ s: Substring) -> String {
+    package static func percentDecoded(_ s: Substring) -> String {
         var bytes: [UInt8] = []
         var utf8 = Array(s.utf8)[...]
         let hex = NeedleTable.hexValue

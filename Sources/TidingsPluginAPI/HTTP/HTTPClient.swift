@@ -41,6 +41,9 @@ package struct HTTPResponse: Sendable {
     /// Header names lower-cased.
     package var headers: [String: String]
     package var body: Data
+    /// Where the response came from: the last hop's URL once redirects were followed (nil when
+    /// the client does not say). `tidings add` resolves a page's relative links against it.
+    package var url: URL? = nil
 
     package init(status: Int, headers: [String: String], body: Data) {
         self.status = status

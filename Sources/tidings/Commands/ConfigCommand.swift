@@ -48,20 +48,7 @@ struct ConfigCommand: AsyncParsableCommand {
             let http = App.http
             var failed = false
             for (source, outcome) in zip(selected, await SamplePoll.run(selected, http: http, limit: c.maxConcurrent)) {
-                switch outcome {
-                case .items(let items):
-                    let n = items.count
-                    emit("source \(source.name): polled, \(n) item\(n == 1 ? "" : "s")")
-                    // What would be taken: the first items, one line each.
-                    for item in items.prefix(SamplePoll.shown) {
-                        emit("  \(TerminalText.line(Redactor.shared.scrub("\(item.key): \(item.title)")).prefix(160))")
-                    }
-                    if n > SamplePoll.shown { emit("  … and \(n - SamplePoll.shown) more") }
-                case .notModified: emit("source \(source.name): polled, not modified")
-                case .failed(let error):
-                    failed = true
-                    complain("source \(source.name): sample poll failed: \(error.message)")
-                }
+                if !SamplePoll.show(source.name, outcome) { failed = true }
             }
             if failed { throw ExitCode(Exit.failure) }
         }
@@ -244,6 +231,26 @@ enum SamplePoll {
             for await r in group { out.append(r) }
             return out.sorted { $0.0 < $1.0 }.map(\.1)
         }
+    }
+
+    /// Prints what a sample poll found (`tidings config check --poll`, `tidings add`): the count,
+    /// then the first items, one line each; a failure on stderr. Returns false for a failure.
+    static func show(_ name: String, _ outcome: Outcome) -> Bool {
+        switch outcome {
+        case .items(let items):
+            let n = items.count
+            emit("source \(name): polled, \(n) item\(n == 1 ? "" : "s")")
+            // What would be taken: the first items, one line each.
+            for item in items.prefix(shown) {
+                emit("  \(TerminalText.line(Redactor.shared.scrub("\(item.key): \(item.title)")).prefix(160))")
+            }
+            if n > shown { emit("  … and \(n - shown) more") }
+        case .notModified: emit("source \(name): polled, not modified")
+        case .failed(let error):
+            complain("source \(name): sample poll failed: \(error.message)")
+            return false
+        }
+        return true
     }
 
     static func poll(_ source: SourceConfig, http: any HTTPClient) async -> Outcome {
