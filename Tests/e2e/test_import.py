@@ -243,5 +243,42 @@ def test_every_urlwatch_job_key_and_filter_is_mapped_in_the_docs_and_known_to_th
 def test_completions_offer_the_formats(tidings):
     bash = tidings.run("--generate-completion-script", "bash").stdout
     fish = tidings.run("--generate-completion-script", "fish").stdout
-    assert "_tidings_import()" in bash and "'urlwatch'$'\\n''opml'" in bash, bash
-    assert "\"tidings import\" -eq 1' -fka 'urlwatch opml'" in fish and "\"tidings export\" -eq 1' -fka 'opml'" in fish
+    assert "_tidings_import()" in bash and "'urlwatch'$'\\n''opml'$'\\n''urls'" in bash, bash
+    assert "\"tidings import\" -eq 1' -fka 'urlwatch opml urls'" in fish and "\"tidings export\" -eq 1' -fka 'opml'" in fish
+
+
+ATOM = """<?xml version="1.0" encoding="utf-8"?>
+<feed xmlns="http://www.w3.org/2005/Atom"><title>Blog</title><id>urn:blog</id>
+<entry><id>urn:1</id><title>First post</title><link href="/posts/1"/></entry></feed>"""
+
+
+def test_a_list_of_addresses_goes_through_adds_discovery(tidings, tmp_path):
+    """Each line is looked at as `tidings add` looks: a page announcing a feed (relative href)
+    gives the feed, a feed is a feed, other HTML a page; an address that fails is listed with
+    its line. A second import fetches nothing already watched and writes nothing."""
+    pages = {
+        "/blog/": ('<html><head><link rel="alternate" type="application/atom+xml" href="atom.xml"></head>'
+                   "<body><p>Blog</p></body></html>", HTML),
+        "/blog/atom.xml": (ATOM, "application/atom+xml"),
+        "/news.xml": (ATOM.replace("urn:blog", "urn:news"), "application/xml"),
+        "/about": ("<html><body><p>About us</p></body></html>", HTML),
+    }
+    with FakeServer(PageServer, {"pages": pages}) as srv:
+        lst = tmp_path / "urls.txt"
+        lst.write_text(f"# my list\n{srv.url}/blog/\n\n{srv.url}/news.xml  # news\n{srv.url}/about\n"
+                       f"{srv.url}/gone\n{srv.url}/a {srv.url}/b\n")
+        r = tidings.run("import", "urls", str(lst))
+        assert r.code == 0, r
+        assert "3 created, 0 already watched, 2 not importable" in r.stdout, r.stdout
+        assert f"({lst}:6): " in r.stdout and f"({lst}:7): one address per line" in r.stdout, r.stdout
+        texts = {p.name: p.read_text() for p in tidings.plugins.glob("*.toml")}
+        providers = sorted((t.split('provider = "')[1].split('"')[0], t.split('url = "')[1].split('"')[0]) for t in texts.values())
+        assert providers == [("feed", f"{srv.url}/blog/atom.xml"), ("feed", f"{srv.url}/news.xml"), ("page", f"{srv.url}/about")], texts
+        assert all("Imported from a list of addresses (urls.txt, line " in t for t in texts.values())
+        assert tidings.run("config", "check").code == 0
+        seen = len(srv.requests)
+        r = tidings.run("import", "urls", str(lst))
+        assert "0 created, 3 already watched, 2 not importable" in r.stdout, r.stdout
+        assert sorted(p.name for p in tidings.plugins.glob("*.toml")) == sorted(texts)
+        fetched = {q.path for q in srv.requests[seen:]}
+        assert fetched <= {"/gone", "/blog/", "/blog/atom.xml"} and "/gone" in fetched, fetched

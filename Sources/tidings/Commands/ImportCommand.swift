@@ -6,12 +6,12 @@ import TidingsPluginAPI
 import TidingsProviders
 import TidingsYAML
 
-/// `tidings import urlwatch|opml FILE` (DESIGN §14): many sources at once, each written as
+/// `tidings import urlwatch|opml|urls FILE` (DESIGN §14): many sources at once, each written as
 /// `add` writes one; a summary of created, already watched and not importable.
 struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Add sources from urlwatch's urls.yaml or a feed reader's OPML.",
+        abstract: "Add sources from urlwatch's urls.yaml, a feed reader's OPML, or a list of addresses.",
         discussion: """
             Each job or subscription becomes plugins_dir/NAME.toml, as `tidings add` writes one; \
             an address already watched is reported, not written twice, so importing the same file \
@@ -22,12 +22,12 @@ struct ImportCommand: AsyncParsableCommand {
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
-        case urlwatch, opml
+        case urlwatch, opml, urls
     }
 
     @OptionGroup var common: CommonOptions
 
-    @Argument(help: "urlwatch (urls.yaml) or opml (a feed reader's subscriptions).")
+    @Argument(help: "urlwatch (urls.yaml), opml (a feed reader's subscriptions), or urls (one address per line, # comments).")
     var format: Format
 
     @Argument(help: "The file to import.", completion: .file())
@@ -52,7 +52,9 @@ struct ImportCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        Log.bootstrap(level: common.logLevel(default: .warning))
+        let app = try App.load(common, logLevel: .warning, secrets: .lenient)
+        let pluginsDir = app.config.pluginsDir
+        var writer = SourceFileWriter(pluginsDir: pluginsDir, inventory: SourceInventory.read(configFile: app.configFile, pluginsDir: pluginsDir))
         let bytes: [UInt8]
         do { bytes = try Self.readWhole(file, limit: format == .opml ? OPML.maxBytes : Self.maxFileBytes) } catch {
             complain("\(file): \(error)")
@@ -76,14 +78,40 @@ struct ImportCommand: AsyncParsableCommand {
             }
             reading = OPMLReader(fileName: name, interval: interval).read(
                 outlines.map { ($0.title, $0.xmlURL, $0.htmlURL, $0.folders, $0.line) })
+        case .urls:
+            reading = await lookUp(bytes, fileName: name, inventory: writer.inventory)
         }
-        try write(reading)
+        try write(reading, writer: &writer, stateDir: app.stateDir)
     }
 
-    func write(_ reading: ImportReading) throws {
-        let configFile = ConfigLoader.locate(explicit: common.config)
-        let pluginsDir = Self.pluginsDir(configFile: configFile)
-        var writer = SourceFileWriter(pluginsDir: pluginsDir, inventory: SourceInventory.read(configFile: configFile, pluginsDir: pluginsDir))
+    /// A list's addresses, each through `add`'s discovery, one after the other; one already
+    /// watched is not fetched again.
+    func lookUp(_ bytes: [UInt8], fileName: String, inventory: SourceInventory) async -> ImportReading {
+        let list = URLListReader.addresses(bytes)
+        var reading = ImportReading(notImportable: list.notImportable)
+        let lookup = AddressLookup(http: App.http)
+        for (address, line) in list.addresses {
+            let request = AddRequest(words: [address])
+            if let url = AddressLookup.watchedURL(of: request), inventory.watcher(of: url) != nil {
+                // The writer's plan reports this draft as already watched (the same inventory
+                // check), so only its address counts.
+                reading.drafts.append(SourceDraft(name: address, provider: "page", watchedURL: url))
+                continue
+            }
+            do {
+                var draft = try await lookup.look(request, knownProviders: []).draft
+                draft.comments.insert("Imported from a list of addresses (\(fileName), line \(line)).", at: 0)
+                if let interval { draft.options.append(SourceOption("interval", .string(interval), comment: "Time between polls.")) }
+                reading.drafts.append(draft)
+            } catch {
+                reading.notImportable.append(NotImportable(what: address, line: line, reason: error.description))
+            }
+        }
+        return reading
+    }
+
+    func write(_ reading: ImportReading, writer: inout SourceFileWriter, stateDir: String) throws {
+        let pluginsDir = writer.pluginsDir
         var created = 0
         var present = 0
         for draft in reading.drafts {
@@ -120,9 +148,7 @@ struct ImportCommand: AsyncParsableCommand {
         }
         let verb = dryRun ? "would be created" : "created"
         print("\(created) \(verb), \(present) already watched, \(reading.notImportable.count) not importable")
-        if created > 0, !dryRun {
-            print("A running daemon reads them on reload: systemctl --user reload tidings (or kill -HUP its pid).")
-        }
+        if created > 0, !dryRun { print(AddCommand.askDaemonToReload(stateDir: stateDir)) }
     }
 
     /// A draft without an address (an exec source) counts as present when the file its name
@@ -133,17 +159,6 @@ struct ImportCommand: AsyncParsableCommand {
         let path = PathText.appending(name + ".toml", to: pluginsDir)
         guard let bytes = try? readWhole(path, limit: 1 << 20) else { return nil }
         return String(decoding: bytes, as: UTF8.self) == SourceFileWriter.render(draft, name: name) ? name : nil
-    }
-
-    /// plugins_dir as the loader finds it: the main file's `plugins_dir`, else `plugins.d` beside it.
-    static func pluginsDir(configFile: String) -> String {
-        let base = PathText.appending("plugins.d", to: PathText.parent(configFile))
-        guard let bytes = try? readWhole(configFile, limit: 8 << 20),
-            let root = try? ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: configFile),
-            case .string(let p)? = root["plugins_dir"]?.value
-        else { return base }
-        let expanded = PathResolver.expandTilde(p)
-        return expanded.hasPrefix("/") ? expanded : PathText.appending(expanded, to: PathText.parent(configFile))
     }
 
     struct ReadFailure: Error, CustomStringConvertible {
