@@ -43,7 +43,7 @@ package struct YAMLError: Error, Sendable, Equatable, CustomStringConvertible {
 /// nesting depth, and the nodes the documents hold once every alias is expanded (an alias
 /// counts as many nodes as the node it names, so a "billion laughs" is refused after the
 /// first million, not built). Tags are not resolved (no constructors run); merge keys (`<<`)
-/// are kept as plain keys.
+/// are applied as PyYAML applies them; of a key given twice, the last counts (as in PyYAML).
 package enum YAML {
     package struct Limits: Sendable {
         package var maxDepth = 64
@@ -110,10 +110,12 @@ package enum YAML {
                 try push(YAMLNode(.mapping([]), line: line), anchor: Self.string(event.data.mapping_start.anchor), line: line)
             case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
                 guard let done = open.popLast() else { return }
-                if case .mapping(let pairs) = done.node.value, pairs.last?.value.line == -1 {
-                    throw YAMLError(line: line, "a mapping key without a value")
+                var node = done.node
+                if case .mapping(let pairs) = node.value {
+                    if pairs.last?.value.line == -1 { throw YAMLError(line: line, "a mapping key without a value") }
+                    node.value = .mapping(try Self.merged(pairs))
                 }
-                try add(done.node, anchor: done.anchor, count: done.count + 1, line: done.node.line, counted: true)
+                try add(node, anchor: done.anchor, count: done.count + 1, line: done.node.line, counted: true)
             default:
                 break
             }
@@ -159,6 +161,25 @@ package enum YAML {
             }
         }
 
+        /// YAML 1.1's merge key, as PyYAML (and so urlwatch) reads it: `<<: *base` (or a list of
+        /// them) adds the named mapping's keys that the mapping does not give itself.
+        static func merged(_ pairs: [YAMLPair]) throws(YAMLError) -> [YAMLPair] {
+            func isMerge(_ p: YAMLPair) -> Bool { if case .scalar("<<", true) = p.key.value { true } else { false } }
+            guard pairs.contains(where: isMerge) else { return pairs }
+            var out = pairs.filter { !isMerge($0) }
+            var have = Set(out.compactMap(\.key.string))
+            for p in pairs where isMerge(p) {
+                let sources = p.value.sequence ?? [p.value]
+                for source in sources {
+                    guard let inner = source.mapping else {
+                        throw YAMLError(line: source.line, "a merge key (<<) takes a mapping or a list of mappings")
+                    }
+                    for q in inner where q.key.string.map({ have.insert($0).inserted }) ?? true { out.append(q) }
+                }
+            }
+            return out
+        }
+
         static func string(_ p: UnsafeMutablePointer<yaml_char_t>?) -> String? {
             p.map { String(cString: UnsafePointer($0)) }
         }
@@ -200,8 +221,8 @@ extension YAMLNode {
         if case .mapping(let pairs) = value { pairs } else { nil }
     }
 
-    /// The value of the first key whose text is `key`.
+    /// The value of `key` (the last, when it is given twice, as PyYAML reads it).
     package subscript(key: String) -> YAMLNode? {
-        mapping?.first { $0.key.string == key }?.value
+        mapping?.last { $0.key.string == key }?.value
     }
 }

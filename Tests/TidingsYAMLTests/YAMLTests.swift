@@ -44,6 +44,31 @@ final class YAMLTests: XCTestCase {
         XCTAssertEqual(doc["job"]?["headers"]?.line, 2)
     }
 
+    /// Merge keys as PyYAML reads them (urlwatch users share headers this way); a key given
+    /// twice counts with its last value.
+    func testMergeKeysAndRepeatedKeys() throws {
+        let docs = try read("""
+            defaults: &base {headers: {Accept: text/html}, max_tries: 2}
+            job:
+              url: https://example.org/a
+              max_tries: 5
+              <<: *base
+            ---
+            <<: [{a: 1}, {a: 2, b: 3}]
+            a: 0
+            a: 9
+            """)
+        let job = try XCTUnwrap(docs[0]["job"])
+        XCTAssertEqual(job["max_tries"]?.int, 5)
+        XCTAssertEqual(job["headers"]?["Accept"]?.string, "text/html")
+        XCTAssertEqual(job.mapping?.compactMap(\.key.string), ["url", "max_tries", "headers"])
+        XCTAssertThrowsError(try read("a: &x 1\n---\nb: *x\n"), "anchors belong to their document")
+        let d2 = docs[1]
+        XCTAssertEqual(d2["a"]?.int, 9)
+        XCTAssertEqual(d2["b"]?.int, 3)
+        XCTAssertThrowsError(try read("<<: 3\n"))
+    }
+
     /// Billion laughs: nine aliases per level, nine levels. Refused once the expansion passes
     /// the bound, with the line; not built (the test would run out of memory).
     func testAliasBombIsRefused() {
