@@ -282,3 +282,23 @@ def test_a_list_of_addresses_goes_through_adds_discovery(tidings, tmp_path):
         assert sorted(p.name for p in tidings.plugins.glob("*.toml")) == sorted(texts)
         fetched = {q.path for q in srv.requests[seen:]}
         assert fetched <= {"/gone", "/blog/", "/blog/atom.xml"} and "/gone" in fetched, fetched
+
+
+def test_a_running_daemon_is_asked_to_reload_and_polls_what_was_imported(tidings, tmp_path):
+    from conftest import read_log, wait_for
+    with FakeServer(PageServer, {"pages": {"/feed.xml": (ATOM, "application/atom+xml")}}) as srv:
+        d = tidings.start_daemon()
+        wait_for(lambda: (tidings.state / "tidings.sock").exists(), what="the control socket")
+        opml = tmp_path / "subs.opml"
+        opml.write_text(f'<opml version="1.0"><body><outline text="Blog" xmlUrl="{srv.url}/feed.xml"/></body></opml>')
+        r = tidings.run("import", "opml", str(opml))
+        assert r.code == 0 and "1 created" in r.stdout, r
+        assert f"asked the running daemon (pid {d.pid}) to reload" in r.stdout, r
+        wait_for(lambda: "reloaded configuration: 1 sources" in read_log(d), what="the daemon's reload")
+        wait_for(lambda: any(q.path == "/feed.xml" for q in srv.requests), what="the imported feed's first poll")
+
+
+def test_group_must_be_one_line(tidings):
+    tidings.write_plugin("blog.toml", 'provider = "feed"\nurl = "http://127.0.0.1:9/a.xml"\ngroup = ""\n')
+    r = tidings.run("config", "check")
+    assert r.code == 78 and f"{tidings.plugins}/blog.toml:3" in r.stderr and "'group' must be one line" in r.stderr, r
