@@ -6,8 +6,9 @@ extension ExecProvider {
     /// first non-empty line, `body` the text, `data.text` the compared text (trailing blanks of
     /// each line and trailing empty lines dropped, so a stray newline is no change).
     package static func textItem(stdout: Data, name: String) -> Item {
-        var lines = String(decoding: stdout, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).map { line in
-            var s = Substring(line)
+        // Split on the byte: in a String, "\r\n" is one Character and no "\n".
+        var lines = stdout.split(separator: 10, omittingEmptySubsequences: false).map { bytes in
+            var s = Substring(String(decoding: bytes, as: UTF8.self))
             while let last = s.last, last == " " || last == "\t" || last == "\r" { s.removeLast() }
             return String(s)
         }

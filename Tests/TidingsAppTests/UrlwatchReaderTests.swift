@@ -158,3 +158,12 @@ final class UrlwatchReaderTests: XCTestCase {
         XCTAssertEqual(r.drafts[9_999].name, "job 9999")
     }
 }
+
+final class URLListReaderTests: XCTestCase {
+    func testOneAddressPerLineWithComments() {
+        let (addresses, refused) = URLListReader.addresses(Array("# mine\nhttps://a.example/\n\n  https://b.example/feed  # b\r\nx y\n".utf8))
+        XCTAssertEqual(addresses.map(\.address), ["https://a.example/", "https://b.example/feed"])
+        XCTAssertEqual(addresses.map(\.line), [2, 4])
+        XCTAssertEqual(refused, [NotImportable(what: "x", line: 5, reason: "one address per line (then a # comment, if any)")])
+    }
+}

@@ -80,6 +80,7 @@ final class ExecTextTests: XCTestCase {
         XCTAssertEqual(before.data["text"]?.stringValue, "\nfs ok\n/var 40%")
         XCTAssertEqual(before.fingerprint, ExecProvider.textItem(stdout: Data("\nfs ok\n/var 40%\n".utf8), name: "df").fingerprint)
         XCTAssertEqual(ExecProvider.textItem(stdout: Data(), name: "df").title, "df (no output)")
+        XCTAssertEqual(ExecProvider.textItem(stdout: Data("\r\nfs ok\r\n/var 40%\r\n".utf8), name: "df").fingerprint, before.fingerprint, "CRLF lines")
         let after = ExecProvider.textItem(stdout: Data("\nfs ok\n/var 95%\n".utf8), name: "df")
         XCTAssertNotEqual(before.fingerprint, after.fingerprint)
         let p = ExecProvider(command: ["true"], format: .text, directory: "/", sourceName: "df")

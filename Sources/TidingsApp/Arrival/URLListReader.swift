@@ -8,7 +8,9 @@ package enum URLListReader {
     package static func addresses(_ text: [UInt8]) -> (addresses: [(address: String, line: Int)], notImportable: [NotImportable]) {
         var out: [(String, Int)] = []
         var refused: [NotImportable] = []
-        for (i, raw) in String(decoding: text, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // Split on the byte: in a String, "\r\n" is one Character and no "\n".
+        for (i, bytes) in text.split(separator: 10, omittingEmptySubsequences: false).enumerated() {
+            let raw = String(decoding: bytes, as: UTF8.self)
             let words = raw.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
             guard let first = words.first, !first.hasPrefix("#") else { continue }
             if words.count > 1, !words[1].hasPrefix("#") {

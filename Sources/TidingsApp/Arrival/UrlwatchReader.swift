@@ -57,7 +57,6 @@ package struct UrlwatchReader: Sendable {
         "ignore_too_many_redirects", "ignore_incomplete_reads",
     ]
     static let shellKeys: Set<String> = ["command", "stderr"]
-    static let browserKeys: Set<String> = ["navigate", "wait_until", "wait_for", "useragent", "browser"]
 
     enum Outcome {
         case success(SourceDraft)
@@ -72,8 +71,7 @@ package struct UrlwatchReader: Sendable {
         do {
             return .success(try draft(doc, pairs: pairs))
         } catch {
-            let r = error
-            return .failure(NotImportable(what: what, line: r.line ?? doc.line, reason: r.reason))
+            return .failure(NotImportable(what: what, line: error.line ?? doc.line, reason: error.reason))
         }
     }
 
