@@ -151,10 +151,10 @@ def test_ten_thousand_jobs(tidings, tmp_path):
     assert "0 created, 10000 already watched" in r.stdout
 
 
-def feeds(t):
-    t.write_plugin("blog.toml", 'provider = "feed"\nurl = "http://127.0.0.1:9/blog/atom.xml"\ngroup = "Tech & Co"\n')
-    t.write_plugin("news.toml", 'provider = "feed"\nurl = "http://127.0.0.1:9/news.rss?a=1&b=2"\n')
-    t.write_plugin("page.toml", 'provider = "page"\nurl = "http://127.0.0.1:9/page"\n')
+def feeds(t, base):
+    t.write_plugin("blog.toml", f'provider = "feed"\nurl = "{base}/blog/atom.xml"\ngroup = "Tech & Co"\n')
+    t.write_plugin("news.toml", f'provider = "feed"\nurl = "{base}/news.rss?a=1&b=2"\n')
+    t.write_plugin("page.toml", f'provider = "page"\nurl = "{base}/page"\n')
 
 
 def newsboat(home, *args):
@@ -165,35 +165,43 @@ def newsboat(home, *args):
 
 
 def test_newsboat_imports_the_export_and_its_export_imports_back(tidings, tmp_path):
-    feeds(tidings)
-    r = tidings.run("sources", "--json")
-    assert {s["name"]: s["group"] for s in map(json.loads, r.stdout.splitlines())} == \
-        {"blog": "Tech & Co", "news": None, "page": None}, r
-    assert "group: Tech & Co" in tidings.run("sources").stdout
-    r = tidings.run("export", "opml")
-    assert r.code == 0, r
-    assert 'xmlUrl="http://127.0.0.1:9/news.rss?a=1&amp;b=2"' in r.stdout and "127.0.0.1:9/page" not in r.stdout
-    opml = tmp_path / "tidings.opml"
-    opml.write_text(r.stdout)
-    home = tmp_path / "nb"
-    home.mkdir()
-    newsboat(home, "-i", str(opml))
-    lines = sorted((home / "urls").read_text().splitlines())
-    assert lines == ['http://127.0.0.1:9/blog/atom.xml "Tech & Co"', "http://127.0.0.1:9/news.rss?a=1&b=2"], lines
+    """newsboat reads tidings' export: the same feeds (its urls file), each fetched and read
+    (one unread article per feed); newsboat's own export imports into tidings."""
+    pages = {"/blog/atom.xml": (ATOM, "application/atom+xml"),
+             "/news.rss": (ATOM.replace("urn:blog", "urn:news").replace("urn:1", "urn:n1"), "application/atom+xml")}
+    with FakeServer(PageServer, {"pages": pages}) as srv:
+        base = srv.url
+        feeds(tidings, base)
+        r = tidings.run("sources", "--json")
+        assert {s["name"]: s["group"] for s in map(json.loads, r.stdout.splitlines())} == \
+            {"blog": "Tech & Co", "news": None, "page": None}, r
+        assert "group: Tech & Co" in tidings.run("sources").stdout
+        r = tidings.run("export", "opml")
+        assert r.code == 0, r
+        assert f'xmlUrl="{base}/news.rss?a=1&amp;b=2"' in r.stdout and f"{base}/page" not in r.stdout
+        opml = tmp_path / "tidings.opml"
+        opml.write_text(r.stdout)
+        home = tmp_path / "nb"
+        home.mkdir()
+        newsboat(home, "-i", str(opml))
+        lines = sorted((home / "urls").read_text().splitlines())
+        assert lines == [f'{base}/blog/atom.xml "Tech & Co"', f"{base}/news.rss?a=1&b=2"], lines
+        assert newsboat(home, "-x", "reload", "print-unread").strip() == "2 unread articles"
 
-    exported = tmp_path / "newsboat.opml"
-    exported.write_text(newsboat(home, "-e"))
-    other = tmp_path / "other"
-    other.mkdir()
-    from conftest import Tidings
-    t2 = Tidings(other)
-    r = t2.run("import", "opml", str(exported))
-    assert r.code == 0 and "2 created, 0 already watched, 0 not importable" in r.stdout, r
-    r = t2.run("export", "opml")
-    assert sorted(l.split('xmlUrl="')[1].split('"')[0] for l in r.stdout.splitlines() if "xmlUrl" in l) == \
-        ["http://127.0.0.1:9/blog/atom.xml", "http://127.0.0.1:9/news.rss?a=1&amp;b=2"]
-    r = tidings.run("import", "opml", str(exported))
-    assert "0 created, 2 already watched" in r.stdout, r.stdout
+        exported = tmp_path / "newsboat.opml"
+        exported.write_text(newsboat(home, "-e"))
+        other = tmp_path / "other"
+        other.mkdir()
+        from conftest import Tidings
+        t2 = Tidings(other)
+        r = t2.run("import", "opml", str(exported))
+        assert r.code == 0 and "2 created, 0 already watched, 0 not importable" in r.stdout, r
+        r = t2.run("export", "opml")
+        assert sorted(l.split('xmlUrl="')[1].split('"')[0] for l in r.stdout.splitlines() if "xmlUrl" in l) == \
+            [f"{base}/blog/atom.xml", f"{base}/news.rss?a=1&amp;b=2"]
+        assert t2.check().code == 0, "the imported feeds poll (a silent baseline)"
+        r = tidings.run("import", "opml", str(exported))
+        assert "0 created, 2 already watched" in r.stdout, r.stdout
 
 
 def test_hostile_opml_is_refused_whole(tidings, tmp_path):
