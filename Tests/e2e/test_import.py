@@ -310,3 +310,20 @@ def test_group_must_be_one_line(tidings):
     tidings.write_plugin("blog.toml", 'provider = "feed"\nurl = "http://127.0.0.1:9/a.xml"\ngroup = ""\n')
     r = tidings.run("config", "check")
     assert r.code == 78 and f"{tidings.plugins}/blog.toml:3" in r.stderr and "'group' must be one line" in r.stderr, r
+
+
+def test_a_password_in_a_job_url_becomes_a_0600_secret_file(tidings, tmp_path):
+    urls = tmp_path / "urls.yaml"
+    urls.write_text("name: private\nurl: http://me:s3cret-pw@127.0.0.1:9/feed\n")
+    r = tidings.run("import", "urlwatch", str(urls), "--dry-run")
+    assert r.code == 0 and "s3cret-pw" not in r.stdout, r
+    r = tidings.run("import", "urlwatch", str(urls))
+    assert r.code == 0 and "1 created" in r.stdout and "s3cret-pw" not in r.stdout, r
+    text = (tidings.plugins / "private.toml").read_text()
+    assert "s3cret-pw" not in text and 'url_file = "secrets/private.url"' in text, text
+    secret = tidings.plugins / "secrets" / "private.url"
+    assert secret.read_text().strip() == "http://me:s3cret-pw@127.0.0.1:9/feed"
+    assert os.stat(secret).st_mode & 0o777 == 0o600 and os.stat(tidings.plugins / "private.toml").st_mode & 0o777 == 0o644
+    assert tidings.run("config", "check").code == 0
+    r = tidings.run("import", "urlwatch", str(urls))
+    assert "0 created, 1 already watched" in r.stdout, r.stdout

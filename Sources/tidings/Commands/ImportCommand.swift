@@ -151,14 +151,22 @@ struct ImportCommand: AsyncParsableCommand {
         if created > 0, !dryRun { print(AddCommand.askDaemonToReload(stateDir: stateDir)) }
     }
 
-    /// A draft without an address (an exec source) counts as present when the file its name
-    /// would get holds exactly what would be written: a second import writes nothing.
+    /// A draft the inventory cannot recognise counts as present when the file its name would get
+    /// holds exactly what would be written (and its secret files the same secrets): an exec
+    /// source has no address, and one whose address is a secret (`url_file`) shows none. So a
+    /// second import writes nothing.
     static func sameFile(_ draft: SourceDraft, pluginsDir: String) -> String? {
-        guard draft.watchedURL == nil else { return nil }
+        guard draft.watchedURL == nil || !draft.secrets.isEmpty else { return nil }
         let name = SourceFileWriter.safeName(draft.name, fallback: draft.provider)
-        let path = PathText.appending(name + ".toml", to: pluginsDir)
-        guard let bytes = try? readWhole(path, limit: 1 << 20) else { return nil }
-        return String(decoding: bytes, as: UTF8.self) == SourceFileWriter.render(draft, name: name) ? name : nil
+        func text(_ path: String) -> String? {
+            (try? readWhole(path, limit: 1 << 20)).map { String(decoding: $0, as: UTF8.self) }
+        }
+        guard text(PathText.appending(name + ".toml", to: pluginsDir)) == SourceFileWriter.render(draft, name: name) else { return nil }
+        for secret in draft.secrets {
+            let path = PathText.appending("\(SourceFileWriter.secretsFolder)/\(name).\(secret.option)", to: pluginsDir)
+            guard let value = secret.value, text(path)?.trimmed(newlines: true) == value else { return nil }
+        }
+        return name
     }
 
     struct ReadFailure: Error, CustomStringConvertible {
