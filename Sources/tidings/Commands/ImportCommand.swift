@@ -18,7 +18,7 @@ struct ImportCommand: AsyncParsableCommand {
             again writes nothing. What cannot be watched the same way is listed with its line and \
             reason. Nothing is written when the file cannot be read whole. Exit 0 when the file was \
             read (even if some entries were not importable), 64 usage, 65 the file is not valid \
-            YAML/OPML, 66 it cannot be read, 73 a source file could not be written.
+            YAML/OPML, 66 it cannot be read, 73 a source file could not be written, 78 the configuration has errors.
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
