@@ -18,7 +18,7 @@ extension SourceDraft {
         guard let scheme = url.firstRange(of: "://") else { return nil }
         let rest = url[scheme.upperBound...]
         let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        guard let at = authority.lastIndex(of: "@"), authority[..<at].contains(":") else { return nil }
+        guard let at = authority.lastIndex(of: "@"), authority[..<at].contains(":" as Character) else { return nil }
         return (String(url[..<scheme.upperBound]), String(rest[rest.index(after: at)...]))
     }
 }
