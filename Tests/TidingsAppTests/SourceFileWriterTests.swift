@@ -168,6 +168,34 @@ final class SourceFileWriterTests: XCTestCase {
         XCTAssertEqual(contents(c.plugins), ["late.toml"], "no secret, no temporary file")
     }
 
+    func testAMissingPluginsFolderIsMadeNotWritableByOthersWhateverTheUmask() throws {
+        let c = try configDirectory()
+        let plugins = c.plugins + "/deeper/plugins.d"
+        var w = SourceFileWriter(pluginsDir: plugins, inventory: SourceInventory())
+        let old = umask(0o002)
+        defer { umask(old) }
+        try w.write(try w.plan(SourceDraft(name: "x", provider: "imap", secrets: [SecretDraft(option: "password", value: "abcdef")])))
+        XCTAssertEqual(mode(plugins), 0o755)
+        XCTAssertEqual(mode(plugins + "/secrets"), 0o700)
+        XCTAssertEqual(mode(plugins + "/x.toml"), 0o644)
+        XCTAssertEqual(mode(plugins + "/secrets/x.password"), 0o600)
+    }
+
+    /// Root adding to another user's plugins.d gives the files to that user (their daemon reads
+    /// them; the trust rules accept them). Runs where the tests run as root.
+    func testRootWritingIntoAnotherUsersFolderGivesThemTheFiles() throws {
+        try XCTSkipIf(getuid() != 0, "needs root")
+        let c = try configDirectory()
+        XCTAssertEqual(chown(c.plugins, 65534, 65534), 0)
+        var w = writer(c)
+        try w.write(try w.plan(SourceDraft(name: "x", provider: "imap", secrets: [SecretDraft(option: "password", value: "abcdef")])))
+        for p in [c.plugins + "/x.toml", c.plugins + "/secrets", c.plugins + "/secrets/x.password"] {
+            var st = stat()
+            XCTAssertEqual(stat(p, &st), 0)
+            XCTAssertEqual(st.st_uid, 65534, p)
+        }
+    }
+
     func testSafeNamesAndNamesFromAddresses() {
         XCTAssertEqual(SourceFileWriter.safeName("  Hello, World!  ", fallback: "feed"), "hello-world")
         XCTAssertEqual(SourceFileWriter.safeName("../../etc/passwd", fallback: "feed"), "etc-passwd")

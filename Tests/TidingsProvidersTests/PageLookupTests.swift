@@ -39,6 +39,17 @@ final class PageLookupTests: XCTestCase {
         XCTAssertEqual(try feeds("<title>none</title>"), [])
     }
 
+    /// Hostile pages: deep nesting is a clear error (libxml2's limit), and 100,000 links are
+    /// read within the element budget, each address once.
+    func testHostilePagesAreBounded() throws {
+        let deep = String(repeating: "<div>", count: 400) + #"<link rel="alternate" type="application/rss+xml" href="/x">"#
+        XCTAssertThrowsError(try PageLookup.announcedFeeds(Data("<html><body>\(deep)</body></html>".utf8), contentType: nil, pageURL: page)) { e in
+            XCTAssertTrue("\(e)".contains("nests elements"), "\(e)")
+        }
+        let many = String(repeating: #"<link rel="alternate" type="application/rss+xml" href="/same.xml">"#, count: 100_000)
+        XCTAssertEqual(try feeds(many).map(\.url), ["http://127.0.0.1:8080/same.xml"])
+    }
+
     func testAFeedIsAFeedByItsContentWhateverItsType() {
         let rss = Data(#"<?xml version="1.0"?><rss version="2.0"><channel><title>x</title><item><guid>1</guid><title>One</title></item></channel></rss>"#.utf8)
         XCTAssertEqual(PageLookup.feedItems(rss, contentType: "text/html", url: page)?.map(\.title), ["One"])

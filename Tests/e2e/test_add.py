@@ -175,6 +175,7 @@ def test_a_github_repository_becomes_its_releases(tidings):
 def test_errors_write_nothing(tidings):
     with FakeServer(Site, {"pages": {"/": (page('<link rel="alternate" type="application/rss+xml" href="/gone.xml">'), HTML),
                                      "/api": ('{"builds": []}', "application/json"),
+                                     "/logo.png": (b"\x89PNG\r\n\x1a\n", "image/png"),
                                      "/feed.xml": (rss("x"), "application/rss+xml")}}) as srv:
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
@@ -188,6 +189,13 @@ def test_errors_write_nothing(tidings):
 
         r = tidings.run("add", srv.url + "/api")
         assert r.code == 64 and "--items" in r.stderr, r
+
+        r = tidings.run("add", srv.url + "/logo.png")
+        assert r.code == 69 and "neither a feed, an HTML page nor JSON" in r.stderr, r
+
+        # A selector the page provider refuses is a configuration error at the would-be file's line.
+        r = tidings.run("add", "page", srv.url + "/", "--select", "css:p[[", "--name", "bad")
+        assert r.code == 78 and f"{tidings.plugins}/bad.toml:" in r.stderr and "nothing written" in r.stderr, r
 
         r = tidings.run("add", "no-such-provider-or-address")
         assert r.code == 64, r
@@ -252,3 +260,84 @@ def test_exec_and_certificate_from_words_and_a_daemon_is_asked_to_reload(tidings
     assert r.code == 69, r
     s.close()
     assert plugin_files(tidings) == ["hello.toml"]
+
+
+def test_help_and_bash_completion_know_add(tidings, tmp_path):
+    r = subprocess.run([binary(), "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "add" in r.stdout.split("SUBCOMMANDS:")[1], r.stdout
+    script = tmp_path / "tidings.bash"
+    made = subprocess.run([binary(), "--generate-completion-script", "bash"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    script.write_text(made.stdout)
+
+    def complete(*words):
+        line = " ".join(words)
+        bash = f"""
+            source /usr/share/bash-completion/bash_completion
+            source {script}
+            COMP_WORDS=({' '.join(f"'{w}'" for w in words)})
+            COMP_CWORD={len(words) - 1}
+            COMP_LINE='{line}'
+            COMP_POINT=${{#COMP_LINE}}
+            _tidings tidings '{words[-1]}' '{words[-2]}'
+            printf 'offer:%s\\n' "${{COMPREPLY[@]}}"
+        """
+        p = subprocess.run(["bash", "-c", bash], capture_output=True, text=True,
+                           env={"PATH": f"{os.path.dirname(binary())}:/usr/bin:/bin", "HOME": str(tmp_path)})
+        assert p.returncode == 0, p.stderr
+        return [l[6:] for l in p.stdout.splitlines() if l.startswith("offer:") and l != "offer:"]
+
+    assert "add" in complete("tidings", "a")
+    assert {"feed", "page", "github", "certificate", "imap", "exec"} <= set(complete("tidings", "add", ""))
+    assert {"--pick", "--password-file"} <= set(complete("tidings", "add", "--p"))
+
+
+def test_a_mailbox_password_is_asked_on_the_terminal_without_echo(tidings):
+    import pty
+    import select
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the pty is its controlling terminal
+        os.execve(binary(), tidings.args("add", "imaps://me@127.0.0.1:9993/INBOX", "--disabled", "--name", "mail"), tidings.env)
+    seen = b""
+
+    def read_until(marker):
+        nonlocal seen
+        while marker not in seen:
+            ready, _, _ = select.select([fd], [], [], 20)
+            assert ready, seen
+            try:
+                chunk = os.read(fd, 1024)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        return seen
+
+    assert b"password (not shown" in read_until(b"): ")
+    os.write(fd, b"typed-on-the-tty\n")
+    read_until(b"reload")
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, seen
+    assert b"typed-on-the-tty" not in seen, "not echoed"
+    assert (tidings.plugins / "secrets" / "mail.password").read_text() == "typed-on-the-tty\n"
+    assert "typed-on-the-tty" not in (tidings.plugins / "mail.toml").read_text()
+
+
+def test_json_becomes_http_json_when_told_where_the_items_are(tidings):
+    with FakeServer(Site, {"pages": {"/api/builds": ('{"builds": [{"id": 1, "name": "one"}, {"id": 2, "name": "two"}]}',
+                                                     "application/json")}}) as srv:
+        r = add_then_check(tidings, f"{srv.url}/api/builds", "--items", "/builds", "--name", "builds")
+        text = (tidings.plugins / "builds.toml").read_text()
+        assert value_of(text, "provider") == '"http-json"' and value_of(text, "items") == '"/builds"', text
+        assert "source builds: polled, 2 items" in r.stdout, r
+        assert len(items_of(tidings, "builds")) == 2
+
+
+def test_a_dry_run_for_a_mailbox_asks_nothing_and_shows_the_file_a_run_would_write(tidings):
+    r = tidings.run("add", "imaps://me@127.0.0.1:9993/INBOX", "--dry-run", input="")
+    assert r.code == 0, r
+    assert value_of(r.stdout, "password_file") == '"secrets/me-127.0.0.1.password"', r.stdout
+    assert value_of(r.stdout, "enabled") is None, "written enabled: a real run asks for the password first"
+    assert "would also create" in r.stderr and plugin_files(tidings) == []

@@ -114,7 +114,7 @@ package struct AddressLookup: Sendable {
             guard let items = PageLookup.feedItems(response.body, contentType: response.header("content-type"), url: final) else {
                 throw .unreachable("\(url) does not read as an RSS, Atom or JSON feed")
             }
-            return Lookup(draft: feedDraft(url, from: url, comment: "An RSS, Atom or JSON feed (\(items.count) entries when added)."))
+            return Lookup(draft: feedDraft(url, from: url, comment: "An RSS, Atom or JSON feed (\(Self.entries(items.count)) when added)."))
         case "page":
             let url = try one("URL [--select 'css']")
             return try await web(url, request, forced: "page")
@@ -162,7 +162,7 @@ package struct AddressLookup: Sendable {
             let items = PageLookup.feedItems(response.body, contentType: type, url: final)
         {
             if request.pick != nil { throw .usage("--pick: \(shown) is a feed itself, not a page offering feeds") }
-            notes.append("\(shown) is a feed (\(items.count) entries)")
+            notes.append("\(shown) is a feed (\(Self.entries(items.count)))")
             return Lookup(draft: feedDraft(address, from: address, comment: "An RSS, Atom or JSON feed, found at \(shown)."), notes: notes)
         }
         if forced == "http-json" || (forced == nil && request.items != nil) || (PageLookup.looksLikeJSON(response.body) && !PageLookup.isMarkup(contentType: type, body: response.body)) {
@@ -170,13 +170,16 @@ package struct AddressLookup: Sendable {
             guard let items = request.items else {
                 throw .usage("\(shown) answers JSON: say where its items are with --items /POINTER (a JSON pointer, \"\" for the whole document; see the http-json provider)")
             }
-            var options = [SourceOption("url", .string(address)), SourceOption("items", .string(items), comment: "JSON pointer to the list of items.")]
-            options.append(SourceOption("key", .string("/id"), comment: "Each item's identity and title: JSON pointers or templates ({/name} {/status})."))
-            options.append(SourceOption("title", .string("/title")))
+            let options = [SourceOption("url", .string(address)), SourceOption("items", .string(items), comment: "JSON pointer to the list of items.")]
             return Lookup(
                 draft: SourceDraft(
                     name: SourceFileWriter.name(forURL: address), provider: "http-json", options: options,
-                    comments: ["A JSON endpoint (docs/providers/http-json.md)."], watchedURL: address),
+                    comments: [
+                        "A JSON endpoint (docs/providers/http-json.md). Say what an item is with JSON pointers",
+                        "or templates into each one, e.g. key = \"/id\" and title = \"{/name} is {/status}\"",
+                        "(without a key an item is its whole content: any change reads as removed + new).",
+                    ],
+                    watchedURL: address),
                 notes: notes)
         }
         guard PageLookup.isMarkup(contentType: type, body: response.body) else {
@@ -209,7 +212,7 @@ package struct AddressLookup: Sendable {
                 guard let items = PageLookup.feedItems(feedResponse.body, contentType: feedResponse.header("content-type"), url: feedFinal) else {
                     throw .unreachable("the feed \(chosen.url) announced by \(shown) does not read as RSS, Atom or JSON Feed")
                 }
-                notes.append("\(chosen.url) is a feed (\(items.count) entries)")
+                notes.append("\(chosen.url) is a feed (\(Self.entries(items.count)))")
                 let title = chosen.title.map { " \"\($0)\"" } ?? ""
                 return Lookup(
                     draft: feedDraft(chosen.url, from: address, comment: "The feed\(title) announced by \(shown)."),
@@ -235,6 +238,8 @@ package struct AddressLookup: Sendable {
             draft: SourceDraft(name: SourceFileWriter.name(forURL: address), provider: "page", options: options, comments: comments, watchedURL: address),
             notes: notes)
     }
+
+    static func entries(_ n: Int) -> String { n == 1 ? "1 entry" : "\(n) entries" }
 
     func feedDraft(_ url: String, from address: String, comment: String) -> SourceDraft {
         SourceDraft(

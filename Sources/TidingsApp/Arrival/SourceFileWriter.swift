@@ -109,7 +109,8 @@ package struct SourceFileWriter: Sendable {
     /// Writes what `plan` says (nothing for ``SourcePlan/Action/alreadyWatched(by:)``): the secret
     /// files first (0600, in a 0700 folder), then the source file (0644, or 0600 when it holds
     /// a secret), created under a temporary name and linked into place, so that a daemon never
-    /// reads half a file and an existing file is never replaced. On failure nothing is left.
+    /// reads half a file and an existing file is never replaced. On failure nothing is left
+    /// but a folder it made (plugins.d, 0755; its secrets folder).
     package mutating func write(_ plan: SourcePlan) throws(SourceWriteError) {
         guard plan.action == .write else { return }
         if isTaken(plan.name) {
@@ -117,16 +118,16 @@ package struct SourceFileWriter: Sendable {
         }
         var created: [String] = []
         func undo() { for p in created.reversed() { unlink(p) } }
+        try Self.makeFolder(pluginsDir, mode: 0o755)
+        let owner = Self.owner(for: pluginsDir)
         let secretsDir = PathText.appending(Self.secretsFolder, to: pluginsDir)
         if !plan.secretFiles.isEmpty {
-            if let failure = makeDirectories(secretsDir, mode: 0o700) {
-                throw SourceWriteError("cannot create \(failure.path): \(String(cString: strerror(failure.errno)))")
-            }
+            try Self.makeFolder(secretsDir, mode: 0o700, owner: owner)
         }
         for secret in plan.secretFiles {
             do {
                 let value = secret.value ?? "CHANGE-ME-\(plan.name)-\(secret.option)"
-                try Self.createFile(secret.path, contents: value + "\n", mode: 0o600)
+                try Self.createFile(secret.path, contents: value + "\n", mode: 0o600, owner: owner)
                 created.append(secret.path)
             } catch {
                 undo()
@@ -134,7 +135,7 @@ package struct SourceFileWriter: Sendable {
             }
         }
         do {
-            try Self.createFile(plan.path, contents: plan.text, mode: Self.holdsInlineSecret(plan.text) ? 0o600 : 0o644)
+            try Self.createFile(plan.path, contents: plan.text, mode: Self.holdsInlineSecret(plan.text) ? 0o600 : 0o644, owner: owner)
         } catch {
             undo()
             throw error
@@ -143,17 +144,38 @@ package struct SourceFileWriter: Sendable {
         if let url = Self.watchedURL(inText: plan.text) { inventory.add(name: plan.name, origin: plan.path, watched: url) }
     }
 
-    /// Creates `path` with `contents` and exactly `mode`: written to a hidden temporary file in
-    /// the same folder, synced, then hard-linked to `path` (which fails when `path` exists,
-    /// unlike rename) and the temporary name removed.
-    static func createFile(_ path: String, contents: String, mode: mode_t) throws(SourceWriteError) {
+    /// Who the written files belong to: root writing into a folder another user owns (`sudo
+    /// tidings add --config ~me/…`) gives them to that user, whose daemon must read them (the
+    /// file-trust rules accept the running user or root as owner); otherwise whoever runs.
+    static func owner(for folder: String) -> (uid: uid_t, gid: gid_t)? {
+        var st = stat()
+        guard getuid() == 0, stat(folder, &st) == 0, st.st_uid != 0 else { return nil }
+        return (st.st_uid, st.st_gid)
+    }
+
+    /// `mkdir -p` with the last folder made exactly `mode` (not less the umask: a group-writable
+    /// plugins.d would be refused); an existing folder is left as it is.
+    static func makeFolder(_ path: String, mode: mode_t, owner: (uid: uid_t, gid: gid_t)? = nil) throws(SourceWriteError) {
+        var st = stat()
+        if stat(path, &st) == 0 { return }
+        if let failure = makeDirectories(path, mode: mode) {
+            throw SourceWriteError("cannot create \(failure.path): \(String(cString: strerror(failure.errno)))")
+        }
+        chmod(path, mode)
+        if let owner { chown(path, owner.uid, owner.gid) }
+    }
+
+    /// Creates `path` with `contents` and exactly `mode` (and `owner`): written to a hidden
+    /// temporary file in the same folder, synced, then hard-linked to `path` (which fails when
+    /// `path` exists, unlike rename) and the temporary name removed.
+    static func createFile(_ path: String, contents: String, mode: mode_t, owner: (uid: uid_t, gid: gid_t)? = nil) throws(SourceWriteError) {
         let dir = PathText.parent(path)
         let temp = PathText.appending(".\(PathText.lastComponent(path)).\(getpid()).tmp", to: dir)
         let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         guard fd >= 0 else { throw SourceWriteError("cannot create \(path): \(String(cString: strerror(errno)))") }
         let bytes = Array(contents.utf8)
         var done = 0
-        var ok = fchmod(fd, mode) == 0
+        var ok = fchmod(fd, mode) == 0 && (owner.map { fchown(fd, $0.uid, $0.gid) == 0 } ?? true)
         while ok, done < bytes.count {
             let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
             if n <= 0 { ok = false } else { done += n }

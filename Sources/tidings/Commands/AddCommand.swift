@@ -114,7 +114,12 @@ struct AddCommand: AsyncParsableCommand {
         if let name { draft.name = name }
         if let interval { draft.options.append(SourceOption("interval", .string(interval), comment: "Time between polls.")) }
         if disabled { draft.options.insert(SourceOption("enabled", .boolean(false)), at: 0) }
-        if !dryRun { try fillSecrets(&draft) }
+        if dryRun {
+            // The file as a real run would write it, which asks for the secret first (a dry run never asks).
+            for i in draft.secrets.indices where draft.secrets[i].value == nil && !disabled { draft.secrets[i].value = "(asked for)" }
+        } else {
+            try fillSecrets(&draft)
+        }
 
         let plan: SourcePlan
         do {
@@ -228,7 +233,8 @@ struct AddCommand: AsyncParsableCommand {
     }
 
     /// Sends SIGHUP to the daemon serving the control socket of `stateDir` when it runs as this
-    /// user; otherwise says how to reload.
+    /// user (or this is root); otherwise says how to reload. The socket's peer is the daemon:
+    /// only its user or root can listen there (the state directory is theirs).
     static func askDaemonToReload(stateDir: String) -> String {
         let path = ControlProtocol.socketPath(in: stateDir)
         guard let socket = try? UnixSocket.connect(path: path) else {
@@ -236,7 +242,7 @@ struct AddCommand: AsyncParsableCommand {
         }
         defer { socket.close() }
         guard let peer = socket.peer(), peer.pid > 0 else { return "reload the daemon to poll it: systemctl reload tidings, or kill -HUP its pid" }
-        if peer.uid == getuid(), kill(peer.pid, SIGHUP) == 0 {
+        if peer.uid == getuid() || getuid() == 0, kill(peer.pid, SIGHUP) == 0 {
             return "asked the running daemon (pid \(peer.pid)) to reload"
         }
         return "reload the daemon (pid \(peer.pid), uid \(peer.uid)) to poll it: sudo systemctl reload tidings (or sudo kill -HUP \(peer.pid))"
@@ -248,7 +254,7 @@ struct AddCommand: AsyncParsableCommand {
         let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        _ = prompt.utf8CString.withUnsafeBufferPointer { Glibc.write(fd, $0.baseAddress, $0.count - 1) }
+        // Echo off before the prompt: what is typed after it is never shown.
         var saved = termios()
         let quiet = tcgetattr(fd, &saved) == 0
         if quiet {
@@ -256,6 +262,7 @@ struct AddCommand: AsyncParsableCommand {
             t.c_lflag &= ~tcflag_t(ECHO)
             tcsetattr(fd, TCSAFLUSH, &t)
         }
+        _ = prompt.utf8CString.withUnsafeBufferPointer { Glibc.write(fd, $0.baseAddress, $0.count - 1) }
         var bytes: [UInt8] = []
         var b: UInt8 = 0
         while Glibc.read(fd, &b, 1) == 1, b != 10, bytes.count < 4096 { bytes.append(b) }
