@@ -13,12 +13,15 @@ struct ImportCommand: AsyncParsableCommand {
         commandName: "import",
         abstract: "Add sources from urlwatch's urls.yaml, a feed reader's OPML, or a list of addresses.",
         discussion: """
-            Each job or subscription becomes plugins_dir/NAME.toml, as `tidings add` writes one; \
-            an address already watched is reported, not written twice, so importing the same file \
-            again writes nothing. What cannot be watched the same way is listed with its line and \
-            reason. Nothing is written when the file cannot be read whole. Exit 0 when the file was \
-            read (even if some entries were not importable), 64 usage, 65 the file is not valid \
-            YAML/OPML, 66 it cannot be read, 73 a source file could not be written, 78 the configuration has errors.
+            Each job, subscription or address becomes plugins_dir/NAME.toml, as `tidings add` \
+            writes one; a list's addresses are each looked at as `tidings add` looks (a feed, a \
+            page announcing feeds, a GitHub repository, another page). An address already \
+            watched is reported, not written twice, so importing the same file again writes \
+            nothing. What cannot be watched the same way is listed with its line and reason. \
+            Nothing is written when the file cannot be read whole. A running daemon is asked to \
+            reload. Exit 0 when the file was read (even if some entries were not importable), \
+            64 usage, 65 the file is not valid YAML/OPML, 66 it cannot be read, 73 a source file \
+            could not be written, 78 the configuration has errors.
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
