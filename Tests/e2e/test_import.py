@@ -327,3 +327,15 @@ def test_a_password_in_a_job_url_becomes_a_0600_secret_file(tidings, tmp_path):
     assert tidings.run("config", "check").code == 0
     r = tidings.run("import", "urlwatch", str(urls))
     assert "0 created, 1 already watched" in r.stdout, r.stdout
+
+
+def test_interval_option(tidings, tmp_path):
+    urls = tmp_path / "urls.yaml"
+    urls.write_text("url: http://127.0.0.1:9/a\n---\ncommand: date\n")
+    r = tidings.run("import", "urlwatch", str(urls), "--dry-run")
+    assert r.stdout.count('interval = "1d"') == 2 and "urlwatch ran from cron" in r.stdout, r
+    r = tidings.run("import", "urlwatch", str(urls), "--dry-run", "--interval", "6h")
+    assert r.stdout.count('interval = "6h"') == 2 and "urlwatch ran from cron" not in r.stdout, r
+    r = tidings.run("import", "urlwatch", str(urls), "--interval", "soon")
+    assert r.code == 64 and "--interval soon: not a duration" in r.stderr, r
+    assert os.listdir(tidings.plugins) == []

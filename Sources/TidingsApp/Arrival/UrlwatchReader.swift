@@ -21,7 +21,9 @@ package struct UrlwatchReader: Sendable {
     /// The file's name, for the comment at the head of each source.
     package var fileName: String
 
-    package init(fileName: String, interval: String = "1d", checkSelection: @escaping SelectionCheck = { _ in nil }) {
+    package static let defaultInterval = "1d"
+
+    package init(fileName: String, interval: String = UrlwatchReader.defaultInterval, checkSelection: @escaping SelectionCheck = { _ in nil }) {
         self.fileName = fileName
         self.interval = interval
         self.checkSelection = checkSelection
@@ -347,7 +349,8 @@ package struct UrlwatchReader: Sendable {
             let name = doc["name"]?.string
             d.comments.append("Imported from urlwatch (\(reader.fileName), line \(doc.line)\(name.map { ", job \"\($0)\"" } ?? "")).")
             d.comments += notes
-            d.options.append(SourceOption("interval", .string(reader.interval), comment: "urlwatch ran from cron, most often daily."))
+            let why = reader.interval == UrlwatchReader.defaultInterval ? "urlwatch ran from cron, most often daily." : "Time between polls."
+            d.options.append(SourceOption("interval", .string(reader.interval), comment: why))
             d.options += tail
             return d
         }

@@ -68,7 +68,7 @@ struct ImportCommand: AsyncParsableCommand {
         switch format {
         case .urlwatch:
             do {
-                reading = try UrlwatchReader(fileName: name, interval: interval ?? "1d", checkSelection: PageProvider.selectionProblem).read(bytes)
+                reading = try UrlwatchReader(fileName: name, interval: interval ?? UrlwatchReader.defaultInterval, checkSelection: PageProvider.selectionProblem).read(bytes)
             } catch {
                 complain("\(file):\(error.line): \(error.message); nothing imported")
                 throw ExitCode(Self.dataError)
