@@ -14,19 +14,20 @@ STATE_DIR    ?= .state
 
 # Needed to build (the state is SQLite's C API; libnotify, libxml2 and libcurl give their headers and
 # are loaded at first use, DESIGN §15; SHA-256, HMAC and random bytes come from OpenSSL's libcrypto,
-# the one libcurl loads; python3 makes
+# the one libcurl loads; `import urlwatch` reads YAML with libyaml; python3 makes
 # tidings.toml(5) from docs/; binutils' objcopy strips the release binary).
-BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev libssl-dev pkg-config python3 binutils
+BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev libssl-dev libyaml-dev pkg-config python3 binutils
 # Needed by the test suite: real session bus + notification server, real Alertmanager, real
 # Prometheus and promtool; for the install tests: systemd-analyze, man, bash completion, the
 # Debian package tools, lintian; PostgreSQL (and openssl, for the sslmode tests' certificates)
 # for the shared-state tests (they start their own server with initdb/pg_ctl in a temp dir on a
 # loopback port; the cluster Debian's package may create is not used); chromium (headless, driven
-# over its DevTools protocol) for the status page's browser tests.
+# over its DevTools protocol) for the status page's browser tests; newsboat, a feed reader that
+# imports `tidings export opml` and exports OPML for `tidings import opml` (test_import.py).
 TEST_PACKAGES  := python3 python3-pytest python3-venv python3-dbusmock dbus dbus-x11 libnotify-bin \
                   prometheus-alertmanager prometheus dunst xvfb \
                   systemd man-db bash-completion dpkg-dev lintian postgresql openssl gcc libc6-dev chromium \
-                  dovecot-imapd
+                  dovecot-imapd newsboat
 # Needed by `make deb` (dpkg-shlibdeps, dpkg-gencontrol, dpkg-deb, strip).
 DEB_PACKAGES   := dpkg-dev binutils
 
@@ -122,7 +123,7 @@ test: test-deps build unit-build native-guard
 # of these modules references swift-corelibs-foundation (one call links ICU into the binary); the
 # failure names the module, the source file and the symbol. A module joins the list when it has
 # moved to FoundationEssentials, until the list is every module of the product.
-NATIVE_MODULES := TidingsCrypto TidingsTemplates TidingsPOSIX TidingsIPC TidingsCurl TidingsSystemBus TidingsSQLite TidingsPluginAPI TidingsEngine TidingsMonitoring TidingsProviders TidingsSinks TidingsApp tidings
+NATIVE_MODULES := TidingsCrypto TidingsTemplates TidingsPOSIX TidingsIPC TidingsCurl TidingsSystemBus TidingsSQLite TidingsPluginAPI TidingsEngine TidingsMonitoring TidingsProviders TidingsSinks TidingsYAML TidingsApp tidings
 native-guard: unit-build
 	$(PYTHON) Tests/guards/native.py .build/debug $(NATIVE_MODULES)
 

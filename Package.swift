@@ -6,7 +6,7 @@ import PackageDescription
 let testDependencies: [Target.Dependency] = [
     "TidingsCrypto", "TidingsPluginAPI", "TidingsPOSIX", "TidingsIPC", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsCurl",
     "TidingsProviders", "TidingsSinks", "TidingsSystemBus", "TidingsMonitoring", "TidingsApp", "TidingsTestSupport",
-    "TidingsTemplates",
+    "TidingsTemplates", "TidingsYAML",
     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
     .product(name: "Logging", package: "swift-log"),
 ]
@@ -125,6 +125,16 @@ let package = Package(
             dependencies: ["TidingsPluginAPI", "TidingsPOSIX", "CLibXML2", .product(name: "Logging", package: "swift-log")],
             swiftSettings: nativeSettings
         ),
+        /// YAML documents read into a small node tree (urlwatch's urls.yaml for `tidings import`),
+        /// bounded in depth and in what aliases expand to; no C pointer above it.
+        .target(name: "TidingsYAML", dependencies: ["CYAML"]),
+        /// libyaml's event parser, via pkg-config (linked: small, and read only by import); only
+        /// TidingsYAML imports it.
+        .systemLibrary(
+            name: "CYAML",
+            pkgConfig: "yaml-0.1",
+            providers: [.apt(["libyaml-dev"])]
+        ),
         /// libxml2 (the feed and page providers' XML and HTML parser), opened at first use (not
         /// linked): its headers, and wrappers that call through the pointers it resolves.
         /// include/libxml links to libxml2-dev's headers (SwiftPM reads no sources there).
@@ -180,7 +190,7 @@ let package = Package(
             name: "TidingsApp",
             dependencies: [
                 "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsPOSIX", "TidingsIPC",
-                "TidingsMonitoring", "TidingsSystemBus", "TidingsProviders",
+                "TidingsMonitoring", "TidingsSystemBus", "TidingsProviders", "TidingsYAML",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -239,6 +249,7 @@ let package = Package(
         .testTarget(name: "TidingsPostgresTests", dependencies: testDependencies),
         .testTarget(name: "TidingsCurlTests", dependencies: testDependencies),
         .testTarget(name: "TidingsProvidersTests", dependencies: testDependencies),
+        .testTarget(name: "TidingsYAMLTests", dependencies: testDependencies),
         .testTarget(name: "TidingsSinksTests", dependencies: testDependencies),
         /// The renderer against swift-mustache (the oracle, a test-only dependency).
         .testTarget(

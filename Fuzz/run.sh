@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 SWIFT=${SWIFT:-swift}
 SECONDS_PER=${FUZZ_SECONDS:-60}
-ALL="config duration sportdate statuspage economic alertmanager http-json exec-output feed page"
+ALL="config duration sportdate statuspage economic alertmanager http-json exec-output feed page urlwatch opml"
 TARGETS=${FUZZ_TARGETS:-$ALL}
 OUT=$ROOT/.build-fuzz
 WORK=$OUT/corpus-work
@@ -23,7 +23,7 @@ LOGS=$OUT/logs
 # Longest input per target: duration strings are short; documents and configs a few KiB.
 max_len() { case $1 in duration) echo 64 ;; *) echo 4096 ;; esac; }
 # Token dictionaries (Fuzz/dict): JSON syntax and field names, TOML syntax and config keys.
-dict() { case $1 in config) echo Fuzz/dict/toml.dict ;; duration) ;; feed) echo Fuzz/dict/xml.dict ;; page) echo Fuzz/dict/html.dict ;; *) echo Fuzz/dict/json.dict ;; esac; }
+dict() { case $1 in config) echo Fuzz/dict/toml.dict ;; duration) ;; feed|opml) echo Fuzz/dict/xml.dict ;; urlwatch) echo Fuzz/dict/yaml.dict ;; page) echo Fuzz/dict/html.dict ;; *) echo Fuzz/dict/json.dict ;; esac; }
 
 mkdir -p "$WORK" "$ART" "$LOGS"
 echo "== building the fuzz binary (debug, -sanitize=fuzzer,address; the first build takes minutes)"

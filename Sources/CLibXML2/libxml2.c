@@ -9,7 +9,8 @@
     X(xmlFreeParserCtxt) X(xmlCtxtReadMemory) X(htmlReadMemory) X(htmlEntityLookup)              \
     X(xmlDocGetRootElement) X(xmlFreeDoc) X(xmlGetLastError) X(xmlResetLastError)                \
     X(xmlXPathCompile) X(xmlXPathFreeCompExpr) X(xmlXPathNewContext) X(xmlXPathFreeContext)      \
-    X(xmlXPathEvalExpression) X(xmlXPathFreeObject)
+    X(xmlXPathEvalExpression) X(xmlXPathFreeObject) X(xmlCtxtGetLastError) X(xmlGetLineNo)       \
+    X(xmlGetProp) X(xmlFree)
 
 TIDINGS_DL_TABLE(TIDINGS_XML_FUNCTIONS)
 
@@ -51,6 +52,9 @@ TIDINGS_DL_SAME_TYPE(xmlXPathNewContext)
 TIDINGS_DL_SAME_TYPE(xmlXPathFreeContext)
 TIDINGS_DL_SAME_TYPE(xmlXPathEvalExpression)
 TIDINGS_DL_SAME_TYPE(xmlXPathFreeObject)
+TIDINGS_DL_SAME_TYPE(xmlCtxtGetLastError)
+TIDINGS_DL_SAME_TYPE(xmlGetLineNo)
+TIDINGS_DL_SAME_TYPE(xmlGetProp)
 
 xmlParserCtxtPtr tidings_xmlNewParserCtxt(void) { return CALL(xmlNewParserCtxt)(); }
 void tidings_xmlFreeParserCtxt(xmlParserCtxtPtr ctxt) { CALL(xmlFreeParserCtxt)(ctxt); }
@@ -74,3 +78,8 @@ xmlXPathObjectPtr tidings_xmlXPathEvalExpression(const xmlChar *str, xmlXPathCon
     return CALL(xmlXPathEvalExpression)(str, ctxt);
 }
 void tidings_xmlXPathFreeObject(xmlXPathObjectPtr obj) { CALL(xmlXPathFreeObject)(obj); }
+xmlErrorPtr tidings_xmlCtxtGetLastError(void *ctx) { return CALL(xmlCtxtGetLastError)(ctx); }
+long tidings_xmlGetLineNo(const xmlNode *node) { return CALL(xmlGetLineNo)(node); }
+xmlChar *tidings_xmlGetProp(const xmlNode *node, const xmlChar *name) { return CALL(xmlGetProp)(node, name); }
+// `xmlFree` is a global function pointer (a variable): its slot holds the variable's address.
+void tidings_xml_free(void *p) { (*CALL(xmlFree))(p); }

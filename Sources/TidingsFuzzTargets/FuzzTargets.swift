@@ -15,8 +15,22 @@ public enum FuzzTargets {
     public static let all: [String: @Sendable (Data) -> Void] = [
         "config": config, "duration": duration, "sportdate": sportdate, "statuspage": statuspage,
         "economic": economic, "alertmanager": alertmanager, "http-json": httpJSON, "exec-output": execOutput,
-        "feed": feed, "page": page,
+        "feed": feed, "page": page, "urlwatch": urlwatch, "opml": opml,
     ]
+
+    /// A urlwatch urls.yaml → `tidings import urlwatch`'s reader (libyaml, the YAML bounds, the
+    /// job and filter mapping, page's selection check).
+    static func urlwatch(_ data: Data) {
+        _ = try? UrlwatchReader(fileName: "urls.yaml", checkSelection: PageProvider.selectionProblem).read([UInt8](data))
+    }
+
+    /// An OPML file → `tidings import opml`'s parser and reader, and what was read written back
+    /// as `tidings export opml` writes it.
+    static func opml(_ data: Data) {
+        guard let outlines = try? OPML.outlines([UInt8](data)) else { return }
+        _ = OPMLReader(fileName: "subs.opml").read(outlines.map { ($0.title, $0.xmlURL, $0.htmlURL, $0.folders, $0.line) })
+        _ = OPML.document(outlines.compactMap { o in o.xmlURL.map { OPML.Feed(title: o.title, xmlURL: $0, htmlURL: o.htmlURL, group: o.folders.first) } })
+    }
 
     /// The TOML text of a main config → ``ConfigLoader/load(text:file:)`` with every built-in
     /// provider and sink. The file name does not exist, so the default plugins.d is absent.

@@ -12,16 +12,18 @@ import TidingsPluginAPI
 ///   3 UNKNOWN; the first stdout line is the status, later lines are long text, `|` starts
 ///   performance data: see ``NagiosOutput``). One item whose fingerprint is the state, so
 ///   OK→CRITICAL and back are `changed` events.
+/// - `format = "text"`: the whole stdout is one item (exit 0 = success, as `jsonl`); a
+///   change is a `changed` event whose body is the diff, as `page` does (``TextChange``).
 ///
 /// The program runs with the plugins directory as working directory.
-package struct ExecProvider: Provider {
-    package enum Format: String, Sendable { case jsonl, nagios }
+package struct ExecProvider: Provider, EventDescriber {
+    package enum Format: String, Sendable { case jsonl, nagios, text }
     package var command: [String]
     package var format: Format
     package var directory: String
     package var sourceName: String
 
-    package static let factory = ProviderFactory(name: "exec", summary: "a program (JSON lines or the Nagios plugin convention)") { o, setup, _ in
+    package static let factory = ProviderFactory(name: "exec", summary: "a program (JSON lines, the Nagios plugin convention, or its output as text)") { o, setup, _ in
         var command = try o.command()
         if command == nil, let implicit = o.implicitCommand { command = [implicit] }
         guard let command, let exe = command.first else {
@@ -29,7 +31,7 @@ package struct ExecProvider: Provider {
         }
         let formatName = try o.string("format") ?? "jsonl"
         guard let format = Format(rawValue: formatName) else {
-            throw o.error("format", "\(o.what): 'format' must be \"jsonl\" or \"nagios\", not \"\(formatName)\"")
+            throw o.error("format", "\(o.what): 'format' must be \"jsonl\", \"nagios\" or \"text\", not \"\(formatName)\"")
         }
         var isDirectory = false
         guard FileManager.default.fileExists(atPath: setup.pluginsDir, isDirectory: &isDirectory), isDirectory else {
@@ -77,13 +79,20 @@ package struct ExecProvider: Provider {
             throw PollError(.transient, "\(command[0]) was killed by signal \(signal)\(reason)")
         case (.jsonl, .exited(0)):
             return .snapshot(try Self.parseJSONLines(out.stdout))
-        case (.jsonl, .exited(let status)):
+        case (.text, .exited(0)):
+            return .snapshot([Self.textItem(stdout: out.stdout, name: sourceName)])
+        case (.jsonl, .exited(let status)), (.text, .exited(let status)):
             throw PollError(.transient, "\(command[0]) exited with status \(status)\(reason)")
         case (.nagios, .exited(let status)) where (0...3).contains(status):
             return .snapshot([Self.nagiosItem(status: status, stdout: out.stdout, name: sourceName)])
         case (.nagios, .exited(let status)):
             throw PollError(.transient, "\(command[0]) exited with status \(status) (monitoring plugins use 0-3)\(reason)")
         }
+    }
+
+    /// `format = "text"`: a changed output is a `changed` event with the diff as its body.
+    package func describe(_ event: inout Event, change: ItemChange, firstSeen: Date) {
+        if format == .text { TextChange.describe(&event, change: change) }
     }
 
     private func lastLine(_ s: String) -> String { String(s.split(separator: "\n").last ?? "") }

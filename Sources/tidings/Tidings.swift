@@ -29,7 +29,7 @@ struct Tidings: AsyncParsableCommand {
         subcommands: [
             RunCommand.self, CheckCommand.self, AddCommand.self, StatusCommand.self, SourcesCommand.self, HistoryCommand.self,
             ConfigCommand.self, StateCommand.self, SinksCommand.self, OutboxCommand.self, NoticesCommand.self,
-            ItemsCommand.self, SilenceCommand.self,
+            ItemsCommand.self, SilenceCommand.self, ImportCommand.self, ExportCommand.self,
         ]
     )
 

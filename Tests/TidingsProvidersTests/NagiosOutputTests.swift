@@ -1,11 +1,11 @@
 import Foundation
-import TidingsProviders
 import TidingsTestSupport
 import XCTest
 
 @testable import TidingsApp
 @testable import TidingsEngine
 @testable import TidingsPOSIX
+@testable import TidingsProviders
 @testable import TidingsPluginAPI
 @testable import TidingsSQLite
 
@@ -67,5 +67,35 @@ final class NagiosOutputTests: XCTestCase {
         XCTAssertEqual(a.data["perfdata"], .array([.object(["label": .string("t"), "value": .number(9), "uom": .string("s")])]))
         XCTAssertEqual(a.fingerprint, b.fingerprint)
         XCTAssertEqual(ExecProvider.nagiosItem(status: 0, stdout: Data(), name: "web").title, "web OK")
+    }
+}
+
+/// `format = "text"`: the whole output one item, compared without trailing blanks; a change's
+/// body is the diff, as a page's.
+final class ExecTextTests: XCTestCase {
+    func testOutputIsOneItemAndAChangeIsADiff() {
+        let before = ExecProvider.textItem(stdout: Data("\nfs ok  \n/var 40%\n\n\n".utf8), name: "df")
+        XCTAssertEqual(before.key, "output")
+        XCTAssertEqual(before.title, "fs ok")
+        XCTAssertEqual(before.data["text"]?.stringValue, "\nfs ok\n/var 40%")
+        XCTAssertEqual(before.fingerprint, ExecProvider.textItem(stdout: Data("\nfs ok\n/var 40%\n".utf8), name: "df").fingerprint)
+        XCTAssertEqual(ExecProvider.textItem(stdout: Data(), name: "df").title, "df (no output)")
+        XCTAssertEqual(ExecProvider.textItem(stdout: Data("\r\nfs ok\r\n/var 40%\r\n".utf8), name: "df").fingerprint, before.fingerprint, "CRLF lines")
+        let after = ExecProvider.textItem(stdout: Data("\nfs ok\n/var 95%\n".utf8), name: "df")
+        XCTAssertNotEqual(before.fingerprint, after.fingerprint)
+        let p = ExecProvider(command: ["true"], format: .text, directory: "/", sourceName: "df")
+        var event = Event(
+            source: "df", provider: "exec", kind: "text", event: .changed, key: "output", title: after.title, body: after.body,
+            url: nil, severity: .info, observedAt: Date(), data: ["text": after.data["text"]!, "changes": ["text": ["old": "x"]]])
+        p.describe(&event, change: Deduplicator.Change(type: .changed, item: after, previous: before), firstSeen: Date())
+        XCTAssertEqual(event.body, "--- before\n+++ after\n@@ -1,3 +1,3 @@\n \n fs ok\n-/var 40%\n+/var 95%")
+        XCTAssertEqual(event.data["added"], ["/var 95%"])
+        XCTAssertNil(event.data["changes"]?["text"])
+        // jsonl and nagios events are left as the core words them.
+        var other = event
+        other.body = "kept"
+        ExecProvider(command: ["true"], format: .jsonl, directory: "/", sourceName: "df")
+            .describe(&other, change: Deduplicator.Change(type: .changed, item: after, previous: before), firstSeen: Date())
+        XCTAssertEqual(other.body, "kept")
     }
 }

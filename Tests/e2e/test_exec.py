@@ -94,6 +94,39 @@ exit $c
     assert tidings.check().code == 0, "same state, no event"
 
 
+def test_text_format_whole_output_is_one_item_and_a_change_is_a_diff(tidings):
+    """format = "text" (DESIGN §14): the output is one item; an edit is a `changed` event
+    whose body is the unified diff; the same output again, or only a trailing blank line
+    more, is no event; a failing exit fails the poll as jsonl does."""
+    out = tidings.root / "out.txt"
+    out.write_text("disk ok\n/var 40%\n/home 10%\n")
+    script(tidings, "df", f"cat {out}\n")
+    tidings.write_plugin("df.toml", 'format = "text"\nnotify_existing = true\n')
+    (e,) = tidings.check().events
+    assert (e["event"], e["provider"], e["key"], e["kind"], e["title"], e["body"]) == \
+           ("new", "exec", "output", "text", "disk ok", "disk ok\n/var 40%\n/home 10%")
+    assert tidings.check().code == 0, "same output, no event"
+    out.write_text("disk ok\n/var 40%\n/home 10%\n\n")
+    assert tidings.check().code == 0, "a trailing blank line is no change"
+    out.write_text("disk ok\n/var 95%\n/home 10%\n")
+    r = tidings.check()
+    assert r.code == 1, r
+    (e,) = r.events
+    assert e["event"] == "changed"
+    assert "-/var 40%" in e["body"].splitlines() and "+/var 95%" in e["body"].splitlines(), e["body"]
+    assert (e["data"]["added"], e["data"]["removed"]) == (["/var 95%"], ["/var 40%"])
+    script(tidings, "df", "echo 'no mount table' >&2\nexit 4\n")
+    r = tidings.check()
+    assert r.code == 2 and "exited with status 4" in r.stderr and "no mount table" in r.stderr
+
+
+def test_unknown_format_names_the_three(tidings):
+    script(tidings, "x", "true\n")
+    tidings.write_plugin("x.toml", 'format = "yaml"\n')
+    r = tidings.check()
+    assert r.code == 78 and '"jsonl", "nagios" or "text"' in r.stderr, r
+
+
 def test_disabled_suffixes_and_subfolders_are_not_scanned(tidings):
     (tidings.plugins / "bin").mkdir()
     script(tidings, "bin/helper", "exit 1\n")

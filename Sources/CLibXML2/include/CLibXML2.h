@@ -49,3 +49,8 @@ xmlXPathContextPtr tidings_xmlXPathNewContext(xmlDocPtr doc);
 void tidings_xmlXPathFreeContext(xmlXPathContextPtr ctxt);
 xmlXPathObjectPtr tidings_xmlXPathEvalExpression(const xmlChar *str, xmlXPathContextPtr ctxt);
 void tidings_xmlXPathFreeObject(xmlXPathObjectPtr obj);
+xmlErrorPtr tidings_xmlCtxtGetLastError(void *ctx);
+long tidings_xmlGetLineNo(const xmlNode *node);
+xmlChar *tidings_xmlGetProp(const xmlNode *node, const xmlChar *name);
+/// libxml2's `xmlFree`, for what it returned (xmlGetProp's strings).
+void tidings_xml_free(void *p);

@@ -18,10 +18,13 @@ package struct SourceSettings: Sendable, Equatable {
     package var maxEvents = 1000
     /// `refuse_private_redirects`: unset is ``PrivateRedirects/auto``.
     package var privateRedirects = PrivateRedirects.auto
+    /// `group`: a label (a feed reader's folder, `tidings export opml`'s category); shown by
+    /// `tidings sources`, not used for routing.
+    package var group: String?
 
     package init() {}
 
-    static let keys = ["interval", "jitter", "timeout", "error_threshold", "max_backoff", "max_body", "notify_existing", "enabled", "notice_ttl", "max_events", "refuse_private_redirects"]
+    static let keys = ["interval", "jitter", "timeout", "error_threshold", "max_backoff", "max_body", "notify_existing", "enabled", "notice_ttl", "max_events", "refuse_private_redirects", "group"]
 
     /// Reads the keys present in `r` over `self`.
     package func overlaid(with r: OptionReader) throws -> SourceSettings {
@@ -37,6 +40,12 @@ package struct SourceSettings: Sendable, Equatable {
         if let v = try r.duration("notice_ttl", minimum: 1) { s.noticeTTL = v }
         if let v = try r.int("max_events", range: 1...1_000_000) { s.maxEvents = v }
         if let v = try r.bool("refuse_private_redirects") { s.privateRedirects = v ? .refuse : .allow }
+        if let v = try r.string("group") {
+            guard !v.isEmpty, v.count <= 200, v.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+                throw r.error("group", "\(r.what): 'group' must be one line of text (at most 200 characters)")
+            }
+            s.group = v
+        }
         return s
     }
 }

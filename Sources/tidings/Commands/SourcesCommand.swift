@@ -41,6 +41,8 @@ struct SourcesCommand: AsyncParsableCommand {
                     "owner": st?.owner.map { .string($0) } ?? .null,
                     // The remote's own minimum interval between polls (e.g. X-Poll-Interval), if one applies.
                     "min_interval": st?.minInterval.map { .string(DurationParser.format($0)) } ?? .null,
+                    // `group`: a label (a feed reader's folder), null when none.
+                    "group": s.settings.group.map { .string($0) } ?? .null,
                 ]
                 emit(obj.jsonString())
             } else {
@@ -49,6 +51,7 @@ struct SourcesCommand: AsyncParsableCommand {
                 line += " last ok: \(st?.lastSuccess.map(Self.ago) ?? "never")"
                 if let n = st?.nextDue, s.settings.enabled, state != "auth-failed" { line += ", next: \(Self.until(n))" }
                 if let m = st?.minInterval, m > s.settings.interval { line += ", server minimum interval: \(DurationParser.format(m))" }
+                if let g = s.settings.group { line += ", group: \(TerminalText.line(g))" }
                 if let f = st?.failures, f > 0 { line += ", \(f) failure\(f == 1 ? "" : "s")" }
                 if let e = st?.lastError, state != "ok" { line += ", error: \(TerminalText.line(e))" }
                 if shared, s.settings.enabled { line += st?.owner.map { ", polled by \(TerminalText.line($0))" } ?? ", no instance polls it now" }
