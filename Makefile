@@ -15,7 +15,7 @@ STATE_DIR    ?= .state
 # Needed to build (GRDB links SQLite; the desktop sink links libnotify; HTTP is libcurl; SHA-256,
 # HMAC and random bytes come from the libcrypto of the OpenSSL it loads; python3 makes
 # tidings.toml(5) from docs/; binutils' objcopy strips the release binary).
-BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev libssl-dev pkg-config python3 binutils
+BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev libssl-dev libpq-dev pkg-config python3 binutils
 # Needed by the test suite: real session bus + notification server, real Alertmanager, real
 # Prometheus and promtool; for the install tests: systemd-analyze, man, bash completion, the
 # Debian package tools, lintian; PostgreSQL (and openssl, for the sslmode tests' certificates)
@@ -121,7 +121,7 @@ test: test-deps build unit-build native-guard
 # of these modules references swift-corelibs-foundation (one call links ICU into the binary); the
 # failure names the module, the source file and the symbol. A module joins the list when it has
 # moved to FoundationEssentials, until the list is every module of the product.
-NATIVE_MODULES := TidingsCrypto TidingsTemplates TidingsPOSIX TidingsCurl TidingsSystemBus TidingsSQLite
+NATIVE_MODULES := TidingsCrypto TidingsTemplates TidingsPOSIX TidingsCurl TidingsSystemBus TidingsSQLite TidingsPostgres
 native-guard: unit-build
 	$(PYTHON) Tests/guards/native.py .build/debug $(NATIVE_MODULES)
 

@@ -105,10 +105,8 @@ package struct StateSettings: Sendable {
         let inline = c.password.flatMap { $0.removingPercentEncoding ?? $0 }
         c.password = nil
         url = c.url
-        let known = Set(["sslmode", "sslrootcert", "host", "port", "connect_timeout"])
-        if let unknown = c.queryItems?.first(where: { !known.contains($0.name) }) {
-            throw r.error("url", "\(r.what): unknown parameter '\(unknown.name)' in 'url' (known: \(known.sorted().joined(separator: ", ")))")
-        }
+        // Every other parameter is libpq's (options, application_name, service, keepalives…):
+        // the URL goes to libpq as it is, and libpq judges it when the state is opened.
         // Every key is read even when one is wrong, so that all mistakes are reported at once
         // and none of the documented keys is then called unknown (a refused sslmode used to
         // leave connect_timeout unread: "unknown key 'connect_timeout'").
