@@ -108,22 +108,28 @@ final class PQConnection: @unchecked Sendable {
     }
 
     /// libpq's words for a failed connection, with what to do where tidings knows.
+    /// The server's part of it is remote text: cut, one line, scrubbed.
     static func explain(connectFailure message: String, timeout: Int) -> String {
-        let text = oneLine(message)
-        if text.firstRange(of: "server does not support SSL") != nil {
+        let full = oneLine(message)
+        let text = PostgresStateError.excerpt(full)
+        if full.firstRange(of: "server does not support SSL") != nil {
             return "the server does not offer TLS, and sslmode requires it (sslmode=disable for a server without TLS, on a trusted network only)"
         }
-        if text.firstRange(of: "does not match host name") != nil {
+        if full.firstRange(of: "does not match host name") != nil {
             return "TLS: the server's certificate does not name the host connected to (verify-full checks the name; verify-ca only the chain) (\(text))"
         }
-        if text.firstRange(of: "certificate verify failed") != nil {
+        if full.firstRange(of: "certificate verify failed") != nil {
             return "TLS: the server's certificate is not signed by a CA in ca_file (or, without ca_file, the system's) (\(text))"
         }
-        if text.firstRange(of: "timeout expired") != nil {
+        if full.firstRange(of: "timeout expired") != nil {
             return "no answer within \(timeout) s (connect_timeout: the server did not answer, or accepted the connection and then said nothing)"
         }
-        if text.firstRange(of: "no password supplied") != nil {
+        if full.firstRange(of: "no password supplied") != nil {
             return "the server asks for a password and none is configured ([state] password or password_file) (\(text))"
+        }
+        if full.hasSuffix(":") {
+            // libpq names no reason: the server's answer was none it reads (an error over 30,000 bytes…).
+            return "\(text) the server's answer is not one libpq reads"
         }
         return text
     }
