@@ -331,3 +331,23 @@ def test_the_fixture_is_a_real_server_with_password_authentication(postgres, pg_
     ok = login(pg_db.password)
     assert ok.returncode == 0 and ok.stdout.strip().splitlines()[-1] == "tidings", ok.stderr
     assert pg_db.tables() == {"probe"}
+
+
+def test_the_url_is_libpqs_options_and_service_files_work_as_in_psql(tidings, pg_db, tmp_path):
+    """`[state] url` goes to libpq as it is (issue 31 item 4): `options` reaches the server (a
+    read-only default makes the first write fail with the server's SQLSTATE 25006), and a
+    pg_service.conf service supplies host, port and database as it does for psql."""
+    with FakeServer(JSONAPI, {"items": [{"id": 1, "name": "db1", "status": "up"}]}) as api, \
+            FakeServer(WebhookReceiver, state=receiver_state()) as hook:
+        read_only = pg_db.url + "&options=-c%20default_transaction_read_only%3Don"
+        configure(tidings, pg_db, api, hook, state=pg_db.state_toml(url=read_only))
+        r = tidings.run("check")
+        assert r.code != 0 and "25006" in r.stderr and "read-only transaction" in r.stderr, r
+        assert pg_db.password not in r.stdout + r.stderr
+
+        service = tmp_path / "pg_service.conf"
+        service.write_text(f"[tidings_e2e]\nhost=127.0.0.1\nport={pg_db.port}\ndbname={pg_db.name}\n")
+        configure(tidings, pg_db, api, hook, state=pg_db.state_toml(url="postgres://tidings@/?service=tidings_e2e"))
+        r = tidings.run("check", env={"PGSERVICEFILE": str(service)})
+        assert r.code == 0, r
+        assert pg_db.scalar("SELECT count(*) FROM item WHERE source = 'api'") == "1"
