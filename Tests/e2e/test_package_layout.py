@@ -77,15 +77,21 @@ def test_one_crypto_stack(targets):
     assert not on_swift_crypto, f"targets on swift-crypto (BoringSSL): {on_swift_crypto}"
     on_libcrypto = sorted(t for t, ds in targets.items() if "CLibCrypto" in ds)
     assert on_libcrypto == ["TidingsCrypto"], on_libcrypto
+    found = imports_outside("TidingsCrypto", "Crypto|CryptoExtras|_CryptoExtras|CLibCrypto")
+    assert not found, "\n".join(found)
+
+
+def imports_outside(target, modules):
+    """`import` lines of `modules` (a regex alternation) in Sources and Tests outside Sources/`target`."""
     found = []
     for folder in ("Sources", "Tests"):
         for path in sorted((ROOT / folder).rglob("*.swift")):
-            if path.is_relative_to(ROOT / "Sources" / "TidingsCrypto"):
+            if path.is_relative_to(ROOT / "Sources" / target):
                 continue
             for n, line in enumerate(path.read_text().splitlines(), 1):
-                if re.match(r"\s*(@testable |@preconcurrency )?import (Crypto|CryptoExtras|_CryptoExtras|CLibCrypto)\b", line):
+                if re.match(rf"\s*(@testable |@preconcurrency )?import ({modules})\b", line):
                     found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
-    assert not found, "\n".join(found)
+    return found
 
 
 @pytest.mark.parametrize("target", ["TidingsPluginAPI", "TidingsEngine"])
@@ -123,12 +129,5 @@ def test_postgresql_is_libpq_behind_tidings_postgres(targets):
     assert on_libpq == ["TidingsPostgres"], on_libpq
     gone = sorted(f"{t}: {d}" for t, ds in targets.items() for d in ds if d.startswith(("postgres-nio:", "swift-nio-ssl:")))
     assert not gone, gone
-    found = []
-    for folder in ("Sources", "Tests"):
-        for path in sorted((ROOT / folder).rglob("*.swift")):
-            if path.is_relative_to(ROOT / "Sources" / "TidingsPostgres"):
-                continue
-            for n, line in enumerate(path.read_text().splitlines(), 1):
-                if re.match(r"\s*(@testable |@preconcurrency )?import (CLibPQ|PostgresNIO|NIOSSL)\b", line):
-                    found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    found = imports_outside("TidingsPostgres", "CLibPQ|PostgresNIO|NIOSSL")
     assert not found, "\n".join(found)
