@@ -137,29 +137,53 @@ final class PQConnection: @unchecked Sendable {
     /// The connection broke (the server ended it, the socket closed) or was abandoned.
     var isBroken: Bool { abandoned || PQstatus(conn) != CONNECTION_OK }
 
-    /// A statement without parameters, by the simple protocol (BEGIN, COMMIT, ROLLBACK).
+    /// The transaction's BEGIN, not sent yet: it goes out with the first statement, in one
+    /// pipeline (one round trip for both). A transaction that runs no statement costs none.
+    private var pendingBegin: String?
+
+    /// Starts a transaction with the next statement (`BEGIN`, `BEGIN READ ONLY`).
+    func begin(_ sql: String) { pendingBegin = sql }
+
+    /// A statement without parameters, by the simple protocol (COMMIT, ROLLBACK). Ending a
+    /// transaction whose BEGIN was never sent sends nothing.
     func simple(_ sql: String, within seconds: Double, what: String) throws -> PQAnswer {
+        if let begin = pendingBegin {
+            pendingBegin = nil
+            if sql == "COMMIT" || sql == "ROLLBACK" { return PQAnswer() }
+            _ = try simple(begin, within: seconds, what: what)
+        }
         let deadline = Self.now() + UInt64(seconds * 1e9)
         guard PQsendQuery(conn, sql) == 1 else { throw failure(what) }
         return try collect(deadline: deadline, seconds: seconds, what: what)
     }
 
-    /// One statement with `$n` parameters.
+    /// One statement with `$n` parameters (after the pending BEGIN, in one pipeline).
     func run(_ sql: String, _ arguments: [SQLValue], within seconds: Double, what: String) throws -> PQAnswer {
         let deadline = Self.now() + UInt64(seconds * 1e9)
         let bound = Bound(arguments, types: arguments.map(Self.type))
+        guard let begin = pendingBegin else {
+            try send(sql, bound, what: what)
+            return try collect(deadline: deadline, seconds: seconds, what: what)
+        }
+        pendingBegin = nil
+        return try pipelined(deadline: deadline, seconds: seconds, what: what) {
+            try send(begin, Bound([], types: []), what: what)
+            try send(sql, bound, what: what)
+        }.last ?? PQAnswer()
+    }
+
+    private func send(_ sql: String, _ bound: Bound, what: String) throws {
         let sent = bound.withPointers { values in
             bound.types.withUnsafeBufferPointer { types in
-                PQsendQueryParams(conn, sql, Int32(arguments.count), types.baseAddress, values, nil, nil, 0)
+                PQsendQueryParams(conn, sql, Int32(bound.texts.count), types.baseAddress, values, nil, nil, 0)
             }
         }
         guard sent == 1 else { throw failure(what) }
-        return try collect(deadline: deadline, seconds: seconds, what: what)
     }
 
     /// One statement once per argument list, in pipeline mode: prepared once, every execution
-    /// sent before any answer is read, one round trip in all. The first failure is thrown
-    /// (the server skips the rest, and the transaction is then aborted).
+    /// sent before any answer is read, one round trip in all (the pending BEGIN too). The
+    /// first failure is thrown (the server skips the rest, and the transaction is then aborted).
     func runMany(_ sql: String, _ rows: [[SQLValue]], within seconds: Double, what: String) throws {
         guard let first = rows.first else { return }
         let deadline = Self.now() + UInt64(seconds * 1e9)
@@ -169,31 +193,61 @@ final class PQConnection: @unchecked Sendable {
             if seen.count == 1 { return seen.first! }
             return seen == [Self.int8, Self.float8] ? Self.float8 : 0
         }
+        let begin = pendingBegin
+        pendingBegin = nil
+        _ = try pipelined(deadline: deadline, seconds: seconds, what: what) {
+            if let begin { try send(begin, Bound([], types: []), what: what) }
+            let prepared = types.withUnsafeBufferPointer { PQsendPrepare(conn, "", sql, Int32(types.count), $0.baseAddress) }
+            guard prepared == 1 else { throw failure(what) }
+            for row in rows {
+                let bound = Bound(row, types: types)
+                let sent = bound.withPointers { PQsendQueryPrepared(conn, "", Int32(row.count), $0, nil, nil, 0) }
+                guard sent == 1 else { throw failure(what) }
+            }
+        }
+    }
+
+    /// The statements `send` queues, run in pipeline mode up to one sync: each one's answer,
+    /// in order, or the first failure (the server skips every statement after it).
+    private func pipelined(deadline: UInt64, seconds: Double, what: String, _ send: () throws -> Void) throws -> [PQAnswer] {
         guard PQenterPipelineMode(conn) == 1 else { throw failure(what) }
         defer { if PQpipelineStatus(conn) != PQ_PIPELINE_OFF && !isBroken { _ = PQexitPipelineMode(conn) } }
-        let prepared = types.withUnsafeBufferPointer { PQsendPrepare(conn, "", sql, Int32(types.count), $0.baseAddress) }
-        guard prepared == 1 else { throw failure(what) }
-        for row in rows {
-            let bound = Bound(row, types: types)
-            let sent = bound.withPointers { PQsendQueryPrepared(conn, "", Int32(row.count), $0, nil, nil, 0) }
-            guard sent == 1 else { throw failure(what) }
-        }
+        try send()
         guard PQpipelineSync(conn) == 1 else { throw failure(what) }
+        var answers: [PQAnswer] = []
+        var current = PQAnswer()
         var firstError: PostgresStateError?
-        while true {
+        reading: while true {
             guard let result = try next(deadline: deadline, seconds: seconds, what: what) else {
-                // Between two statements' results; a connection that broke sends nothing more.
-                if isBroken { throw firstError ?? failure(what) }
+                // The end of one statement's results; a connection that broke sends nothing more.
+                if isBroken {
+                    var e = firstError ?? failure(what)
+                    e.connectionLost = true
+                    throw e
+                }
+                answers.append(current)
+                current = PQAnswer()
                 continue
             }
             defer { PQclear(result) }
-            let status = PQresultStatus(result)
-            if status == PGRES_PIPELINE_SYNC { break }
-            if status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR, firstError == nil {
-                firstError = Self.error(result, location: location, what: what)
+            switch PQresultStatus(result) {
+            case PGRES_PIPELINE_SYNC: break reading
+            case PGRES_COMMAND_OK, PGRES_TUPLES_OK: current = Self.answer(result, location: location)
+            case PGRES_PIPELINE_ABORTED: break
+            case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR, PGRES_BAD_RESPONSE:
+                firstError = firstError ?? Self.error(result, location: location, what: what)
+            default:
+                firstError =
+                    firstError
+                    ?? PostgresStateError(
+                        location: location, what: what, reason: "an answer tidings does not expect (\(String(cString: PQresStatus(PQresultStatus(result)))))")
             }
         }
-        if let firstError { throw firstError }
+        if var e = firstError {
+            if isBroken { e.connectionLost = true }
+            throw e
+        }
+        return answers
     }
 
     // MARK: Waiting

@@ -20,7 +20,7 @@ package final class PostgresStateDatabase: StateDatabase {
     /// transaction locks one lease row, held for as long as another poll's commit); a server
     /// that does not answer within this has hung, or the network has.
     package static let statementDeadline: Double = 30
-    /// Seconds BEGIN and ROLLBACK may take (the server answers them at once).
+    /// Seconds ROLLBACK may take (the server answers it at once).
     static let controlDeadline: Double = 10
 
     package let location: String
@@ -72,7 +72,8 @@ package final class PostgresStateDatabase: StateDatabase {
         var healthy = false
         defer { pool.release(connection, healthy: healthy) }
         let sql = PostgresSQLConnection(connection: connection, database: self)
-        try sql.control(kind == .read ? "BEGIN READ ONLY" : "BEGIN")
+        // Sent with the first statement (one round trip for both).
+        connection.begin(kind == .read ? "BEGIN READ ONLY" : "BEGIN")
         let result: T
         do {
             result = try body(sql)
@@ -86,7 +87,7 @@ package final class PostgresStateDatabase: StateDatabase {
             try sql.control("ROLLBACK")
         } else {
             do {
-                try sql.execute("COMMIT", [])
+                try sql.commit()
             } catch {
                 healthy = !Self.lostConnection(error, connection) && (try? sql.control("ROLLBACK")) != nil
                 throw error
@@ -256,10 +257,14 @@ struct PostgresSQLConnection: SQLConnection {
             database.postgresSQL(sql), arguments, within: PostgresStateDatabase.statementDeadline, what: "statement failed (\(Self.excerpt(sql)))")
     }
 
-    /// BEGIN and ROLLBACK, which the server answers at once: a connection that does not answer
+    /// ROLLBACK, which the server answers at once: a connection that does not answer
     /// within 10 s (one closing under it) is closed, and the transaction fails.
     func control(_ sql: String) throws {
         _ = try connection.simple(sql, within: PostgresStateDatabase.controlDeadline, what: "\(sql) failed")
+    }
+
+    func commit() throws {
+        _ = try connection.simple("COMMIT", within: PostgresStateDatabase.statementDeadline, what: "COMMIT failed")
     }
 
     static func excerpt(_ sql: String) -> String {

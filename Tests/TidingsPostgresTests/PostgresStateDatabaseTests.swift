@@ -161,6 +161,27 @@ final class PostgresStateDatabaseTests: XCTestCase {
         XCTAssertEqual(try db.read { try $0.scalar("SELECT count(*) FROM lease") as Int? }, 0)
     }
 
+    /// BEGIN goes out with the first statement (one pipeline): the statements still run in one
+    /// transaction (now() is its start), a read one read-only from its first statement, and a
+    /// transaction that ran no statement leaves the connection ready.
+    func testBeginSentWithTheFirstStatementStillMakesOneTransaction() throws {
+        let db = try open(poolSize: 1)
+        let (first, second) = try db.write { sql -> (String?, String?) in
+            let a: String? = try sql.scalar("SELECT now()::text")
+            _ = try sql.fetchAll("SELECT pg_sleep(0.01)", [])
+            return (a, try sql.scalar("SELECT now()::text"))
+        }
+        XCTAssertNotNil(first)
+        XCTAssertEqual(first, second, "two statements, two transactions")
+        XCTAssertEqual(try db.read { try $0.scalar("SELECT current_setting('transaction_read_only')") as String? }, "on")
+        struct Boom: Error {}
+        try db.write { _ in }
+        try db.read { _ in }
+        XCTAssertThrowsError(try db.write { _ in throw Boom() })
+        try db.transaction(.dryRun) { _ in }
+        XCTAssertEqual(try db.write { try $0.scalar("SELECT current_setting('transaction_read_only')") as String? }, "off")
+    }
+
     func testDryRunRollsBack() throws {
         let db = try open()
         let seen: Int? = try db.transaction(.dryRun) { sql in
