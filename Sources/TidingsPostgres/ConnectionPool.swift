@@ -41,7 +41,9 @@ final class ConnectionPool: @unchecked Sendable {
         }
         if let slot, !slot.isBroken { return slot }
         do {
-            return try PQConnection.connect(parameters, location: location, timeout: timeout)
+            let connection = try PQConnection.connect(parameters, location: location, timeout: timeout)
+            try connection.setStatementTimeout(PostgresStateDatabase.serverStatementTimeout)
+            return connection
         } catch {
             release(nil, healthy: false)
             throw error

@@ -134,6 +134,16 @@ final class PQConnection: @unchecked Sendable {
         return text
     }
 
+    /// The server's own `statement_timeout`, `seconds`, unless the URL (`options`), the role or
+    /// the database already set one: a statement that runs too long is then cancelled by the
+    /// server (SQLSTATE 57014) and the connection kept, before tidings' own deadline drops it.
+    func setStatementTimeout(_ seconds: Double) throws {
+        let ms = Int(seconds * 1000)
+        _ = try simple(
+            "SELECT set_config('statement_timeout', '\(ms)ms', false) WHERE current_setting('statement_timeout') = '0'",
+            within: seconds, what: "cannot set statement_timeout")
+    }
+
     /// The connection broke (the server ended it, the socket closed) or was abandoned.
     var isBroken: Bool { abandoned || PQstatus(conn) != CONNECTION_OK }
 

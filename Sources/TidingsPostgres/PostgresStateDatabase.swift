@@ -20,6 +20,10 @@ package final class PostgresStateDatabase: StateDatabase {
     /// transaction locks one lease row, held for as long as another poll's commit); a server
     /// that does not answer within this has hung, or the network has.
     package static let statementDeadline: Double = 30
+    /// The server's `statement_timeout` on tidings' connections, unless the URL's `options`, the
+    /// role or the database set another: shorter than ``statementDeadline``, so a slow statement
+    /// is cancelled by the server (SQLSTATE 57014) and its connection kept.
+    package static let serverStatementTimeout: Double = 25
     /// Seconds ROLLBACK may take (the server answers it at once).
     static let controlDeadline: Double = 10
 

@@ -350,16 +350,21 @@ final class PostgresStateDatabaseTests: XCTestCase {
     // MARK: libpq's connection string
 
     /// The URL goes to libpq as psql's would: its parameters (`application_name`, `options`)
-    /// reach the server; without `application_name`, the server sees "tidings".
+    /// reach the server, its statement_timeout wins over tidings' 25 s; without
+    /// `application_name`, the server sees "tidings".
     func testLibpqURLParametersReachTheServer() throws {
         let server = try PostgresTestServer.shared()
         var settings = server.settings(database: try server.createDatabase())
         let plain = try open(settings)
-        XCTAssertEqual(try plain.read { try $0.scalar("SELECT current_setting('application_name')") as String? }, "tidings")
-        settings.url = URL(string: settings.url!.absoluteString + "&application_name=tidings-n5&options=-c%20lock_timeout%3D4321")
+        let defaults = try plain.read { try $0.fetchOne("SELECT current_setting('application_name'), current_setting('statement_timeout')", []) }
+        XCTAssertEqual(defaults?.values, [.text("tidings"), .text("25s")], "tidings' name, and the server's statement_timeout")
+        settings.url = URL(
+            string: settings.url!.absoluteString + "&application_name=tidings-n5&options=-c%20lock_timeout%3D4321%20-c%20statement_timeout%3D7s")
         let db = try open(settings)
-        let seen = try db.read { try $0.fetchOne("SELECT current_setting('application_name'), current_setting('lock_timeout')", []) }
-        XCTAssertEqual(seen?.values, [.text("tidings-n5"), .text("4321ms")])
+        let seen = try db.read {
+            try $0.fetchOne("SELECT current_setting('application_name'), current_setting('lock_timeout'), current_setting('statement_timeout')", [])
+        }
+        XCTAssertEqual(seen?.values, [.text("tidings-n5"), .text("4321ms"), .text("7s")])
     }
 
     /// A parameter libpq does not know is refused when the state opens, in libpq's words,
