@@ -87,8 +87,7 @@ final class PQConnection: @unchecked Sendable {
         let keys = parameters.map { strdup($0.0) } + [nil]
         let values = parameters.map { strdup($0.1) } + [nil]
         defer {
-            keys.forEach { free($0) }
-            values.forEach { free($0) }
+            for p in keys + values { free(p) }
         }
         let made = keys.map { $0.map { UnsafePointer($0) } }.withUnsafeBufferPointer { k in
             values.map { $0.map { UnsafePointer($0) } }.withUnsafeBufferPointer { v in
@@ -247,10 +246,7 @@ final class PQConnection: @unchecked Sendable {
             case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR, PGRES_BAD_RESPONSE:
                 firstError = firstError ?? Self.error(result, location: location, what: what)
             default:
-                firstError =
-                    firstError
-                    ?? PostgresStateError(
-                        location: location, what: what, reason: "an answer tidings does not expect (\(String(cString: PQresStatus(PQresultStatus(result)))))")
+                firstError = firstError ?? unexpected(result, what: what)
             }
         }
         if var e = firstError {
@@ -274,7 +270,7 @@ final class PQConnection: @unchecked Sendable {
             case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR, PGRES_BAD_RESPONSE:
                 error = error ?? Self.error(result, location: location, what: what)
             default:
-                error = error ?? PostgresStateError(location: location, what: what, reason: "an answer tidings does not expect (\(String(cString: PQresStatus(PQresultStatus(result)))))")
+                error = error ?? unexpected(result, what: what)
             }
         }
         if let error {
@@ -306,6 +302,12 @@ final class PQConnection: @unchecked Sendable {
             if ready < 0 && errno != EINTR { throw failure(what) }
             if ready > 0 && fd.revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 && PQconsumeInput(conn) == 0 { throw failure(what) }
         }
+    }
+
+    /// A result of a kind no statement of tidings' makes (COPY…).
+    private func unexpected(_ result: OpaquePointer, what: String) -> PostgresStateError {
+        PostgresStateError(
+            location: location, what: what, reason: "an answer tidings does not expect (\(String(cString: PQresStatus(PQresultStatus(result)))))")
     }
 
     /// The connection's last error (a broken connection: `connectionLost`).
@@ -357,7 +359,7 @@ final class PQConnection: @unchecked Sendable {
 
         func withPointers<R>(_ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
             let copies = texts.map { $0.map { strdup($0) } ?? nil }
-            defer { copies.forEach { free($0) } }
+            defer { for p in copies { free(p) } }
             return copies.map { $0.map { UnsafePointer($0) } }.withUnsafeBufferPointer { body($0.baseAddress) }
         }
     }
