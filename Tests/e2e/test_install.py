@@ -290,7 +290,7 @@ def test_deb_has_the_install_layout_under_usr_and_the_config_as_conffile(deb, st
                                         check=True).stdout.strip()
     assert info("Package") == "tidings" and info("Version") == VERSION
     depends = {d.split()[0] for d in info("Depends").split(", ")}
-    assert {"libc6", "libcurl4", "libsqlite3-0", "libnotify4"} <= depends, depends
+    assert {"libc6", "libcurl4", "libsqlite3-0", "libnotify4", "libpq5"} <= depends, depends
     assert not any("swift" in d for d in depends), depends
     conffiles = subprocess.run(["dpkg-deb", "--ctrl-tarfile", str(deb)], capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(conffiles)) as t:
