@@ -346,8 +346,14 @@ def test_the_url_is_libpqs_options_and_service_files_work_as_in_psql(tidings, pg
         assert pg_db.password not in r.stdout + r.stderr
 
         service = tmp_path / "pg_service.conf"
-        service.write_text(f"[tidings_e2e]\nhost=127.0.0.1\nport={pg_db.port}\ndbname={pg_db.name}\n")
+        service.write_text(f"[tidings_e2e]\nhost=127.0.0.1\nport={pg_db.port}\ndbname={pg_db.name}\nsslmode=disable\n")
+        env = {"PGSERVICEFILE": str(service)}
+        # The URL names no host, so tidings cannot tell it is loopback: sslmode is verify-full
+        # (the service's own sslmode does not lower it), and this server has no TLS.
         configure(tidings, pg_db, api, hook, state=pg_db.state_toml(url="postgres://tidings@/?service=tidings_e2e"))
-        r = tidings.run("check", env={"PGSERVICEFILE": str(service)})
+        r = tidings.run("check", env=env)
+        assert r.code != 0 and "does not offer TLS" in r.stderr, r
+        configure(tidings, pg_db, api, hook, state=pg_db.state_toml(url="postgres://tidings@/?service=tidings_e2e&sslmode=disable"))
+        r = tidings.run("check", env=env)
         assert r.code == 0, r
         assert pg_db.scalar("SELECT count(*) FROM item WHERE source = 'api'") == "1"

@@ -74,8 +74,12 @@ package struct StateSettings: Sendable {
         return c.string ?? url.absoluteString
     }
 
-    /// Whether the server is this machine (a Unix socket, 127.0.0.0/8, ::1, localhost).
+    /// Whether the URL names this machine as the server (a Unix socket, 127.0.0.0/8, ::1,
+    /// localhost). A URL that names no host is not: libpq then takes it from a service file
+    /// (`?service=`) or `PGHOST`, which may name another machine (over a Unix socket, libpq
+    /// uses no TLS whatever sslmode says).
     package var isLoopback: Bool {
+        guard url?.host.map({ !$0.isEmpty }) == true || queryItem("host") != nil else { return false }
         let h = host
         return h.hasPrefix("/") || h == "localhost" || h.hasPrefix("127.") || h == "::1" || h == "[::1]"
     }
