@@ -330,7 +330,7 @@ final class PQConnection: @unchecked Sendable {
     static let float8: Oid = 701
     static let text: Oid = 25
 
-    /// A parameter's type: what postgres-nio bound (int8, float8, text), unknown for NULL.
+    /// A parameter's type (int8, float8, text; unknown for NULL, which the server infers).
     static func type(_ value: SQLValue) -> Oid {
         switch value {
         case .null: 0
