@@ -16,13 +16,12 @@ final class ConnectionPool: @unchecked Sendable {
     private let location: String
     private let timeout: Int
 
-    /// Checks that libpq reads the URL (an unknown parameter, a malformed URL: an error naming
-    /// the config line); connects nothing yet.
+    /// Checks that libpq reads the URL (an unknown parameter, a malformed URL: libpq's words;
+    /// the app's message adds the config line); connects nothing yet.
     init(_ settings: StateSettings) throws {
         location = settings.location
         if let problem = conninfoProblem(settings.url?.absoluteString ?? "") {
-            let origin = settings.origin.isEmpty ? "" : " (\(settings.origin))"
-            throw PostgresStateError(location: location, what: "libpq cannot read the URL\(origin)", reason: problem)
+            throw PostgresStateError(location: location, what: "libpq cannot read the URL", reason: problem)
         }
         parameters = connectionParameters(settings)
         timeout = connectTimeoutSeconds(settings)

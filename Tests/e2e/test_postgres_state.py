@@ -338,6 +338,12 @@ def test_the_url_is_libpqs_options_and_service_files_work_as_in_psql(tidings, pg
     pg_service.conf service supplies host, port and database as it does for psql."""
     with FakeServer(JSONAPI, {"items": [{"id": 1, "name": "db1", "status": "up"}]}) as api, \
             FakeServer(WebhookReceiver, state=receiver_state()) as hook:
+        # A parameter libpq does not know: libpq's words, at the config line of `url`.
+        configure(tidings, pg_db, api, hook, state=pg_db.state_toml(url=pg_db.url + "&application_nam=x"))
+        r = tidings.run("check")
+        assert r.code != 0 and 'invalid URI query parameter: "application_nam"' in r.stderr, r
+        assert re.search(rf"{re.escape(str(tidings.config))}:\d+", r.stderr), r.stderr
+
         read_only = pg_db.url + "&options=-c%20default_transaction_read_only%3Don"
         configure(tidings, pg_db, api, hook, state=pg_db.state_toml(url=read_only))
         r = tidings.run("check")
