@@ -16,7 +16,7 @@ STATE_DIR    ?= .state
 # are loaded at first use, DESIGN §15; SHA-256, HMAC and random bytes come from OpenSSL's libcrypto,
 # the one libcurl loads; `import urlwatch` reads YAML with libyaml; python3 makes
 # tidings.toml(5) from docs/; binutils' objcopy strips the release binary).
-BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev libssl-dev libyaml-dev pkg-config python3 binutils
+BUILD_PACKAGES := libsqlite3-dev libnotify-dev libcurl4-openssl-dev libxml2-dev libssl-dev libyaml-dev libpq-dev pkg-config python3 binutils
 # Needed by the test suite: real session bus + notification server, real Alertmanager, real
 # Prometheus and promtool; for the install tests: systemd-analyze, man, bash completion, the
 # Debian package tools, lintian; PostgreSQL (and openssl, for the sslmode tests' certificates)
@@ -123,7 +123,7 @@ test: test-deps build unit-build native-guard
 # of these modules references swift-corelibs-foundation (one call links ICU into the binary); the
 # failure names the module, the source file and the symbol. A module joins the list when it has
 # moved to FoundationEssentials, until the list is every module of the product.
-NATIVE_MODULES := TidingsCrypto TidingsTemplates TidingsPOSIX TidingsIPC TidingsCurl TidingsSystemBus TidingsSQLite TidingsPluginAPI TidingsEngine TidingsMonitoring TidingsProviders TidingsSinks TidingsYAML TidingsApp tidings
+NATIVE_MODULES := TidingsCrypto TidingsTemplates TidingsPOSIX TidingsIPC TidingsCurl TidingsSystemBus TidingsSQLite TidingsPostgres TidingsPluginAPI TidingsEngine TidingsMonitoring TidingsProviders TidingsSinks TidingsYAML TidingsApp tidings
 native-guard: unit-build
 	$(PYTHON) Tests/guards/native.py .build/debug $(NATIVE_MODULES)
 

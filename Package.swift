@@ -37,9 +37,6 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
-        // Shared state (DESIGN §11): the PostgreSQL backend, in TidingsPostgres only.
-        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
-        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.25.0"),
     ],
     targets: [
         // Dependencies point down: plugin API ← providers, sinks, HTTP client; plugin API ←
@@ -95,18 +92,21 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
-        /// The PostgreSQL backend of the storage seam (postgres-nio), its schema, and `tidings state
-        /// migrate`'s copy.
+        /// The PostgreSQL backend of the storage seam (libpq, on threads of its own), its schema,
+        /// and `tidings state migrate`'s copy.
         .target(
             name: "TidingsPostgres",
             dependencies: [
-                "TidingsPluginAPI", "TidingsEngine",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "TidingsPluginAPI", "TidingsEngine", "CLibPQ",
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        /// libpq (PostgreSQL's client library; its TLS is OpenSSL), via pkg-config; only
+        /// TidingsPostgres imports it.
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
         ),
         /// The one ``HTTPClient`` (and mail, IMAP, certificate) implementation: a libcurl multi
         /// handle on its own thread. A process makes one and hands it to every provider and sink.
@@ -211,9 +211,6 @@ let package = Package(
             dependencies: [
                 "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsPOSIX", "TidingsApp",
                 "TidingsProviders", "TidingsSinks", "TidingsCurl",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

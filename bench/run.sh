@@ -10,7 +10,7 @@ SWIFT=${SWIFT:-swift}
 PYTHON=${PYTHON:-/usr/bin/python3}
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
 
-pkgs="libsqlite3-dev libnotify-dev libcurl4-openssl-dev libssl-dev pkg-config nginx hyperfine time python3-venv procps postgresql dbus"
+pkgs="libsqlite3-dev libnotify-dev libcurl4-openssl-dev libssl-dev libpq-dev pkg-config nginx hyperfine time python3-venv procps postgresql dbus"
 missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
 if [ -n "$missing" ]; then
   echo "installing:" $missing >&2

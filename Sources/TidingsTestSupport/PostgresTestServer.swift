@@ -1,9 +1,6 @@
 import Foundation
-import Logging
-import NIOCore
-import NIOPosix
-import PostgresNIO
 import Synchronization
+import TidingsPostgres
 
 #if canImport(Glibc)
     import Glibc
@@ -158,22 +155,13 @@ package final class PostgresTestServer: Sendable {
         return name
     }
 
-    /// Runs one statement as the superuser in the `postgres` database.
+    /// Runs one statement as the superuser in the `postgres` database (through libpq, as
+    /// tidings connects).
     package func admin(_ sql: String) throws {
-        let configuration = PostgresConnection.Configuration(
-            host: "127.0.0.1", port: port, username: user, password: password,
-            database: "postgres", tls: .disable)
-        var logger = Logger(label: "tidings-test-postgres")
-        logger.logLevel = .critical
-        let connection = try PostgresConnection.connect(
-            on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration,
-            id: 0, logger: logger
-        ).wait()
-        defer { try? connection.close().wait() }
         do {
-            _ = try connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).wait()
-        } catch let e as PSQLError {
-            throw Failure(description: "\(sql): \(e.serverInfo?[.message] ?? "\(e.code)")")
+            try PostgresStateDatabase.runAlone(sql, on: settings(database: "postgres", poolSize: 1))
+        } catch {
+            throw Failure(description: "\(sql): \(error)")
         }
     }
 

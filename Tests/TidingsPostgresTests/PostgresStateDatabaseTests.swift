@@ -102,6 +102,31 @@ final class PostgresStateDatabaseTests: XCTestCase {
         XCTAssertEqual(changed, [3, 2, 0])
     }
 
+    /// ``SQLConnection/executeMany(_:_:)`` runs in libpq's pipeline mode: every row lands, and
+    /// a failing row fails the call with its SQLSTATE, the transaction rolled back and the
+    /// connection fine afterwards.
+    func testExecuteManyPipelinesRowsAndReportsTheFirstFailure() throws {
+        let db = try open(poolSize: 1)
+        let rows: [[SQLValue]] = (0..<500).map { [.integer(Int64($0)), $0 % 7 == 0 ? .null : .text("v\($0)"), .real(Double($0) / 4)] }
+        try db.write { sql in
+            try sql.execute("CREATE TABLE m(k BIGINT PRIMARY KEY, t TEXT, d DOUBLE PRECISION)", [])
+            try sql.executeMany("INSERT INTO m(k, t, d) VALUES (?, ?, ?)", rows)
+        }
+        XCTAssertEqual(try db.read { try $0.fetchAll("SELECT k, t, d FROM m ORDER BY k", []) }.map(\.values), rows)
+        XCTAssertThrowsError(
+            try db.write { sql in
+                try sql.executeMany(
+                    "INSERT INTO m(k, t, d) VALUES (?, ?, ?)",
+                    [[.integer(1000), .text("new"), .real(0)], [.integer(3), .text("dup"), .real(0)], [.integer(1001), .null, .null]])
+            }
+        ) { error in
+            XCTAssertEqual((error as? PostgresStateError)?.sqlState, "23505", "\(error)")
+            XCTAssertTrue("\(error)".contains(db.location), "\(error)")
+        }
+        XCTAssertEqual(try db.read { try $0.scalar("SELECT count(*) FROM m") as Int? }, 500)
+        XCTAssertEqual(try db.read { try $0.scalar("SELECT count(*) FROM m WHERE k >= 1000") as Int? }, 0)
+    }
+
     // MARK: Transactions
 
     func testThrowingBodyRollsBack() throws {
@@ -134,6 +159,27 @@ final class PostgresStateDatabaseTests: XCTestCase {
             XCTAssertTrue(text.contains("23505"), text)
         }
         XCTAssertEqual(try db.read { try $0.scalar("SELECT count(*) FROM lease") as Int? }, 0)
+    }
+
+    /// BEGIN goes out with the first statement (one pipeline): the statements still run in one
+    /// transaction (now() is its start), a read one read-only from its first statement, and a
+    /// transaction that ran no statement leaves the connection ready.
+    func testBeginSentWithTheFirstStatementStillMakesOneTransaction() throws {
+        let db = try open(poolSize: 1)
+        let (first, second) = try db.write { sql -> (String?, String?) in
+            let a: String? = try sql.scalar("SELECT now()::text")
+            _ = try sql.fetchAll("SELECT pg_sleep(0.01)", [])
+            return (a, try sql.scalar("SELECT now()::text"))
+        }
+        XCTAssertNotNil(first)
+        XCTAssertEqual(first, second, "two statements, two transactions")
+        XCTAssertEqual(try db.read { try $0.scalar("SELECT current_setting('transaction_read_only')") as String? }, "on")
+        struct Boom: Error {}
+        try db.write { _ in }
+        try db.read { _ in }
+        XCTAssertThrowsError(try db.write { _ in throw Boom() })
+        try db.transaction(.dryRun) { _ in }
+        XCTAssertEqual(try db.write { try $0.scalar("SELECT current_setting('transaction_read_only')") as String? }, "off")
     }
 
     func testDryRunRollsBack() throws {
@@ -298,6 +344,39 @@ final class PostgresStateDatabaseTests: XCTestCase {
             let text = "\(error)"
             XCTAssertTrue(text.contains("does not offer TLS"), text)
             XCTAssertTrue(text.contains(settings.location), text)
+        }
+    }
+
+    // MARK: libpq's connection string
+
+    /// The URL goes to libpq as psql's would: its parameters (`application_name`, `options`)
+    /// reach the server, its statement_timeout wins over tidings' 25 s; without
+    /// `application_name`, the server sees "tidings".
+    func testLibpqURLParametersReachTheServer() throws {
+        let server = try PostgresTestServer.shared()
+        var settings = server.settings(database: try server.createDatabase())
+        let plain = try open(settings)
+        let defaults = try plain.read { try $0.fetchOne("SELECT current_setting('application_name'), current_setting('statement_timeout')", []) }
+        XCTAssertEqual(defaults?.values, [.text("tidings"), .text("25s")], "tidings' name, and the server's statement_timeout")
+        settings.url = URL(
+            string: settings.url!.absoluteString + "&application_name=tidings-n5&options=-c%20lock_timeout%3D4321%20-c%20statement_timeout%3D7s")
+        let db = try open(settings)
+        let seen = try db.read {
+            try $0.fetchOne("SELECT current_setting('application_name'), current_setting('lock_timeout'), current_setting('statement_timeout')", [])
+        }
+        XCTAssertEqual(seen?.values, [.text("tidings-n5"), .text("4321ms"), .text("7s")])
+    }
+
+    /// A parameter libpq does not know is refused when the state opens, in libpq's words;
+    /// never a password.
+    func testAnUnknownURLParameterIsLibpqsError() throws {
+        let server = try PostgresTestServer.shared()
+        var settings = server.settings(database: try server.createDatabase())
+        settings.url = URL(string: settings.url!.absoluteString + "&no_such_parameter=1")
+        XCTAssertThrowsError(try PostgresStateDatabase.open(settings, logger: TestState.logger)) { error in
+            let text = "\(error)"
+            XCTAssertTrue(text.contains("invalid URI query parameter") && text.contains("no_such_parameter"), text)
+            XCTAssertFalse(text.contains(server.password), text)
         }
     }
 

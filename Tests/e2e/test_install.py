@@ -290,7 +290,7 @@ def test_deb_has_the_install_layout_under_usr_and_the_config_as_conffile(deb, st
                                         check=True).stdout.strip()
     assert info("Package") == "tidings" and info("Version") == VERSION
     depends = {d.split()[0] for d in info("Depends").split(", ")}
-    assert {"libc6", "libcurl4", "libsqlite3-0", "libyaml-0-2"} <= depends, depends
+    assert {"libc6", "libcurl4", "libsqlite3-0", "libyaml-0-2", "libpq5"} <= depends, depends
     # Loaded at first use (dlopen, DESIGN §15): recommended, not linked.
     recommends = {d.split()[0] for d in info("Recommends").split(", ")}
     assert {"libxml2", "libnotify4", "libglib2.0-0"} <= recommends and not recommends & depends, (recommends, depends)

@@ -147,3 +147,15 @@ def test_templates_render_without_swift_mustache(targets):
             if re.match(r"\s*(@testable |@preconcurrency )?import (Mustache\b|Foundation)", line) and (in_templates or "Mustache" in line):
                 found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_postgresql_is_libpq_behind_tidings_postgres(targets):
+    """The PostgreSQL backend is libpq (issue 31 item 4): the C module CLibPQ is a dependency
+    of TidingsPostgres alone and imported nowhere else, and no target uses postgres-nio or
+    swift-nio-ssl (BoringSSL); TLS to the database is libpq's OpenSSL."""
+    on_libpq = sorted(t for t, ds in targets.items() if "CLibPQ" in ds)
+    assert on_libpq == ["TidingsPostgres"], on_libpq
+    gone = sorted(f"{t}: {d}" for t, ds in targets.items() for d in ds if d.startswith(("postgres-nio:", "swift-nio-ssl:")))
+    assert not gone, gone
+    found = imports("CLibPQ|PostgresNIO|NIOSSL", outside="TidingsPostgres")
+    assert not found, "\n".join(found)

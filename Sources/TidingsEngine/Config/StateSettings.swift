@@ -74,8 +74,12 @@ package struct StateSettings: Sendable {
         return c.string ?? url.absoluteString
     }
 
-    /// Whether the server is this machine (a Unix socket, 127.0.0.0/8, ::1, localhost).
+    /// Whether the URL names this machine as the server (a Unix socket, 127.0.0.0/8, ::1,
+    /// localhost). A URL that names no host is not: libpq then takes it from a service file
+    /// (`?service=`) or `PGHOST`, which may name another machine (over a Unix socket, libpq
+    /// uses no TLS whatever sslmode says).
     package var isLoopback: Bool {
+        guard url?.host.map({ !$0.isEmpty }) == true || queryItem("host") != nil else { return false }
         let h = host
         return h.hasPrefix("/") || h == "localhost" || h.hasPrefix("127.") || h == "::1" || h == "[::1]"
     }
@@ -105,10 +109,8 @@ package struct StateSettings: Sendable {
         let inline = c.password.flatMap { $0.percentDecoded ?? $0 }
         c.password = nil
         url = c.url
-        let known = Set(["sslmode", "sslrootcert", "host", "port", "connect_timeout"])
-        if let unknown = c.queryItems?.first(where: { !known.contains($0.name) }) {
-            throw r.error("url", "\(r.what): unknown parameter '\(unknown.name)' in 'url' (known: \(known.sorted().joined(separator: ", ")))")
-        }
+        // Every other parameter is libpq's (options, application_name, service, keepalives…):
+        // the URL goes to libpq as it is, and libpq judges it when the state is opened.
         // Every key is read even when one is wrong, so that all mistakes are reported at once
         // and none of the documented keys is then called unknown (a refused sslmode used to
         // leave connect_timeout unread: "unknown key 'connect_timeout'").

@@ -177,7 +177,7 @@ struct StateCommand: AsyncParsableCommand {
     }
 }
 
-/// Runs blocking work (a PostgreSQL transaction waits on its futures) on a thread of its own,
+/// Runs blocking work (libpq blocks while it connects and migrates) on a thread of its own,
 /// not the cooperative pool.
 func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
