@@ -125,7 +125,7 @@ test: test-deps build unit-build native-guard
 # moved to FoundationEssentials, until the list is every module of the product.
 NATIVE_MODULES := TidingsCrypto TidingsTemplates TidingsPOSIX TidingsIPC TidingsCurl TidingsSystemBus TidingsSQLite TidingsPostgres TidingsPluginAPI TidingsEngine TidingsMonitoring TidingsProviders TidingsSinks TidingsYAML TidingsApp tidings
 native-guard: unit-build
-	$(PYTHON) Tests/guards/native.py .build/debug $(NATIVE_MODULES)
+	$(PYTHON) Tests/guards/native.py .build/debug --product tidings $(NATIVE_MODULES)
 
 # The e2e files whose outcome could depend on the date (Tests/e2e/calendar_files.py finds them:
 # a date literal or calendar arithmetic in the file or a fake it imports) again with the wall
