@@ -147,7 +147,7 @@ test-calendar: test-venv $(CLOCKSHIFT)
 # loaded at first use (libcurl, libxml2, libnotify, GLib: DESIGN §15) and, with INSTALL_GUARD_NATIVE=1,
 # holds no ICU data and no BoringSSL (issue 31 item 1; 0 until GRDB, postgres-nio and
 # swift-crypto have left the binary, then 1 for good). The failure names what it found.
-INSTALL_GUARD_NATIVE ?= 0
+INSTALL_GUARD_NATIVE ?= 1
 installed-guard: release
 	$(PYTHON) Tests/guards/installed.py $(if $(filter 1,$(INSTALL_GUARD_NATIVE)),--native) $(RELEASE_BIN)
 test-install: test-deps build release man installed-guard
