@@ -234,6 +234,69 @@ final class ConfigTests: XCTestCase {
         XCTAssertTrue(text.contains("b.toml:3: source \"b\": unknown key 'itmes'"), text)
     }
 
+    /// Plugins are read, checked and built on parallel workers a chunk at a time (ConfigLoader.scanPlugins):
+    /// what a load reports must not depend on that. Across several chunks, every plugin's errors and
+    /// warnings come in file-name order; a plugin that is also declared in the main file is reported as
+    /// declared twice (and nothing else); a misnamed one by its name; a symbolic link to a plugin file and
+    /// a group-writable plugin file are checked where they lead, as before.
+    func testPluginsAcrossChunksReportInFileOrder() throws {
+        func pad3(_ i: Int) -> String { String(repeating: "0", count: max(0, 3 - "\(i)".count)) + "\(i)" }
+        var plugins: [String: (String, Int)] = [:]
+        for i in 0..<600 {
+            plugins["p\(pad3(i)).toml"] = ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\(i)\"\n", 0o600)
+        }
+        let broken = [5, 257, 300, 599]
+        for i in broken {
+            plugins["p\(pad3(i)).toml"] = ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\"\nbogus\(i) = 1\n", 0o600)
+        }
+        plugins["p400.toml"] = ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\"\n", 0o620)
+        plugins["api.toml"] = ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\"\nbogus = 1\n", 0o600)
+        plugins["bad name.toml"] = ("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/\"\nbogus = 1\n", 0o600)
+        let errors = try configErrors(jsonSource, plugins: plugins)
+        let text = errors.map(\.description)
+        XCTAssertEqual(text.count, 7, text.joined(separator: "\n"))
+        XCTAssertTrue(text[0].hasSuffix("plugins.d/api.toml: source \"api\" is declared twice (first at \(errors[0].file.dropLast("plugins.d/api.toml".count))tidings.toml:1)"), text[0])
+        XCTAssertTrue(text[1].hasSuffix("plugins.d/bad name.toml: source name \"bad name\" may use only letters, digits, '.', '_' and '-'"), text[1])
+        for (k, i) in broken.prefix(3).enumerated() {
+            XCTAssertTrue(text[2 + k].contains("plugins.d/p\(pad3(i)).toml:3: source \"p\(pad3(i))\": unknown key 'bogus\(i)'"), text[2 + k])
+        }
+        XCTAssertTrue(text[5].contains("plugins.d/p599.toml:3: source \"p599\": unknown key 'bogus599'"), text[5])
+        // Problems found reading plugins (syntax, trust) follow those found building them, as before.
+        XCTAssertTrue(text[6].hasSuffix("plugins.d/p400.toml: plugin config is writable by group or others (mode 620): chmod go-w \(errors[6].file)"), text[6])
+
+        // Warnings (lenient secrets) in file order too, and a plugin file that is a symbolic link is read.
+        var lenient: [String: (String, Int)] = [:]
+        for i in 0..<300 {
+            let secret = i % 100 == 7 ? "password_env = \"TIDINGS_TEST_UNSET_PASSWORD\"\n" : "password = \"x\"\n"
+            lenient["s\(pad3(i)).toml"] = (
+                "provider = \"sportdate\"\nbase_url = \"http://127.0.0.1:9\"\nemail = \"me@example.com\"\n\(secret)", 0o600
+            )
+        }
+        let c = try loadConfig("", plugins: lenient, secrets: .lenient)
+        XCTAssertEqual(c.sources.count, 300)
+        let unset = c.warnings.filter { $0.contains("TIDINGS_TEST_UNSET_PASSWORD") }
+        XCTAssertEqual(unset.count, 3, "\(c.warnings)")
+        for (k, w) in unset.enumerated() {
+            XCTAssertTrue(w.contains("plugins.d/s\(pad3(100 * k + 7)).toml:4: source \"s\(pad3(100 * k + 7))\""), w)
+        }
+    }
+
+    func testAPluginFileThatIsASymbolicLinkIsReadAndAnEditIsSeen() throws {
+        let dir = try scratchDirectory()
+        try write("", to: "\(dir)/tidings.toml")
+        try FileManager.default.createDirectory(atPath: "\(dir)/plugins.d", withIntermediateDirectories: true)
+        try write("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/a\"\ninterval = \"1m\"\n", to: "\(dir)/real.toml", mode: 0o600)
+        XCTAssertEqual(symlink("\(dir)/real.toml", "\(dir)/plugins.d/linked.toml"), 0)
+        try write("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/b\"\ninterval = \"2m\"\n", to: "\(dir)/plugins.d/plain.toml", mode: 0o600)
+        var c = try testLoader.load(file: "\(dir)/tidings.toml")
+        XCTAssertEqual(c.sources.map(\.name), ["linked", "plain"])
+        XCTAssertEqual(c.sources.map(\.settings.interval), [60, 120])
+        // An edit of the same size is seen by the next load (SIGHUP's reload loads again).
+        try write("provider = \"http-json\"\nurl = \"http://127.0.0.1:9/b\"\ninterval = \"5m\"\n", to: "\(dir)/plugins.d/plain.toml", mode: 0o600)
+        c = try testLoader.load(file: "\(dir)/tidings.toml")
+        XCTAssertEqual(c.sources.map(\.settings.interval), [60, 300])
+    }
+
     func testRouteMatchNamingNoConfiguredSourceOrProviderIsAnError() throws {
         let errors = try configErrors(
             """

@@ -247,21 +247,23 @@ package struct ConfigLoader: Sendable {
         // Sources: main file [sources.NAME], then plugins.d
         var sources: [SourceConfig] = []
         var declared: [String: String] = [:]
-        func addSource(name: String, table: ConfigTable, baseDir: String, implicitExec: String?) {
+        // A source is built (``BuiltSource``) apart from this load's shared lists, so that plugins
+        // are built on the workers that parse them; `addSource` then takes it in file order.
+        let sourceDefaults = defaults
+        let sourcesDir = pluginsDir
+        func addSource(name: String, table: ConfigTable, built: @autoclosure () -> BuiltSource) {
             collect {
-                let where_ = table.line.map { "\(table.file):\($0)" } ?? table.file
                 if let first = declared[name] {
                     throw ConfigError(file: table.file, line: table.line, "source \"\(name)\" is declared twice (first at \(first))")
                 }
-                declared[name] = where_
+                declared[name] = Self.location(table)
                 guard Self.isValidSourceName(name) else {
                     throw ConfigError(file: table.file, line: table.line, "source name \"\(name)\" may use only letters, digits, '.', '_' and '-'")
                 }
-                let r = tableReader(table, what: "source \"\(name)\"", baseDirectory: baseDir)
-                let src = try buildSource(
-                    name: name, reader: r, implicitExec: implicitExec,
-                    defaults: defaults, pluginsDir: pluginsDir, warn: { warnings.append("\(where_): \($0)") })
-                sources.append(src)
+                let b = built()
+                warnings += b.warnings
+                errors += b.errors
+                if let src = b.source { sources.append(src) }
             }
         }
         collect {
@@ -269,15 +271,22 @@ package struct ConfigLoader: Sendable {
             for name in t.table.keys {
                 collect {
                     guard let s = try t.subtable(name) else { return }
-                    addSource(name: name, table: s.table, baseDir: s.baseDirectory, implicitExec: nil)
+                    addSource(
+                        name: name, table: s.table,
+                        built: buildSource(name: name, table: s.table, baseDir: s.baseDirectory, implicitExec: nil, defaults: sourceDefaults, pluginsDir: sourcesDir))
                 }
             }
         }
         collect { try main.finish() }
         collect {
-            try scanPlugins(pluginsDir, explicit: main.has("plugins_dir") ? (file, root["plugins_dir"]?.line) : nil) { name, table, exec in
-                addSource(name: name, table: table, baseDir: pluginsDir, implicitExec: exec)
-            }
+            try scanPlugins(
+                pluginsDir, explicit: main.has("plugins_dir") ? (file, root["plugins_dir"]?.line) : nil,
+                prepare: { name, table, exec in
+                    // A name refused below is not built (nor are its errors reported): skip the work.
+                    guard Self.isValidSourceName(name) else { return BuiltSource() }
+                    return buildSource(name: name, table: table, baseDir: sourcesDir, implicitExec: exec, defaults: sourceDefaults, pluginsDir: sourcesDir)
+                },
+                each: { name, table, _, built in addSource(name: name, table: table, built: built) })
         }
 
         // A route matching a source that does not exist never fires: a typo, or a plugin renamed.
@@ -315,6 +324,43 @@ package struct ConfigLoader: Sendable {
         let u = Array(name.utf8)
         guard let first = u.first, alnum(first) else { return false }
         return u.dropFirst().allSatisfy { alnum($0) || $0 == 95 || $0 == 46 || $0 == 45 }
+    }
+
+    /// `FILE:LINE` of a table, or `FILE`.
+    static func location(_ table: ConfigTable) -> String { table.line.map { "\(table.file):\($0)" } ?? table.file }
+
+    /// One source built: the source, or the errors that refused it, and its warnings in order.
+    struct BuiltSource: Sendable {
+        var source: SourceConfig?
+        var errors: [ConfigError] = []
+        var warnings: [String] = []
+    }
+
+    /// Builds a source from its table on its own (it touches no list of the load, so plugins
+    /// are built in parallel): a source declared twice or misnamed is refused by the caller.
+    func buildSource(
+        name: String, table: ConfigTable, baseDir: String, implicitExec: String?, defaults: SourceSettings, pluginsDir: String
+    ) -> BuiltSource {
+        let out = Mutex(BuiltSource())
+        let where_ = Self.location(table)
+        let r = OptionReader(table, what: "source \"\(name)\"", baseDirectory: baseDir)
+        r.warnings = { w in out.withLock { $0.warnings.append("\(w)") } }
+        if secrets == .lenient {
+            r.lenientSecrets = { w in out.withLock { $0.warnings.append("\(w) (ignored: this command only reads the state)") } }
+        }
+        do {
+            let src = try buildSource(
+                name: name, reader: r, implicitExec: implicitExec, defaults: defaults, pluginsDir: pluginsDir,
+                warn: { w in out.withLock { $0.warnings.append("\(where_): \(w)") } })
+            out.withLock { $0.source = src }
+        } catch let e as ConfigError {
+            out.withLock { $0.errors.append(e) }
+        } catch let e as ConfigErrors {
+            out.withLock { $0.errors += e.errors }
+        } catch {
+            out.withLock { $0.errors.append(ConfigError(file: table.file, line: nil, "\(error)")) }
+        }
+        return out.withLock { $0 }
     }
 
     private func buildSource(
@@ -361,7 +407,11 @@ package struct ConfigLoader: Sendable {
     /// file-name order, then throws every failure found. The directory, each `.toml` and each
     /// executable must be safe from other users (``FileTrust``); a plugin refused for that is
     /// still handed over, so that `config check` reports its other errors too.
-    func scanPlugins(_ dir: String, explicit: (String, Int?)?, each: (String, ConfigTable, String?) -> Void) throws {
+    /// `prepare` runs on the parsing workers, for each plugin that parsed; `each` gets its result.
+    func scanPlugins<Prepared: Sendable>(
+        _ dir: String, explicit: (String, Int?)?, prepare: @Sendable (String, ConfigTable, String?) -> Prepared,
+        each: (String, ConfigTable, String?, Prepared) -> Void
+    ) throws {
         var st = stat()
         guard stat(dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
             if let (file, line) = explicit {
@@ -371,34 +421,42 @@ package struct ConfigLoader: Sendable {
         }
         let trust = PluginTrust(directory: dir)
         var errors = trust.directoryProblems
-        let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted().filter { n in
-            !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.firstRange(of: ".dpkg-") != nil
+        let entries = try Self.listDirectory(dir).filter { e in
+            let n = e.name
+            return !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.firstRange(of: ".dpkg-") != nil
                 || n.hasSuffix(".rpmnew") || n.hasSuffix(".rpmsave") || n.hasSuffix(".swp"))
-        }
+        }.sorted { $0.name < $1.name }
+        let names = entries.map(\.name)
+        let present = Set(names)
         // Parsing is most of loading a large plugins.d: files are parsed on all cores, a chunk at
         // a time, and each chunk is handed over and dropped before the next, so 10,000 plugin
         // files are never all held in memory as parsed tables at once.
-        let tomls = names.filter { $0.hasSuffix(".toml") }
+        let tomls = entries.filter { $0.name.hasSuffix(".toml") }
+        // Entries are opened relative to the directory: one lookup of the name, not of every
+        // component of the path again (-1, if it cannot be opened: then by path).
+        let dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { if dirfd >= 0 { close(dirfd) } }
         let chunk = 256
         for base in stride(from: 0, to: tomls.count, by: chunk) {
             let count = min(chunk, tomls.count - base)
-            let parsed = Mutex([ParsedPlugin?](repeating: nil, count: count))
+            let parsed = Mutex([(ParsedPlugin, Prepared?)?](repeating: nil, count: count))
             DispatchQueue.concurrentPerform(iterations: count) { k in
-                let result = parsePlugin(dir: dir, file: tomls[base + k], trust: trust)
-                parsed.withLock { $0[k] = result }
+                let result = parsePlugin(dir: dir, dirfd: dirfd, entry: tomls[base + k], present: present, trust: trust)
+                let prepared = result.table.map { prepare(result.name, $0, result.implicitCommand) }
+                parsed.withLock { $0[k] = (result, prepared) }
             }
-            for result in parsed.withLock({ $0 }) {
-                guard let result else { continue }
+            for case let (result, prepared)? in parsed.withLock({ $0 }) {
                 errors += result.errors
-                if let table = result.table { each(result.name, table, result.implicitCommand) }
+                if let table = result.table, let prepared { each(result.name, table, result.implicitCommand, prepared) }
             }
         }
-        let withConfig = Set(tomls)
+        let withConfig = Set(tomls.map(\.name))
         for n in names where !n.hasSuffix(".toml") && !withConfig.contains("\(n).toml") {
             let path = "\(dir)/\(n)"
             guard FilePermissions.isExecutableFile(path) else { continue }
             errors += trust.problems(path, as: .plugin)
-            each(n, ConfigTable(file: path, path: "", line: nil, keys: [], entries: [:]), "./\(n)")
+            let table = ConfigTable(file: path, path: "", line: nil, keys: [], entries: [:])
+            each(n, table, "./\(n)", prepare(n, table, "./\(n)"))
         }
         if !errors.isEmpty { throw ConfigErrors(errors) }
     }
@@ -412,20 +470,58 @@ package struct ConfigLoader: Sendable {
         var errors: [ConfigError]
     }
 
-    /// Reads and parses one `NAME.toml`; an executable `NAME` beside it is its command.
-    private func parsePlugin(dir: String, file: String, trust: PluginTrust) -> ParsedPlugin {
+    /// One entry of a directory: its name and `d_type` (`DT_UNKNOWN` where the file system does not say).
+    struct DirectoryEntry: Sendable {
+        var name: String
+        var type: UInt8
+    }
+
+    /// The entries of `dir` but `.` and `..`, in no order, with their types: readdir(3) says
+    /// which are regular files, so those are read without a stat of their path first.
+    static func listDirectory(_ dir: String) throws -> [DirectoryEntry] {
+        guard let d = opendir(dir) else {
+            throw ConfigError(file: dir, line: nil, "cannot read plugins directory: \(String(cString: strerror(errno)))")
+        }
+        defer { closedir(d) }
+        var out: [DirectoryEntry] = []
+        while true {
+            errno = 0
+            guard let e = readdir(d) else {
+                if errno != 0 { throw ConfigError(file: dir, line: nil, "cannot read plugins directory: \(String(cString: strerror(errno)))") }
+                return out
+            }
+            let name = withUnsafeBytes(of: e.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name == "." || name == ".." { continue }
+            out.append(DirectoryEntry(name: name, type: e.pointee.d_type))
+        }
+    }
+
+    /// Reads and parses one `NAME.toml`; an executable `NAME` beside it (`present` lists the
+    /// directory) is its command.
+    private func parsePlugin(dir: String, dirfd: Int32, entry: DirectoryEntry, present: Set<String>, trust: PluginTrust) -> ParsedPlugin {
+        let file = entry.name
         let name = String(file.dropLast(5))
         let path = "\(dir)/\(file)"
         let exe = "\(dir)/\(name)"
-        let hasExecutable = FilePermissions.isExecutableFile(exe)
+        let hasExecutable = present.contains(name) && FilePermissions.isExecutableFile(exe)
         var result = ParsedPlugin(
             name: name, implicitCommand: hasExecutable ? "./\(name)" : nil,
-            errors: trust.problems(path, as: .pluginConfig) + (hasExecutable ? trust.problems(exe, as: .plugin) : []))
+            errors: hasExecutable ? trust.problems(exe, as: .plugin) : [])
         do {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw ConfigError(file: path, line: nil, "cannot read plugin config")
+            let bytes: [UInt8]
+            if entry.type == UInt8(DT_REG), let read = trust.readEntry(file, in: dirfd, as: .pluginConfig) {
+                result.errors = read.problems + result.errors
+                bytes = read.bytes
+            } else {
+                result.errors = trust.problems(path, as: .pluginConfig) + result.errors
+                guard let data = FileManager.default.contents(atPath: path) else {
+                    throw ConfigError(file: path, line: nil, "cannot read plugin config")
+                }
+                bytes = Array(data)
             }
-            result.table = try ConfigTable.parse(String(decoding: data, as: UTF8.self), file: path)
+            result.table = try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: path)
         } catch let e as ConfigError {
             result.errors.append(e)
         } catch {
@@ -451,6 +547,43 @@ package struct PluginTrust: Sendable {
         realDirectory = FileTrust.realPath(directory)
         vouched = Set([realDirectory].compactMap { $0 })
         directoryProblems = trust.check(directory, as: .pluginsDirectory).map(\.configError)
+    }
+
+    /// Reads the regular file `name` in the directory and checks it, through one descriptor
+    /// (opened without following a symbolic link; its `fstat` is what is checked, so the file
+    /// checked is the file read): one lookup of the path where ``problems(_:as:)`` and a read by
+    /// path took three. Nil where that does not apply (the directory has no real path, the entry
+    /// is not a regular file, it cannot be opened or read): the caller falls back to those.
+    /// `dirfd`: the directory opened, or -1 to open the entry by its path.
+    func readEntry(_ name: String, in dirfd: Int32 = -1, as role: FileTrust.Role) -> (bytes: [UInt8], problems: [ConfigError])? {
+        guard let real = realDirectory else { return nil }
+        let flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
+        let fd = dirfd >= 0 ? openat(dirfd, name, flags) : open("\(directory)/\(name)", flags)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, let bytes = Self.readRegular(fd, size: Int(st.st_size)) else { return nil }
+        let problems = trust.checkEntry(real == "/" ? "/\(name)" : "\(real)/\(name)", status: st, as: role).map(\.configError)
+        return (bytes, problems)
+    }
+
+    /// All of a regular file whose `fstat` said `size` bytes: a read that returns less than it
+    /// asked for is at the end of a regular file, so a file that did not grow takes one read(2),
+    /// not a second one to see the end.
+    static func readRegular(_ fd: Int32, size: Int) -> [UInt8]? {
+        var out = [UInt8](repeating: 0, count: max(size, 0) + 1)
+        var count = 0
+        while true {
+            if count == out.count { out += [UInt8](repeating: 0, count: out.count) }
+            let want = out.count - count
+            let n = out.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, want) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { return nil }
+            count += n
+            if n < want { break }
+        }
+        out.removeLast(out.count - count)
+        return out
     }
 
     package func problems(_ path: String, as role: FileTrust.Role) -> [ConfigError] {

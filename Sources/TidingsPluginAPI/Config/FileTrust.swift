@@ -59,6 +59,12 @@ package struct FileTrust: Sendable {
     package func checkEntry(_ path: String, as role: Role) -> [Problem] {
         var st = stat()
         guard stat(path, &st) == 0 else { return [] }
+        return checkEntry(path, status: st, as: role)
+    }
+
+    /// Only `path` itself, from its status taken already (`fstat` of the descriptor it is read
+    /// through: the file checked is the file read, with no second lookup of the path).
+    package func checkEntry(_ path: String, status st: stat, as role: Role) -> [Problem] {
         var problems: [Problem] = []
         if let owner = untrustedOwner(st) {
             problems.append(

@@ -12,7 +12,9 @@ package final class OptionReader {
     package let baseDirectory: String
     /// What the table is, for messages: `source "foo"`, `sink "ops"`.
     package let what: String
-    private var consumed: Set<String> = []
+    /// Every key asked for, present or not (a source asks for some 25, each once or twice): a
+    /// list, not a set, since hashing each key cost more than loading needs (finish() reads it once).
+    private var consumed: [String] = []
     /// For an executable in `plugins.d` (bare, or beside its `NAME.toml`): `./NAME`,
     /// the exec provider's default `command`.
     package var implicitCommand: String?
@@ -54,10 +56,10 @@ package final class OptionReader {
     package func has(_ key: String) -> Bool { table[key] != nil }
 
     /// Marks keys as known without reading them (e.g. keys another layer handles).
-    package func markConsumed(_ keys: String...) { keys.forEach { consumed.insert($0) } }
+    package func markConsumed(_ keys: String...) { consumed += keys }
 
     private func node(_ key: String) -> ConfigNode? {
-        consumed.insert(key)
+        consumed.append(key)
         return table[key]
     }
 
@@ -431,7 +433,7 @@ package final class OptionReader {
     package func finish() throws {
         let stray = table.keys.filter { !consumed.contains($0) }
         guard !stray.isEmpty else { return }
-        let known = consumed.subtracting(stray).sorted().joined(separator: ", ")
+        let known = Set(consumed).sorted().joined(separator: ", ")
         throw ConfigErrors(stray.map { error($0, "\(what): unknown key '\($0)' (known: \(known))") })
     }
 }
