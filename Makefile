@@ -171,12 +171,14 @@ e2e: test-venv
 # The binary `make install` installs: release, with the Swift runtime linked statically, so it
 # runs on a machine without the Swift toolchain (its shared libraries are Debian's); no
 # RUNPATH ($ORIGIN would let a library beside the binary be loaded); relocations bound at start
-# (BIND_NOW, so they can be made read-only); stripped, its debug symbols kept apart in
+# (BIND_NOW, so they can be made read-only); no exported symbol (packaging/exports.map); stripped,
+# its debug symbols kept apart in
 # $(RELEASE_BIN).debug (packaging/split-debug.sh; `make deb` packages them as tidings-dbgsym).
 release: $(RELEASE_BIN)
 
-$(RELEASE_BIN): $(SWIFT_INPUTS) Makefile packaging/split-debug.sh | deps
-	$(SWIFT) build -c release --scratch-path $(STATIC_BUILD) --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --product tidings
+$(RELEASE_BIN): $(SWIFT_INPUTS) Makefile packaging/split-debug.sh packaging/exports.map | deps
+	$(SWIFT) build -c release --scratch-path $(STATIC_BUILD) --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now \
+	  -Xlinker --version-script=$(CURDIR)/packaging/exports.map --product tidings
 	mkdir -p $(@D)
 	packaging/split-debug.sh $(STATIC_BUILD)/release/tidings $@
 
