@@ -333,6 +333,74 @@ final class SchedulerStateTests: XCTestCase {
         await task.value
     }
 
+    // MARK: max_concurrent saturated (issue 33: lateness under load)
+
+    /// `max_concurrent = 1`: "a" (gated) first due at t0 + 1 (the start-up spread), then the
+    /// sources of `due` at their stored due times, each recording the order it was polled in.
+    func saturated(_ due: [(String, Date)]) async throws -> (GatedProvider, OrderProvider, Scheduler, Task<Void, Never>) {
+        let gate = GatedProvider()
+        let order = OrderProvider()
+        for (name, at) in due { try await PollRecorder(store: store).setNextDue(name, provider: "test", at: at) }
+        var config = try loadConfig("")
+        config.maxConcurrent = 1
+        config.sources = [source("a", gate, interval: 3600)] + due.map { source($0.0, order, interval: 3600) }
+        let scheduler = Scheduler(
+            config: config, runner: PollRunner(store: store, http: CurlHTTPClient(), env: env), router: Router(routes: [], allSinks: []),
+            env: env, host: HostConditions(), logger: quietLogger, onEvents: {})
+        let task = try await start(scheduler)
+        try await env.advance(to: t0 + 1)
+        try await waitUntil("the gated poll to start") { gate.started == 1 }
+        return (gate, order, scheduler, task)
+    }
+
+    func testPollsWaitingForASlotStartInDueOrderTheMostOverdueFirst() async throws {
+        let (gate, order, scheduler, task) = try await saturated([("z", t0 + 3), ("y", t0 + 2), ("x", t0 + 30)])
+        try await env.advance(to: t0 + 20)
+        XCTAssertEqual(order.names, [], "no slot while the gated poll runs")
+        gate.open()
+        try await settle(scheduler)
+        XCTAssertEqual(order.names, ["y", "z"], "the earliest due first, one at a time")
+        try await advance(to: t0 + 30, scheduler)
+        XCTAssertEqual(order.names, ["y", "z", "x"])
+        let stats = await scheduler.lateness
+        XCTAssertEqual(stats.maximum, 18, accuracy: 1e-6, "y waited from t0 + 2 to t0 + 20")
+        await scheduler.stop()
+        await task.value
+    }
+
+    func testAPollWaitingForASlotStaysQueuedAndAPauseHoldsItBack() async throws {
+        let (gate, order, scheduler, task) = try await saturated([("b", t0 + 2)])
+        try await env.advance(to: t0 + 3)
+        XCTAssertEqual(order.names, [], "due, but no slot")
+        await scheduler.networkChanged(.offline)
+        gate.open()
+        try await settle(scheduler)
+        try await advance(to: t0 + 6, scheduler)
+        XCTAssertEqual(order.names, [], "no poll starts while offline, not even one that waited for a slot before")
+        await scheduler.networkChanged(.online)
+        try await settle(scheduler)
+        try await advance(to: t0 + 9, scheduler)  // overdue: spread over 1 s
+        XCTAssertEqual(order.names, ["b"], "polled once online")
+        await scheduler.stop()
+        await task.value
+    }
+
+    func testTheLatenessWindowKeepsTheLastMinute() {
+        let window = LatenessWindow()
+        XCTAssertNil(window.p99(now: t0))
+        for i in 0..<100 { window.record(Double(i) / 10, at: t0) }  // 0 … 9.9 s late
+        XCTAssertEqual(try XCTUnwrap(window.p99(now: t0 + 30)), 9.8, accuracy: 1e-9)
+        var pulse = DaemonPulse(tickAt: t0 + 30, overrunning: [], at: t0 + 30, lateness: window.p99(now: t0 + 30))
+        XCTAssertEqual(pulse.reasons(now: t0 + 30).count, 1, "behind by more than \(DaemonPulse.behindAfter) s")
+        XCTAssertTrue(pulse.reasons(now: t0 + 30)[0].contains("behind by"), "\(pulse.reasons(now: t0 + 30))")
+        XCTAssertEqual(DaemonPulse(json: pulse.json), pulse, "through tidings.pulse")
+        window.record(0.1, at: t0 + 61)
+        XCTAssertEqual(try XCTUnwrap(window.p99(now: t0 + 61)), 0.1, accuracy: 1e-9, "older than a minute: gone")
+        pulse.lateness = window.p99(now: t0 + 61)
+        pulse.tickAt = t0 + 61
+        XCTAssertEqual(pulse.reasons(now: t0 + 61), [], "keeping up")
+    }
+
     // MARK: sleep and network (the system bus's HostConditions)
 
     /// Three sources every 3 s, first polled at t0 + 1 (the start-up spread is 1 s with the
@@ -462,6 +530,17 @@ final class GatedProvider: Provider, @unchecked Sendable {
         lock.withLock { polls += 1 }
         while !lock.withLock({ isOpen }) { try await Task.sleep(for: .milliseconds(10)) }
         if let failure { throw failure }
+        return .snapshot([])
+    }
+}
+
+/// Records the order in which its sources were polled.
+final class OrderProvider: Provider, @unchecked Sendable {
+    private let lock = NSLock()
+    private var polled: [String] = []
+    var names: [String] { lock.withLock { polled } }
+    func poll(_ ctx: PollContext) async throws -> PollResult {
+        lock.withLock { polled.append(ctx.source) }
         return .snapshot([])
     }
 }

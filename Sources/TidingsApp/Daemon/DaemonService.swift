@@ -226,7 +226,7 @@ package final class DaemonService: Service, Sendable {
         let (scheduler, pause) = live.withLock { l in
             let scheduler = Scheduler(
                 config: config, runner: runner, router: router, host: l.host, leases: leases,
-                timerSlack: Scheduler.daemonTimerSlack, logger: Log.logger("scheduler"),
+                timerSlack: Scheduler.daemonTimerSlack, lateness: pulse.lateness, logger: Log.logger("scheduler"),
                 onEvents: { outbox.nudge() },
                 heartbeat: {
                     notifications.heartbeat()
@@ -323,6 +323,7 @@ package final class DaemonService: Service, Sendable {
             try? await Task.sleep(for: .seconds(Self.statusInterval))
             let current = pulse.pulse()
             TidingsMetrics.overrunning(current.overrunning.count)
+            TidingsMetrics.behind(seconds: current.lateness ?? 0)
             if let pulseDirectory {
                 do {
                     try current.write(stateDirectory: pulseDirectory)

@@ -54,8 +54,12 @@ package struct DaemonPulse: Sendable, Equatable {
     /// lock (an earlier daemon's file stays behind it). A PID, not a time: the lock's time is a
     /// file's, and file times and the daemon's clock need not agree.
     package var pid: Int32?
+    /// How late polls started, 99th percentile over the last minute (``LatenessWindow``);
+    /// nil when none started (or the daemon is too old to say).
+    package var lateness: Double?
 
-    package init(tickAt: Date?, overrunning: [String], at: Date, pid: Int32? = nil) {
+    package init(tickAt: Date?, overrunning: [String], at: Date, pid: Int32? = nil, lateness: Double? = nil) {
+        self.lateness = lateness
         self.tickAt = tickAt
         self.overrunning = overrunning
         self.at = at
@@ -66,6 +70,14 @@ package struct DaemonPulse: Sendable, Equatable {
     /// and `tidings status` needs attention.
     package static let stallAfter: TimeInterval = 30
     package static let fileName = "tidings.pulse"
+    /// Polls starting later than this (p99 over the last minute): the daemon cannot keep up.
+    package static let behindAfter: TimeInterval = 5
+
+    /// "behind by …" when the daemon cannot keep up (``behindAfter``), or nil.
+    package var behind: String? {
+        guard let lateness, lateness > Self.behindAfter else { return nil }
+        return "behind by \(DurationParser.format(lateness)) (polls start that late, p99 over the last minute: too many sources or too little CPU for max_concurrent)"
+    }
 
     package static func path(in stateDirectory: String) -> String { "\(stateDirectory)/\(fileName)" }
 
@@ -88,6 +100,7 @@ package struct DaemonPulse: Sendable, Equatable {
             out.append("\(n) poll\(n == 1 ? "" : "s") running past \(n == 1 ? "its" : "their") timeout (\(shown))")
         }
         if let stall = stall(now: now) { out.append(stall) }
+        if let behind { out.append("the daemon's scheduler is \(behind)") }
         return out
     }
 
@@ -97,6 +110,7 @@ package struct DaemonPulse: Sendable, Equatable {
             "overrunning": .array(overrunning.map(JSONValue.string)),
             "at": .string(Timestamp.format(at)),
             "pid": pid.map { .number(Double($0)) } ?? .null,
+            "lateness_p99": lateness.map { .number($0) } ?? .null,
         ]
     }
 
@@ -108,6 +122,7 @@ package struct DaemonPulse: Sendable, Equatable {
         overrunning = names.compactMap(\.stringValue)
         tickAt = json["tick_at"]?.stringValue.flatMap(Timestamp.parse)
         if case .number(let n)? = json["pid"], let pid = Int32(exactly: n) { self.pid = pid }
+        if case .number(let n)? = json["lateness_p99"] { lateness = n }
     }
 
     /// The pulse the daemon of `stateDirectory` wrote last; nil when there is none (no daemon,
@@ -130,6 +145,8 @@ package struct DaemonPulse: Sendable, Equatable {
 /// register their polls in ``overruns``.
 package final class PulseKeeper: Sendable {
     package let overruns = PollOverruns()
+    /// The schedulers of every generation record their polls' lateness here.
+    package let lateness = LatenessWindow()
     private let lastTick = Mutex<Date?>(nil)
     private let pid = getpid()
 
@@ -139,6 +156,8 @@ package final class PulseKeeper: Sendable {
     package func tick(_ now: Date = Date()) { lastTick.withLock { $0 = now } }
 
     package func pulse(_ now: Date = Date()) -> DaemonPulse {
-        DaemonPulse(tickAt: lastTick.withLock { $0 }, overrunning: overruns.overrunning(at: now), at: now, pid: pid)
+        DaemonPulse(
+            tickAt: lastTick.withLock { $0 }, overrunning: overruns.overrunning(at: now), at: now, pid: pid,
+            lateness: lateness.p99(now: now))
     }
 }

@@ -18,13 +18,18 @@ package final class PollLimits: Sendable {
         self.init(maxConcurrent: config.maxConcurrent, maxPerHost: config.maxPerHost)
     }
 
-    /// Runs `body` once both limits allow a poll of `source`.
+    /// Takes one of the `max_concurrent` slots if one is free now (the scheduler leaves a due
+    /// poll in its queue, in due order, while none is): pass `holding: true` to ``withSlot``.
+    package func tryTakeSlot() -> Bool { global.tryWait() }
+
+    /// Runs `body` once both limits allow a poll of `source`. `holding`: the caller took the
+    /// `max_concurrent` slot already (``tryTakeSlot()``); it is given back when `body` returns.
     package func withSlot<T>(
-        for source: SourceConfig, isolation: isolated (any Actor)? = #isolation,
+        for source: SourceConfig, holding: Bool = false, isolation: isolated (any Actor)? = #isolation,
         _ body: () async -> T
     ) async -> T {
         let host = source.instance.host.map(limiter)
-        await global.wait()
+        if !holding { await global.wait() }
         await host?.wait()
         defer {
             host?.signal()

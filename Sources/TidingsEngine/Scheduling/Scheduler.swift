@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Logging
+import Synchronization
 import TidingsPluginAPI
 
 /// The daemon's polling loop (DESIGN §6): jittered waits, start-up spread, catch-up after
@@ -47,6 +48,11 @@ package actor Scheduler {
     package private(set) var lateness = LatenessStats()
     /// The same since the last periodic report.
     private var recentLateness = LatenessStats()
+    /// The daemon's last minute of lateness (``PulseKeeper``: "behind by …"), when it has one.
+    private let window: LatenessWindow?
+    /// A poll came due while every `max_concurrent` slot was taken: it waits in the queue
+    /// (in due order, still subject to pauses and leases) and the end of any poll wakes the loop.
+    private var waitingForSlot = false
     /// Where daemons share the state: the sources whose leases this instance holds (the only
     /// ones it polls on schedule). Nil: it polls every source.
     private var leased: Set<String>?
@@ -76,10 +82,11 @@ package actor Scheduler {
     /// sources it holds; ``leasesChanged(_:)`` tells it the rest).
     package init(
         config: TidingsConfig, runner: PollRunner, router: Router, env: any Environment = SystemEnvironment(),
-        host: HostConditions, leases: LeaseKeeper? = nil, timerSlack: TimeInterval = 0, logger: Logger,
-        onEvents: @escaping @Sendable () -> Void, heartbeat: @escaping @Sendable () -> Void = {}
+        host: HostConditions, leases: LeaseKeeper? = nil, timerSlack: TimeInterval = 0, lateness: LatenessWindow? = nil,
+        logger: Logger, onEvents: @escaping @Sendable () -> Void, heartbeat: @escaping @Sendable () -> Void = {}
     ) {
         self.timerSlack = timerSlack
+        self.window = lateness
         self.config = config
         self.byName = Dictionary(config.sources.indices.map { (config.sources[$0].name, $0) }, uniquingKeysWith: { a, _ in a })
         self.runner = runner
@@ -128,18 +135,32 @@ package actor Scheduler {
                         catchUp(now: now, drift: drift)
                     }
                 }
+                // Due polls start in due order (the heap's), the most overdue first. While every
+                // `max_concurrent` slot is taken they stay queued rather than each waiting in a
+                // task of its own: the next free slot goes to the earliest due, a pause or a lost
+                // lease still holds them back, and the loop sleeps until a poll ends.
+                waitingForSlot = false
                 while host.pause == nil, let top = queue.peek, top.due <= now {
-                    _ = queue.pop()
-                    guard let source = byName[top.name].map({ config.sources[$0] }), leased?.contains(top.name) ?? true else { continue }
+                    guard let source = byName[top.name].map({ config.sources[$0] }), leased?.contains(top.name) ?? true else {
+                        _ = queue.pop()
+                        continue
+                    }
                     guard !inFlight.contains(top.name) else {
+                        _ = queue.pop()
                         deferred.insert(top.name)
                         continue
                     }
+                    guard limits.tryTakeSlot() else {
+                        waitingForSlot = true
+                        break
+                    }
+                    _ = queue.pop()
                     inFlight.insert(top.name)
                     let due = top.due
                     group.addTask { await self.execute(source, due: due) }
                 }
-                let sleep = host.pause == nil ? max(min(queue.peek.map { $0.due.timeIntervalSince(now) } ?? 1, 1), timerSlack) : 1
+                let sleep =
+                    host.pause == nil && !waitingForSlot ? max(min(queue.peek.map { $0.due.timeIntervalSince(now) } ?? 1, 1), timerSlack) : 1
                 lastWake = now
                 expectedSleep = max(0, sleep)
                 await wakeup.wait(seconds: max(0.001, sleep))
@@ -334,10 +355,12 @@ package actor Scheduler {
     }
 
     private func execute(_ source: SourceConfig, due: Date) async {
-        let outcome = await limitedPoll(source, options: options) {
-            let late = self.env.now().timeIntervalSince(due)
+        let outcome = await limitedPoll(source, options: options, holding: true) {
+            let now = self.env.now()
+            let late = now.timeIntervalSince(due)
             self.lateness.record(late)
             self.recentLateness.record(late)
+            self.window?.record(late, at: now)
             TidingsMetrics.late(seconds: late)
         }
         if !outcome.record.events.isEmpty { onEvents() }
@@ -353,8 +376,9 @@ package actor Scheduler {
     }
 
     /// Polls within `max_concurrent` and `max_per_host`; `started` runs once both allow it.
-    private func limitedPoll(_ source: SourceConfig, options: RecordOptions, started: () -> Void = {}) async -> PollOutcome {
-        await limits.withSlot(for: source) {
+    /// `holding`: the loop took the `max_concurrent` slot already.
+    private func limitedPoll(_ source: SourceConfig, options: RecordOptions, holding: Bool = false, started: () -> Void = {}) async -> PollOutcome {
+        await limits.withSlot(for: source, holding: holding) {
             started()
             let began = ContinuousClock.now
             let outcome = await runner.poll(source, options: options, logger: logger)
@@ -364,8 +388,10 @@ package actor Scheduler {
     }
 
     /// The poll of `name` in flight ended: the next poll of it, waiting on request, may start.
+    /// Its `max_concurrent` slot is free again: a poll waiting for one may start.
     private func finished(_ name: String) {
         inFlight.remove(name)
+        if waitingForSlot { wakeup.signal() }
         guard var waiting = waitingForSource[name], !waiting.isEmpty else { return }
         let next = waiting.removeFirst()
         waitingForSource[name] = waiting.isEmpty ? nil : waiting
@@ -398,5 +424,39 @@ package struct LatenessStats: Sendable {
         guard !samples.isEmpty else { return 0 }
         let sorted = samples.sorted()
         return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p))]
+    }
+}
+
+/// The daemon's poll lateness over the last minute (DESIGN §8, `tidings status`'s "behind by"):
+/// the scheduler records each poll's start, ``PulseKeeper`` reads the 99th percentile.
+package final class LatenessWindow: Sendable {
+    private struct Sample {
+        var at: Date
+        var late: Double
+    }
+    /// Oldest first; pruned once the oldest is two spans old; at most ``limit`` (then the oldest go first).
+    private let samples = Mutex<[Sample]>([])
+    package static let span: TimeInterval = 60
+    private static let limit = 100_000
+
+    package init() {}
+
+    func record(_ late: Double, at now: Date) {
+        samples.withLock { s in
+            if s.count >= Self.limit || s.first.map({ now.timeIntervalSince($0.at) > 2 * Self.span }) == true {
+                s.removeAll { now.timeIntervalSince($0.at) > Self.span }
+                if s.count >= Self.limit { s.removeFirst(s.count - Self.limit + 1) }
+            }
+            s.append(Sample(at: now, late: late))
+        }
+    }
+
+    /// The 99th percentile of the lateness of polls started within ``span`` before `now`;
+    /// nil when none started.
+    package func p99(now: Date) -> Double? {
+        let recent = samples.withLock { s in s.filter { now.timeIntervalSince($0.at) <= Self.span }.map(\.late) }
+        guard !recent.isEmpty else { return nil }
+        let sorted = recent.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * 0.99))]
     }
 }

@@ -64,12 +64,15 @@ package enum TidingsMetrics {
     package static let pollsOverrunning = Family(
         name: "tidings_polls_overrunning", kind: .gauge,
         help: "Polls still running past their timeout (failed, but their work has not stopped), updated every 5 s.")
+    package static let behind = Family(
+        name: "tidings_scheduler_behind_seconds", kind: .gauge,
+        help: "How late scheduled polls start, 99th percentile over the last minute (0: none started), updated every 5 s.")
     package static let buildInfo = Family(
         name: "tidings_build_info", kind: .gauge,
         help: "Always 1; the version label says which tidings runs.")
 
     package static let families = [
-        polls, pollDuration, sourceUp, lastSuccess, events, silencedEvents, deliveries, outboxPending, outboxHeld, outboxDead, deadLettersPruned, lateness,
+        polls, pollDuration, sourceUp, lastSuccess, events, silencedEvents, deliveries, outboxPending, outboxHeld, outboxDead, deadLettersPruned, lateness, behind,
         pollsOverrunning, buildInfo,
     ]
 
@@ -146,6 +149,10 @@ package enum TidingsMetrics {
 
     package static func late(seconds: Double) {
         CoreMetrics.Timer(label: lateness.name).record(max(0, seconds))
+    }
+
+    package static func behind(seconds: Double) {
+        Gauge(label: behind.name).record(seconds)
     }
 
     package static func overrunning(_ polls: Int) {

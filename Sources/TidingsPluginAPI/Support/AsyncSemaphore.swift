@@ -25,6 +25,16 @@ package final class AsyncSemaphore: Sendable {
         }
     }
 
+    /// Takes a permit if one is free now, without waiting (and without queueing behind the
+    /// waiters: there are none while a permit is free).
+    package func tryWait() -> Bool {
+        state.withLock { s in
+            guard s.available > 0 else { return false }
+            s.available -= 1
+            return true
+        }
+    }
+
     package func signal() {
         let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
             if s.waiters.isEmpty {

@@ -27,7 +27,8 @@ struct StatusCommand: AsyncParsableCommand {
 
             Exit status: 0 healthy; 1 needs attention: a source is failing or auth-failed, a \
             delivery is dead, a poll of the daemon runs past its timeout, the daemon's \
-            scheduler has not run for 30 s, or no daemon runs while enabled sources exist (on \
+            scheduler has not run for 30 s or is behind (its polls start more than 5 s late, \
+            p99 over the last minute), or no daemon runs while enabled sources exist (on \
             PostgreSQL: no instance renewed its leases in the last 30 s); 2 there is no state yet (no \
             tidings.sqlite in the state directory) or it cannot be read; 78 configuration \
             error. Nothing is created when there is no state.
