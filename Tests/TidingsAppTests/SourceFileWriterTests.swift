@@ -220,4 +220,14 @@ final class SourceFileWriterTests: XCTestCase {
         XCTAssertNil(WatchedAddress.normalised("not an address"))
         XCTAssertEqual(WatchedAddress.normalised(WatchedAddress.certificateTarget("h:443")), "https://h/")
     }
+
+    /// A source whose address is a secret (`url_file`, what `add` and `import` write for a URL
+    /// with a password) still counts as watching that address: adding it again writes nothing.
+    func testASourceWhoseURLIsInAFileStillWatchesIt() throws {
+        let c = try configDirectory(plugins: ["private.toml": "provider = \"feed\"\nurl_file = \"secrets/private.url\"\n"])
+        try FileManager.default.createDirectory(atPath: c.plugins + "/secrets", withIntermediateDirectories: true)
+        try write("http://me:s3cret@127.0.0.1:8080/feed.xml\n", to: c.plugins + "/secrets/private.url", mode: 0o600)
+        XCTAssertEqual(writer(c).inventory.watcher(of: "http://me:s3cret@127.0.0.1:8080/feed.xml"), "private")
+        XCTAssertNil(writer(c).inventory.watcher(of: "http://me:s3cret@127.0.0.1:8080/other.xml"))
+    }
 }

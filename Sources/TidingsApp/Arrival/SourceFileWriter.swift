@@ -389,7 +389,7 @@ package struct SourceInventory: Sendable {
                 guard case .table(let t)? = sources[name]?.value else { continue }
                 let origin = t.line.map { "\(configFile):\($0)" } ?? configFile
                 inventory.add(name: name, origin: origin, watched: nil)
-                for url in addresses(of: t) { inventory.add(name: name, origin: origin, watched: url) }
+                for url in addresses(of: t, in: PathText.parent(configFile)) { inventory.add(name: name, origin: origin, watched: url) }
             }
         }
         guard let dir = opendir(pluginsDir) else { return inventory }
@@ -407,7 +407,7 @@ package struct SourceInventory: Sendable {
                 let name = String(entry.dropLast(5))
                 inventory.add(name: name, origin: path, watched: nil)
                 if let text = readText(path), let t = try? ConfigTable.parse(text, file: path) {
-                    for url in addresses(of: t) { inventory.add(name: name, origin: path, watched: url) }
+                    for url in addresses(of: t, in: pluginsDir) { inventory.add(name: name, origin: path, watched: url) }
                 }
             } else if access(path, X_OK) == 0, entry != SourceFileWriter.secretsFolder {
                 var st = stat()
@@ -417,13 +417,20 @@ package struct SourceInventory: Sendable {
         return inventory
     }
 
-    /// The addresses a source table watches: `url` (with `username` for imap), a github
-    /// `repo`'s page, each certificate target.
-    static func addresses(of t: ConfigTable) -> [String] {
+    /// The addresses a source table watches: `url` (with `username` for imap), or the one its
+    /// `url_file` holds (a path relative to `directory`, the defining file's; read to compare,
+    /// never shown), a github `repo`'s page, each certificate target.
+    static func addresses(of t: ConfigTable, in directory: String) -> [String] {
         func string(_ k: String) -> String? { if case .string(let s)? = t[k]?.value { s } else { nil } }
         var out: [String] = []
         let provider = string("provider")
-        if var url = string("url") {
+        var secretURL: String?
+        if string("url") == nil, let file = string("url_file") {
+            let expanded = PathResolver.expandTilde(file)
+            let path = expanded.hasPrefix("/") ? expanded : PathText.appending(expanded, to: directory)
+            secretURL = readText(path)?.trimmed(newlines: true)
+        }
+        if var url = string("url") ?? secretURL {
             if provider == "imap", let user = string("username"), let r = url.firstRange(of: "://") {
                 url = String(url[..<r.upperBound]) + WatchedAddress.percentEncodedUser(user) + "@" + url[r.upperBound...]
             }
