@@ -101,13 +101,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        /// libpq (PostgreSQL's client library; its TLS is OpenSSL), via pkg-config; only
-        /// TidingsPostgres imports it.
-        .systemLibrary(
-            name: "CLibPQ",
-            pkgConfig: "libpq",
-            providers: [.apt(["libpq-dev"])]
-        ),
+        /// libpq (PostgreSQL's client library; its TLS is OpenSSL), opened at the first connection
+        /// (not linked): its headers, and wrappers that call through the pointers it resolves.
+        /// Only TidingsPostgres imports it. include/postgresql links to libpq-dev's headers.
+        .target(name: "CLibPQ", dependencies: ["CDynamicLoad"], exclude: ["include/postgresql"]),
         /// The one ``HTTPClient`` (and mail, IMAP, certificate) implementation: a libcurl multi
         /// handle on its own thread. A process makes one and hands it to every provider and sink.
         .target(
@@ -145,7 +142,7 @@ let package = Package(
         .target(
             name: "CLibnotify", dependencies: ["CDynamicLoad"],
             exclude: ["include/glib", "include/gobject", "include/gio", "include/gdk-pixbuf"]),
-        /// dlopen and dlsym for CLibXML2 and CLibnotify: a missing library is an error naming its package.
+        /// dlopen and dlsym for CCurl, CLibXML2, CLibnotify and CLibPQ: a missing library is an error naming its package.
         .target(name: "CDynamicLoad"),
         /// Every sink: one file per delivery channel. Imports only the plugin API.
         .target(

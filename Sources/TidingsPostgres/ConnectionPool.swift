@@ -1,3 +1,4 @@
+import CLibPQ
 import Glibc
 import TidingsEngine
 import TidingsPluginAPI
@@ -16,10 +17,15 @@ final class ConnectionPool: @unchecked Sendable {
     private let location: String
     private let timeout: Int
 
-    /// Checks that libpq reads the URL (an unknown parameter, a malformed URL: libpq's words;
-    /// the app's message adds the config line); connects nothing yet.
+    /// Loads libpq (the first pool of the process: it is not linked, DESIGN §15; missing, the
+    /// state cannot open, as when the server is unreachable, and the error names libpq5), checks
+    /// that it reads the URL (an unknown parameter, a malformed URL: libpq's words; the app's
+    /// message adds the config line); connects nothing yet.
     init(_ settings: StateSettings) throws {
         location = settings.location
+        if let missing = tidings_pq_load() {
+            throw PostgresStateError(location: location, what: "cannot connect", reason: String(cString: missing))
+        }
         if let problem = conninfoProblem(settings.url?.absoluteString ?? "") {
             throw PostgresStateError(location: location, what: "libpq cannot read the URL", reason: problem)
         }

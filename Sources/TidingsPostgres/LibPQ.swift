@@ -39,7 +39,7 @@ func rootCertificate(_ settings: StateSettings) -> String? {
     if let ca = settings.caFile { return ca }
     guard settings.tls == .verifyCA || settings.tls == .verifyFull else { return nil }
     if let home = getenv("HOME").map({ String(cString: $0) }), access("\(home)/.postgresql/root.crt", R_OK) == 0 { return nil }
-    if PQlibVersion() >= 160000 { return "system" }
+    if tidings_PQlibVersion() >= 160000 { return "system" }
     return ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"].first { access($0, R_OK) == 0 }
 }
 
@@ -47,11 +47,11 @@ func rootCertificate(_ settings: StateSettings) -> String? {
 /// a malformed URL), for the config error.
 func conninfoProblem(_ url: String) -> String? {
     var message: UnsafeMutablePointer<CChar>?
-    guard let options = PQconninfoParse(url, &message) else {
-        defer { if let message { PQfreemem(message) } }
+    guard let options = tidings_PQconninfoParse(url, &message) else {
+        defer { if let message { tidings_PQfreemem(message) } }
         return message.map { String(cString: $0) }.map(oneLine) ?? "libpq cannot read it"
     }
-    PQconninfoFree(options)
+    tidings_PQconninfoFree(options)
     return nil
 }
 
@@ -80,7 +80,7 @@ final class PQConnection: @unchecked Sendable {
         self.location = location
     }
 
-    deinit { PQfinish(conn) }
+    deinit { tidings_PQfinish(conn) }
 
     /// Connects (TCP or Unix socket, TLS, authentication) within libpq's `connect_timeout`.
     static func connect(_ parameters: [(String, String)], location: String, timeout: Int) throws -> PQConnection {
@@ -91,18 +91,18 @@ final class PQConnection: @unchecked Sendable {
         }
         let made = keys.map { $0.map { UnsafePointer($0) } }.withUnsafeBufferPointer { k in
             values.map { $0.map { UnsafePointer($0) } }.withUnsafeBufferPointer { v in
-                PQconnectdbParams(k.baseAddress, v.baseAddress, 1)
+                tidings_PQconnectdbParams(k.baseAddress, v.baseAddress, 1)
             }
         }
         guard let conn = made else {
             throw PostgresStateError(location: location, what: "cannot connect", reason: "libpq is out of memory")
         }
-        guard PQstatus(conn) == CONNECTION_OK else {
-            let message = String(cString: PQerrorMessage(conn))
-            PQfinish(conn)
+        guard tidings_PQstatus(conn) == CONNECTION_OK else {
+            let message = String(cString: tidings_PQerrorMessage(conn))
+            tidings_PQfinish(conn)
             throw PostgresStateError(location: location, what: "cannot connect", reason: Self.explain(connectFailure: message, timeout: timeout))
         }
-        PQsetnonblocking(conn, 1)
+        tidings_PQsetnonblocking(conn, 1)
         return PQConnection(conn, location: location)
     }
 
@@ -144,7 +144,7 @@ final class PQConnection: @unchecked Sendable {
     }
 
     /// The connection broke (the server ended it, the socket closed) or was abandoned.
-    var isBroken: Bool { abandoned || PQstatus(conn) != CONNECTION_OK }
+    var isBroken: Bool { abandoned || tidings_PQstatus(conn) != CONNECTION_OK }
 
     /// The transaction's BEGIN, not sent yet: it goes out with the first statement, in one
     /// pipeline (one round trip for both). A transaction that runs no statement costs none.
@@ -162,7 +162,7 @@ final class PQConnection: @unchecked Sendable {
             _ = try simple(begin, within: seconds, what: what)
         }
         let deadline = Self.now() + UInt64(seconds * 1e9)
-        guard PQsendQuery(conn, sql) == 1 else { throw failure(what) }
+        guard tidings_PQsendQuery(conn, sql) == 1 else { throw failure(what) }
         return try collect(deadline: deadline, seconds: seconds, what: what)
     }
 
@@ -184,7 +184,7 @@ final class PQConnection: @unchecked Sendable {
     private func send(_ sql: String, _ bound: Bound, what: String) throws {
         let sent = bound.withPointers { values in
             bound.types.withUnsafeBufferPointer { types in
-                PQsendQueryParams(conn, sql, Int32(bound.texts.count), types.baseAddress, values, nil, nil, 0)
+                tidings_PQsendQueryParams(conn, sql, Int32(bound.texts.count), types.baseAddress, values, nil, nil, 0)
             }
         }
         guard sent == 1 else { throw failure(what) }
@@ -206,11 +206,11 @@ final class PQConnection: @unchecked Sendable {
         pendingBegin = nil
         _ = try pipelined(deadline: deadline, seconds: seconds, what: what) {
             if let begin { try send(begin, Bound([], types: []), what: what) }
-            let prepared = types.withUnsafeBufferPointer { PQsendPrepare(conn, "", sql, Int32(types.count), $0.baseAddress) }
+            let prepared = types.withUnsafeBufferPointer { tidings_PQsendPrepare(conn, "", sql, Int32(types.count), $0.baseAddress) }
             guard prepared == 1 else { throw failure(what) }
             for row in rows {
                 let bound = Bound(row, types: types)
-                let sent = bound.withPointers { PQsendQueryPrepared(conn, "", Int32(row.count), $0, nil, nil, 0) }
+                let sent = bound.withPointers { tidings_PQsendQueryPrepared(conn, "", Int32(row.count), $0, nil, nil, 0) }
                 guard sent == 1 else { throw failure(what) }
             }
         }
@@ -219,10 +219,10 @@ final class PQConnection: @unchecked Sendable {
     /// The statements `send` queues, run in pipeline mode up to one sync: each one's answer,
     /// in order, or the first failure (the server skips every statement after it).
     private func pipelined(deadline: UInt64, seconds: Double, what: String, _ send: () throws -> Void) throws -> [PQAnswer] {
-        guard PQenterPipelineMode(conn) == 1 else { throw failure(what) }
-        defer { if PQpipelineStatus(conn) != PQ_PIPELINE_OFF && !isBroken { _ = PQexitPipelineMode(conn) } }
+        guard tidings_PQenterPipelineMode(conn) == 1 else { throw failure(what) }
+        defer { if tidings_PQpipelineStatus(conn) != PQ_PIPELINE_OFF && !isBroken { _ = tidings_PQexitPipelineMode(conn) } }
         try send()
-        guard PQpipelineSync(conn) == 1 else { throw failure(what) }
+        guard tidings_PQpipelineSync(conn) == 1 else { throw failure(what) }
         var answers: [PQAnswer] = []
         var current = PQAnswer()
         var firstError: PostgresStateError?
@@ -238,8 +238,8 @@ final class PQConnection: @unchecked Sendable {
                 current = PQAnswer()
                 continue
             }
-            defer { PQclear(result) }
-            switch PQresultStatus(result) {
+            defer { tidings_PQclear(result) }
+            switch tidings_PQresultStatus(result) {
             case PGRES_PIPELINE_SYNC: break reading
             case PGRES_COMMAND_OK, PGRES_TUPLES_OK: current = Self.answer(result, location: location)
             case PGRES_PIPELINE_ABORTED: break
@@ -263,8 +263,8 @@ final class PQConnection: @unchecked Sendable {
         var answer = PQAnswer()
         var error: PostgresStateError?
         while let result = try next(deadline: deadline, seconds: seconds, what: what) {
-            defer { PQclear(result) }
-            switch PQresultStatus(result) {
+            defer { tidings_PQclear(result) }
+            switch tidings_PQresultStatus(result) {
             case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
                 answer = Self.answer(result, location: location)
             case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR, PGRES_BAD_RESPONSE:
@@ -286,9 +286,9 @@ final class PQConnection: @unchecked Sendable {
     /// for the server until `deadline`, then gives up on the connection.
     private func next(deadline: UInt64, seconds: Double, what: String) throws -> OpaquePointer? {
         while true {
-            let flushed = PQflush(conn)
+            let flushed = tidings_PQflush(conn)
             if flushed < 0 { throw failure(what) }
-            if flushed == 0 && PQisBusy(conn) == 0 { return PQgetResult(conn) }
+            if flushed == 0 && tidings_PQisBusy(conn) == 0 { return tidings_PQgetResult(conn) }
             let now = Self.now()
             guard now < deadline else {
                 abandoned = true
@@ -296,23 +296,23 @@ final class PQConnection: @unchecked Sendable {
                 e.connectionLost = true
                 throw e
             }
-            var fd = pollfd(fd: PQsocket(conn), events: Int16(POLLIN) | (flushed == 1 ? Int16(POLLOUT) : 0), revents: 0)
+            var fd = pollfd(fd: tidings_PQsocket(conn), events: Int16(POLLIN) | (flushed == 1 ? Int16(POLLOUT) : 0), revents: 0)
             let ms = Int32(clamping: (deadline - now + 999_999) / 1_000_000)
             let ready = poll(&fd, 1, ms)
             if ready < 0 && errno != EINTR { throw failure(what) }
-            if ready > 0 && fd.revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 && PQconsumeInput(conn) == 0 { throw failure(what) }
+            if ready > 0 && fd.revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 && tidings_PQconsumeInput(conn) == 0 { throw failure(what) }
         }
     }
 
     /// A result of a kind no statement of tidings' makes (COPY…).
     private func unexpected(_ result: OpaquePointer, what: String) -> PostgresStateError {
         PostgresStateError(
-            location: location, what: what, reason: "an answer tidings does not expect (\(String(cString: PQresStatus(PQresultStatus(result)))))")
+            location: location, what: what, reason: "an answer tidings does not expect (\(String(cString: tidings_PQresStatus(tidings_PQresultStatus(result)))))")
     }
 
     /// The connection's last error (a broken connection: `connectionLost`).
     private func failure(_ what: String) -> PostgresStateError {
-        var e = PostgresStateError(location: location, what: what, reason: oneLine(String(cString: PQerrorMessage(conn))))
+        var e = PostgresStateError(location: location, what: what, reason: oneLine(String(cString: tidings_PQerrorMessage(conn))))
         if e.reason.isEmpty { e.reason = "the connection failed" }
         e.connectionLost = isBroken
         return e
@@ -367,20 +367,20 @@ final class PQConnection: @unchecked Sendable {
     /// Rows in the four ``SQLValue``s, by each column's type.
     static func answer(_ result: OpaquePointer, location: String) -> PQAnswer {
         var answer = PQAnswer()
-        answer.changed = Int(String(cString: PQcmdTuples(result))) ?? 0
-        let columns = PQnfields(result)
-        let types = (0..<columns).map { PQftype(result, $0) }
-        let count = PQntuples(result)
+        answer.changed = Int(String(cString: tidings_PQcmdTuples(result))) ?? 0
+        let columns = tidings_PQnfields(result)
+        let types = (0..<columns).map { tidings_PQftype(result, $0) }
+        let count = tidings_PQntuples(result)
         answer.rows.reserveCapacity(Int(count))
         for row in 0..<count {
             var values: [SQLValue] = []
             values.reserveCapacity(Int(columns))
             for column in 0..<columns {
-                if PQgetisnull(result, row, column) == 1 {
+                if tidings_PQgetisnull(result, row, column) == 1 {
                     values.append(.null)
                     continue
                 }
-                let text = String(cString: PQgetvalue(result, row, column))
+                let text = String(cString: tidings_PQgetvalue(result, row, column))
                 values.append(value(text, type: types[Int(column)]))
             }
             answer.rows.append(SQLRow(values))
@@ -403,10 +403,10 @@ final class PQConnection: @unchecked Sendable {
     /// line, scrubbed), and its SQLSTATE. A FATAL or PANIC one ended the connection.
     static func error(_ result: OpaquePointer, location: String, what: String) -> PostgresStateError {
         func field(_ code: Character) -> String? {
-            PQresultErrorField(result, Int32(code.asciiValue!)).map { String(cString: $0) }
+            tidings_PQresultErrorField(result, Int32(code.asciiValue!)).map { String(cString: $0) }
         }
         guard let message = field("M") else {
-            let text = oneLine(String(cString: PQresultErrorMessage(result)))
+            let text = oneLine(String(cString: tidings_PQresultErrorMessage(result)))
             return PostgresStateError(location: location, what: what, reason: text.isEmpty ? "the statement failed" : PostgresStateError.excerpt(text))
         }
         var reason = PostgresStateError.excerpt(message)

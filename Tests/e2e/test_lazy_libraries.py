@@ -1,6 +1,6 @@
 """Libraries loaded at first use (DESIGN §15, issue 31 item 7): libcurl only when a request is made, libxml2 only when a feed, page or
 HTML mail is parsed, libnotify and GLib only for a desktop notification or the daemon's
-system-bus watcher. The dynamic loader says what it opened (LD_DEBUG=files, on stderr); a
+system-bus watcher, libpq only for a PostgreSQL state. The dynamic loader says what it opened (LD_DEBUG=files, on stderr); a
 library that is missing is a failed poll naming its Debian package, not a crash."""
 import os
 import re
@@ -11,9 +11,12 @@ import pytest
 
 from fakes.server import FakeServer
 from feed import Feed, item
+from fakes.json_api import JSONAPI
+from fakes.webhook_receiver import WebhookReceiver, receiver_state
+from postgres import free_port, hook_and_api_toml
 from test_feed import FeedServer, atom, entry, feed_source
 
-LAZY = re.compile(r"^lib(curl|xml2|notify|gio-2\.0|gobject-2\.0|glib-2\.0|gdk_pixbuf-2\.0)\.so")
+LAZY = re.compile(r"^lib(curl|xml2|notify|gio-2\.0|gobject-2\.0|glib-2\.0|gdk_pixbuf-2\.0|pq)\.so")
 LD_DEBUG = {"LD_DEBUG": "files"}
 
 
@@ -110,3 +113,40 @@ def test_without_libnotify_a_desktop_delivery_fails_naming_the_package(tidings):
     assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)  # a delivery failed; not a crash
     assert "desktop notifications unavailable: libnotify.so.4 could not be loaded" in p.stderr, p.stderr
     assert "install the Debian package libnotify4" in p.stderr, p.stderr
+
+
+def postgres_config(t, pg_db, api, hook, url=None):
+    state = pg_db.state_toml(url=url, extra='connect_timeout = "3s"') if url else pg_db.state_toml()
+    t.write_config(hook_and_api_toml(hook.url, api.url, {"api": "{/name} is {/status}"}, state))
+
+
+def test_a_postgresql_state_opens_libpq_by_dlopen(tidings, pg_db):
+    with FakeServer(JSONAPI, {"items": []}) as api, FakeServer(WebhookReceiver, state=receiver_state()) as hook:
+        postgres_config(tidings, pg_db, api, hook)
+        r = tidings.run("sources", env=LD_DEBUG, timeout=60)
+        assert r.code == 0, r
+        assert "libpq.so.5" in opened(r), sorted(opened(r))
+        assert re.search(r"file=libpq\.so\.5 \[0\];\s+dynamically loaded by", r.stderr), "libpq: by dlopen, not DT_NEEDED"
+
+
+def test_without_libpq_a_postgresql_state_cannot_open_naming_the_package(tidings, pg_db):
+    prefix = hidden("libpq.so.5")
+    if prefix is None:
+        pytest.skip("needs `unshare -m` and mount (root) to hide libpq")
+    with FakeServer(JSONAPI, {"items": []}) as api, FakeServer(WebhookReceiver, state=receiver_state()) as hook:
+        # What an unreachable server exits with: a missing libpq is the same failure to open the state.
+        port = free_port()  # nothing listens there
+        postgres_config(tidings, pg_db, api, hook, url=f"postgres://tidings@127.0.0.1:{port}/tidings?sslmode=disable")
+        unreachable = tidings.run("check", timeout=60)
+        assert unreachable.code != 0, unreachable
+        postgres_config(tidings, pg_db, api, hook)
+        p = run_hidden(prefix, tidings, "check")
+        assert p.returncode == unreachable.code, (p.returncode, unreachable.code, p.stdout, p.stderr)
+        assert "libpq.so.5 could not be loaded" in p.stderr, p.stderr
+        assert "install the Debian package libpq5" in p.stderr, p.stderr
+        assert pg_db.password not in p.stdout + p.stderr
+        # An SQLite state (no [state] url) does not need it.
+        tidings.write_config(hook_and_api_toml(hook.url, api.url, {"api": "{/name} is {/status}"}))
+        for args in (["--version"], ["config", "check"], ["sources"]):
+            p = run_hidden(prefix, tidings, *args)
+            assert p.returncode == 0, (args, p.returncode, p.stdout, p.stderr)
