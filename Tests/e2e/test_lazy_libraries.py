@@ -128,6 +128,17 @@ def test_the_status_page_opens_libcrypto_at_its_first_form_not_at_start(tidings)
     wait_for(lambda: by_dlopen(read_log(d), "libcrypto.so.3"), timeout=10, what="libcrypto opened by the page")
 
 
+def test_a_daemon_without_a_system_bus_socket_does_not_load_gio(tidings, tmp_path):
+    # The fixture's DBUS_SYSTEM_BUS_ADDRESS names a path where no socket is.
+    Feed(tidings).set([item("a", "Disk full")])
+    d = tidings.start_daemon(env=LD_DEBUG)
+    wait_for(lambda: "no system bus (" in read_log(d), timeout=30, what="the watcher to give up")
+    wait_for(lambda: "scheduled" in read_log(d), timeout=30, what="the scheduler to start")
+    assert d.poll() is None, read_log(d)
+    assert "No such file or directory" in read_log(d), read_log(d)
+    assert not {n for n in opened_in(read_log(d)) if n.startswith(("libgio", "libglib", "libgobject"))}, sorted(opened_in(read_log(d)))
+
+
 def hidden(library):
     """A command prefix that runs its command with `library` unreadable as a library (/dev/null
     mounted over it in a private mount namespace); None where that cannot be done here."""
