@@ -36,19 +36,23 @@ package enum SHA256 {
 
         /// The digest of everything given to `update`.
         package consuming func finalize() -> [UInt8] {
-            var tail = pending
-            tail.append(0x80)
-            while tail.count % 64 != 56 { tail.append(0) }
-            withUnsafeBytes(of: (length &* 8).bigEndian) { tail.append(contentsOf: $0) }
-            tail.withUnsafeBytes { blocks in
-                for offset in stride(from: 0, to: blocks.count, by: 64) { compress(blocks.baseAddress! + offset) }
+            // The last bytes, 0x80, zeros, and the length in bits: one block or two (§5.1.1).
+            let blocks = pending.count < 56 ? 1 : 2
+            let bits = length &* 8
+            withUnsafeTemporaryAllocation(byteCount: 128, alignment: 8) { tail in
+                tail.initializeMemory(as: UInt8.self, repeating: 0)
+                pending.withUnsafeBytes { tail.copyMemory(from: $0) }
+                tail[pending.count] = 0x80
+                tail.storeBytes(of: bits.bigEndian, toByteOffset: blocks * 64 - 8, as: UInt64.self)
+                for block in 0..<blocks { compress(tail.baseAddress! + block * 64) }
             }
-            var out: [UInt8] = []
-            out.reserveCapacity(SHA256.byteCount)
-            for word in [h0, h1, h2, h3, h4, h5, h6, h7] {
-                withUnsafeBytes(of: word.bigEndian) { out.append(contentsOf: $0) }
+            let words = [h0, h1, h2, h3, h4, h5, h6, h7]
+            return [UInt8](unsafeUninitializedCapacity: SHA256.byteCount) { out, count in
+                for (i, word) in words.enumerated() {
+                    withUnsafeBytes(of: word.bigEndian) { for j in 0..<4 { out[i * 4 + j] = $0[j] } }
+                }
+                count = SHA256.byteCount
             }
-            return out
         }
 
         private mutating func absorb(_ bytes: UnsafeRawBufferPointer) {
