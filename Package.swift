@@ -51,15 +51,13 @@ let package = Package(
                 "TidingsCrypto",
             ]
         ),
-        /// SHA-256, HMAC-SHA256, constant-time compare and random bytes over OpenSSL's libcrypto
-        /// (the one libcurl loads; DESIGN §15): bytes in and out, no C pointer above it.
+        /// SHA-256 (its own, stdlib only: fingerprints are taken in every run), and HMAC-SHA256,
+        /// constant-time compare and random bytes over OpenSSL's libcrypto (the one libcurl loads;
+        /// DESIGN §15): bytes in and out, no C pointer above it.
         .target(name: "TidingsCrypto", dependencies: ["CLibCrypto"]),
-        /// OpenSSL's libcrypto, via pkg-config; only TidingsCrypto imports it.
-        .systemLibrary(
-            name: "CLibCrypto",
-            pkgConfig: "libcrypto",
-            providers: [.apt(["libssl-dev"])]
-        ),
+        /// OpenSSL's libcrypto (libssl-dev's headers), opened at first use (not linked): wrappers
+        /// that call through the pointers it resolves. Only TidingsCrypto imports it.
+        .target(name: "CLibCrypto", dependencies: ["CDynamicLoad"]),
         /// Processes (posix_spawn, pidfd): the exec provider and sink and apprise spawn with it.
         /// Nothing of the daemon's plumbing: a plugin that imports it gets process spawning alone.
         .target(name: "TidingsPOSIX", dependencies: ["TidingsPluginAPI", "CSpawn"]),
@@ -86,12 +84,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        /// SQLite, via pkg-config; only TidingsSQLite imports it.
-        .systemLibrary(
-            name: "CSQLite",
-            pkgConfig: "sqlite3",
-            providers: [.apt(["libsqlite3-dev"])]
-        ),
+        /// SQLite (libsqlite3-dev's header), opened at the first connection (not linked): wrappers
+        /// that call through the pointers it resolves. Only TidingsSQLite imports it.
+        .target(name: "CSQLite", dependencies: ["CDynamicLoad"]),
         /// The PostgreSQL backend of the storage seam (libpq, on threads of its own), its schema,
         /// and `tidings state migrate`'s copy.
         .target(
@@ -125,13 +120,10 @@ let package = Package(
         /// YAML documents read into a small node tree (urlwatch's urls.yaml for `tidings import`),
         /// bounded in depth and in what aliases expand to; no C pointer above it.
         .target(name: "TidingsYAML", dependencies: ["CYAML"]),
-        /// libyaml's event parser, via pkg-config (linked: small, and read only by import); only
-        /// TidingsYAML imports it.
-        .systemLibrary(
-            name: "CYAML",
-            pkgConfig: "yaml-0.1",
-            providers: [.apt(["libyaml-dev"])]
-        ),
+        /// libyaml's event parser (libyaml-dev's header), opened at first use (not linked: only
+        /// `import urlwatch` reads YAML): wrappers that call through the pointers it resolves.
+        /// Only TidingsYAML imports it.
+        .target(name: "CYAML", dependencies: ["CDynamicLoad"]),
         /// libxml2 (the feed and page providers' XML and HTML parser), opened at first use (not
         /// linked): its headers, and wrappers that call through the pointers it resolves.
         /// include/libxml links to libxml2-dev's headers (SwiftPM reads no sources there).
@@ -142,7 +134,7 @@ let package = Package(
         .target(
             name: "CLibnotify", dependencies: ["CDynamicLoad"],
             exclude: ["include/glib", "include/gobject", "include/gio", "include/gdk-pixbuf"]),
-        /// dlopen and dlsym for CCurl, CLibXML2, CLibnotify and CLibPQ: a missing library is an error naming its package.
+        /// dlopen and dlsym for CCurl, CLibXML2, CLibnotify, CLibPQ, CSQLite, CYAML and CLibCrypto: a missing library is an error naming its package.
         .target(name: "CDynamicLoad"),
         /// Every sink: one file per delivery channel. Imports only the plugin API.
         .target(

@@ -3,6 +3,7 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import ServiceLifecycle
+import TidingsCrypto
 import TidingsEngine
 import TidingsPOSIX
 import TidingsPluginAPI
@@ -98,6 +99,13 @@ package final class MonitoringServer: Sendable {
         if !MonitoringRoutes.probes.contains(path) {
             let hosts = HostPolicy(listen: address, allowed: pages?.current?.allowedHosts ?? [])
             guard hosts.allowsHost(request.head.authority) else { return Response(hosts.misdirected) }
+        }
+        // The status page's CSRF tokens and [http.auth]'s comparison use libcrypto, loaded by the
+        // first request that needs it (not linked, not at start: DESIGN §15); missing, those
+        // requests are refused saying why, and the probes go on.
+        let needsCrypto = path == "/metrics" ? pages?.current?.auth != nil : !MonitoringRoutes.paths.contains(path) && pages?.current?.statusPage == true
+        if needsCrypto, let missing = libcryptoUnavailable() {
+            return Response(MonitoringResponse.text(503, "unavailable: \(missing)"))
         }
         if MonitoringRoutes.paths.contains(path) {
             if path == "/metrics", let auth = pages?.current?.auth, !WebSecurity.authorized(request.headers[.authorization], auth) {

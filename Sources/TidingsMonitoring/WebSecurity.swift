@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Synchronization
 import TidingsCrypto
 import TidingsEngine
 import TidingsPOSIX
@@ -7,12 +8,30 @@ import TidingsPluginAPI
 /// The status page's guards (DESIGN §13, docs/status-page.md "Security model"), without sockets:
 /// authentication, the CSRF token, the same-origin check and the response headers.
 package struct WebSecurity: Sendable {
-    /// A random key per daemon process: tokens of a previous daemon are refused.
-    private let key: [UInt8]
+    /// A random key per daemon process: tokens of a previous daemon are refused. Drawn at the
+    /// first token (libcrypto is loaded then, not when the daemon starts: DESIGN §15).
+    private let keyHolder: Key
+    private var key: [UInt8] { keyHolder.bytes }
     /// How long a CSRF token is good for (a page left open longer asks to reload).
     package static let tokenLifetime: TimeInterval = 12 * 3600
 
-    package init(key: [UInt8] = secureRandomBytes(32)) { self.key = key }
+    /// A key drawn at its first use.
+    package init() { keyHolder = Key(nil) }
+    package init(key: [UInt8]) { keyHolder = Key(key) }
+
+    /// The key, drawn once (OpenSSL's RAND_bytes) by whichever request needs it first.
+    private final class Key: Sendable {
+        private let drawn: Mutex<[UInt8]?>
+        init(_ given: [UInt8]?) { drawn = Mutex(given) }
+        var bytes: [UInt8] {
+            drawn.withLock { key in
+                if let key { return key }
+                let new = secureRandomBytes(32)
+                key = new
+                return new
+            }
+        }
+    }
 
     // MARK: CSRF (synchronizer token, stateless)
 

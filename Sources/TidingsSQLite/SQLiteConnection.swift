@@ -22,6 +22,12 @@ package struct SQLiteError: Error, CustomStringConvertible {
     }
 }
 
+/// libsqlite3 could not be loaded (it is not linked: DESIGN §15): the soname, why, and the Debian
+/// package to install. Opening the state fails with it, as with an unreadable directory.
+package struct SQLiteUnavailable: Error, CustomStringConvertible {
+    package var description: String
+}
+
 /// One SQLite connection (`sqlite3 *`) and its prepared statements, each prepared once and
 /// reused (the statement cache). The only type that holds SQLite's pointers.
 ///
@@ -33,18 +39,20 @@ final class SQLiteConnection: @unchecked Sendable {
 
     /// Opens `path` as GRDB configured its connections: extended result codes, the busy
     /// timeout, double-quoted string literals refused, foreign keys on, `synchronous =
-    /// NORMAL`; then reads the schema, so that a file that is no database fails here.
+    /// NORMAL`; then reads the schema, so that a file that is no database fails here. The first
+    /// connection of the process loads libsqlite3.
     init(path: String, readOnly: Bool, busyTimeout: Double) throws {
+        if let missing = tidings_sqlite3_load() { throw SQLiteUnavailable(description: String(cString: missing)) }
         var opened: OpaquePointer?
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
-        let code = sqlite3_open_v2(path, &opened, flags, nil)
+        let code = tidings_sqlite3_open_v2(path, &opened, flags, nil)
         guard code == SQLITE_OK, let opened else {
-            let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
-            sqlite3_close_v2(opened)
+            let message = opened.map { String(cString: tidings_sqlite3_errmsg($0)) } ?? String(cString: tidings_sqlite3_errstr(code))
+            tidings_sqlite3_close_v2(opened)
             throw SQLiteError(extendedCode: code, message: message, sql: nil)
         }
         handle = opened
-        sqlite3_extended_result_codes(handle, 1)
+        tidings_sqlite3_extended_result_codes(handle, 1)
         setBusyTimeout(busyTimeout)
         _ = tidings_sqlite3_db_config_int(handle, SQLITE_DBCONFIG_DQS_DML, 0)
         _ = tidings_sqlite3_db_config_int(handle, SQLITE_DBCONFIG_DQS_DDL, 0)
@@ -54,24 +62,24 @@ final class SQLiteConnection: @unchecked Sendable {
     }
 
     deinit {
-        for statement in statements.values { sqlite3_finalize(statement) }
-        sqlite3_close_v2(handle)
+        for statement in statements.values { tidings_sqlite3_finalize(statement) }
+        tidings_sqlite3_close_v2(handle)
     }
 
     /// How long a statement waits for another connection's lock, in seconds (0: fails at once with `SQLITE_BUSY`).
     func setBusyTimeout(_ seconds: Double) {
-        sqlite3_busy_timeout(handle, CInt(seconds * 1000))
+        tidings_sqlite3_busy_timeout(handle, CInt(seconds * 1000))
     }
 
     /// Whether a transaction is open.
-    var isInsideTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+    var isInsideTransaction: Bool { tidings_sqlite3_get_autocommit(handle) == 0 }
 
     /// Rows changed by the last INSERT, UPDATE or DELETE.
-    var changes: Int { Int(sqlite3_changes(handle)) }
+    var changes: Int { Int(tidings_sqlite3_changes(handle)) }
 
     /// Runs one statement or several (a script: no values, no rows).
     func execute(_ sql: String) throws {
-        let code = sqlite3_exec(handle, sql, nil, nil, nil)
+        let code = tidings_sqlite3_exec(handle, sql, nil, nil, nil)
         guard code == SQLITE_OK else { throw error(code, sql) }
     }
 
@@ -92,12 +100,12 @@ final class SQLiteConnection: @unchecked Sendable {
     /// Runs a statement; `row` sees each row's values.
     func run(_ sql: String, _ arguments: [SQLValue], row: ([SQLValue]) throws -> Void = { _ in }) throws {
         let statement = try prepared(sql)
-        sqlite3_reset(statement)
+        tidings_sqlite3_reset(statement)
         defer {
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
+            tidings_sqlite3_reset(statement)
+            tidings_sqlite3_clear_bindings(statement)
         }
-        let parameters = Int(sqlite3_bind_parameter_count(statement))
+        let parameters = Int(tidings_sqlite3_bind_parameter_count(statement))
         guard arguments.count == parameters else {
             throw SQLiteError(extendedCode: SQLITE_MISUSE, message: "\(arguments.count) values for \(parameters) parameters", sql: sql)
         }
@@ -105,9 +113,9 @@ final class SQLiteConnection: @unchecked Sendable {
             let index = CInt(i + 1)
             let code: CInt
             switch value {
-            case .null: code = sqlite3_bind_null(statement, index)
-            case .integer(let n): code = sqlite3_bind_int64(statement, index, n)
-            case .real(let d): code = sqlite3_bind_double(statement, index, d)
+            case .null: code = tidings_sqlite3_bind_null(statement, index)
+            case .integer(let n): code = tidings_sqlite3_bind_int64(statement, index, n)
+            case .real(let d): code = tidings_sqlite3_bind_double(statement, index, d)
             case .text(var text):
                 code = text.withUTF8 { bytes in
                     bytes.withMemoryRebound(to: CChar.self) {
@@ -118,9 +126,9 @@ final class SQLiteConnection: @unchecked Sendable {
             }
             guard code == SQLITE_OK else { throw error(code, sql) }
         }
-        let columns = sqlite3_column_count(statement)
+        let columns = tidings_sqlite3_column_count(statement)
         while true {
-            switch sqlite3_step(statement) {
+            switch tidings_sqlite3_step(statement) {
             case SQLITE_DONE: return
             case SQLITE_ROW:
                 var values: [SQLValue] = []
@@ -146,13 +154,13 @@ final class SQLiteConnection: @unchecked Sendable {
         var rest = ""
         let code = sql.withCString { start -> CInt in
             var tail: UnsafePointer<CChar>?
-            let code = sqlite3_prepare_v3(handle, start, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, &tail)
+            let code = tidings_sqlite3_prepare_v3(handle, start, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, &tail)
             if let tail { rest = String(cString: tail) }
             return code
         }
         guard code == SQLITE_OK, let statement else { throw error(code, sql) }
         guard rest.allSatisfy({ $0.isWhitespace || $0 == ";" }) else {
-            sqlite3_finalize(statement)
+            tidings_sqlite3_finalize(statement)
             throw SQLiteError(extendedCode: SQLITE_MISUSE, message: "more than one statement: \(rest)", sql: sql)
         }
         statements[sql] = statement
@@ -160,21 +168,21 @@ final class SQLiteConnection: @unchecked Sendable {
     }
 
     private func error(_ code: CInt, _ sql: String) -> SQLiteError {
-        SQLiteError(extendedCode: code, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+        SQLiteError(extendedCode: code, message: String(cString: tidings_sqlite3_errmsg(handle)), sql: sql)
     }
 
     /// The current row's column `i`. A BLOB (never written by tidings) reads as UTF-8 text.
     private static func value(_ statement: OpaquePointer, _ i: CInt) -> SQLValue {
-        switch sqlite3_column_type(statement, i) {
+        switch tidings_sqlite3_column_type(statement, i) {
         case SQLITE_NULL: return .null
-        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(statement, i))
-        case SQLITE_FLOAT: return .real(sqlite3_column_double(statement, i))
+        case SQLITE_INTEGER: return .integer(tidings_sqlite3_column_int64(statement, i))
+        case SQLITE_FLOAT: return .real(tidings_sqlite3_column_double(statement, i))
         case SQLITE_TEXT:
-            guard let text = sqlite3_column_text(statement, i) else { return .text("") }
-            return .text(String(decoding: UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(statement, i))), as: UTF8.self))
+            guard let text = tidings_sqlite3_column_text(statement, i) else { return .text("") }
+            return .text(String(decoding: UnsafeBufferPointer(start: text, count: Int(tidings_sqlite3_column_bytes(statement, i))), as: UTF8.self))
         default:
-            guard let blob = sqlite3_column_blob(statement, i) else { return .text("") }
-            let bytes = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(statement, i)))
+            guard let blob = tidings_sqlite3_column_blob(statement, i) else { return .text("") }
+            let bytes = UnsafeRawBufferPointer(start: blob, count: Int(tidings_sqlite3_column_bytes(statement, i)))
             return .text(String(decoding: bytes, as: UTF8.self))
         }
     }

@@ -76,9 +76,12 @@ package struct WebhookSink: Sink, TemplatedSink {
         let url = try o.requestURL("url")
         var signature: WebhookSignature?
         if let secret = try o.secret("secret", required: false) {
+            let key = o.has("secret") ? "secret" : o.has("secret_file") ? "secret_file" : "secret_env"
             do { signature = try WebhookSignature(secret: secret.value) } catch {
-                throw o.error(o.has("secret") ? "secret" : o.has("secret_file") ? "secret_file" : "secret_env", "\(o.what): \(error)")
+                throw o.error(key, "\(o.what): \(error)")
             }
+            // Signing needs libcrypto (loaded now, not linked: DESIGN §15).
+            if let missing = libcryptoUnavailable() { throw o.error(key, "\(o.what): cannot sign: \(missing)") }
         }
         var sink = WebhookSink(
             url: url, headers: try o.headers().pairs, batch: try o.bool("batch") ?? false,

@@ -65,6 +65,14 @@ package final class SystemBusWatcher: @unchecked Sendable {
     }
 
     private func main(ready: @Sendable (HostConditions) -> Bool) {
+        // No socket where the bus would be: nothing to connect to, and GIO with its libraries
+        // (about 3.5 MiB) is not loaded for it (containers, build hosts, the opt-out below).
+        if let socket = Self.systemBusSocket(), let why = Self.notASocket(socket) {
+            logger.info("no system bus (\(socket): \(why)): sleep and network changes are not followed; polling as scheduled")
+            feed.finish()
+            _ = ready(HostConditions())
+            return
+        }
         // GIO is loaded here, on the watcher's thread: only `run` maps it (DESIGN §15).
         if let missing = tidings_gio_load() {
             logger.info("\(String(cString: missing)): sleep and network changes are not followed; polling as scheduled")
@@ -85,6 +93,23 @@ package final class SystemBusWatcher: @unchecked Sendable {
     }
 
     // MARK: connecting
+
+    /// The socket GIO would connect to for the system bus: `DBUS_SYSTEM_BUS_ADDRESS` when it is
+    /// one plain `unix:path=PATH`, else GIO's default when it is unset; nil for any other
+    /// address (GIO reads it).
+    static func systemBusSocket(_ address: String? = getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) }) -> String? {
+        guard let address else { return "/var/run/dbus/system_bus_socket" }
+        let prefix = "unix:path="
+        guard address.hasPrefix(prefix), !address.contains(where: { $0 == "," || $0 == ";" || $0 == "%" }) else { return nil }
+        return String(address.dropFirst(prefix.count))
+    }
+
+    /// Why `path` is no socket (it does not exist, or is something else), or nil for a socket.
+    static func notASocket(_ path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return String(cString: strerror(errno)) }
+        return st.st_mode & S_IFMT == S_IFSOCK ? nil : "not a socket"
+    }
 
     private func connect() -> Bool {
         var error: UnsafeMutablePointer<GError>?

@@ -52,26 +52,34 @@ package enum YAML {
         package init() {}
     }
 
+    /// Loads libyaml (it is not linked: DESIGN §15), once per process: nil, or why it cannot be
+    /// (the soname and the Debian package to install). ``documents(_:limits:)`` loads it too; a
+    /// command asks first to tell a missing library from a file that is not YAML.
+    package static func unavailable() -> String? {
+        tidings_yaml_load().map { String(cString: $0) }
+    }
+
     /// Every document of `text`, in order (an empty text has none).
     package static func documents(_ text: [UInt8], limits: Limits = Limits()) throws(YAMLError) -> [YAMLNode] {
+        if let missing = unavailable() { throw YAMLError(line: 1, missing) }
         guard text.count <= limits.maxBytes else {
             throw YAMLError(line: 1, "the file is larger than \(limits.maxBytes >> 20) MiB")
         }
         var parser = yaml_parser_t()
-        guard yaml_parser_initialize(&parser) == 1 else { throw YAMLError(line: 1, "libyaml: out of memory") }
-        defer { yaml_parser_delete(&parser) }
+        guard tidings_yaml_parser_initialize(&parser) == 1 else { throw YAMLError(line: 1, "libyaml: out of memory") }
+        defer { tidings_yaml_parser_delete(&parser) }
         return try text.withUnsafeBufferPointer { (buf) throws(YAMLError) -> [YAMLNode] in
             // libyaml reads from the pointer only while parsing, within this closure.
-            yaml_parser_set_input_string(&parser, buf.baseAddress ?? UnsafePointer(bitPattern: 1), buf.count)
+            tidings_yaml_parser_set_input_string(&parser, buf.baseAddress ?? UnsafePointer(bitPattern: 1), buf.count)
             var builder = Builder(limits: limits)
             while true {
                 var event = yaml_event_t()
-                guard yaml_parser_parse(&parser, &event) == 1 else {
+                guard tidings_yaml_parser_parse(&parser, &event) == 1 else {
                     let problem = parser.problem.map { String(cString: $0) } ?? "not YAML"
                     let context = parser.context.map { String(cString: $0) + ": " } ?? ""
                     throw YAMLError(line: Int(parser.problem_mark.line) + 1, context + problem)
                 }
-                defer { yaml_event_delete(&event) }
+                defer { tidings_yaml_event_delete(&event) }
                 if event.type == YAML_STREAM_END_EVENT { break }
                 try builder.take(&event)
             }

@@ -33,6 +33,17 @@ struct Tidings: AsyncParsableCommand {
         ]
     )
 
+    /// `tidings --version` alone is answered before the argument parser builds its tree of every
+    /// command (each one's configuration, metadata and witness tables: pages of code touched for
+    /// nothing, issue 31); the same text as the parser's `--version`. Anything else is parsed.
+    static func main() async {
+        if CommandLine.arguments.dropFirst().elementsEqual(["--version"]) {
+            StandardStreams.write(TidingsVersion.string + "\n", to: STDOUT_FILENO)
+            return
+        }
+        await main(nil)
+    }
+
     /// Parsed here so that they may come before the subcommand; see ``CommonOptions``.
     @OptionGroup var common: CommonOptions
 

@@ -1,11 +1,40 @@
+import CLibCrypto
 import XCTest
 
 @testable import TidingsCrypto
 
-/// Known-answer tests of the libcrypto binding: FIPS 180-2's SHA-256 examples and RFC 4231's
-/// HMAC-SHA256 test cases. A wrong binding (wrong digest, key or length handed to OpenSSL, a
-/// truncated output) fails them.
+/// Known-answer tests of the SHA-256 and the libcrypto binding: FIPS 180-2's SHA-256 examples
+/// and RFC 4231's HMAC-SHA256 test cases. A wrong binding (wrong digest, key or length handed to
+/// OpenSSL, a truncated output) fails them; the own SHA-256 is also compared with libcrypto's.
 final class TidingsCryptoTests: XCTestCase {
+    /// The own SHA-256 against libcrypto's (EVP_Digest) on every length from 0 to 300 bytes
+    /// (padding into one or two final blocks, every offset of the length field) and on
+    /// pseudo-random contents, one-shot and fed in pieces of every size from 1 to 70.
+    func testSHA256MatchesLibcrypto() throws {
+        XCTAssertNil(libcryptoUnavailable())
+        func oracle(_ bytes: [UInt8]) -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: 32)
+            let ok = bytes.withUnsafeBytes { b in out.withUnsafeMutableBufferPointer { tidings_sha256_libcrypto(b.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, b.count, $0.baseAddress) } }
+            XCTAssertEqual(ok, 1)
+            return out
+        }
+        var state: UInt64 = 0x9e37_79b9_7f4a_7c15
+        func next() -> UInt8 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(truncatingIfNeeded: state >> 33)
+        }
+        for n in 0...300 {
+            let bytes = (0..<n).map { _ in next() }
+            let wanted = oracle(bytes)
+            XCTAssertEqual(SHA256.hash(bytes), wanted, "\(n) bytes")
+            let piece = n % 70 + 1
+            var hasher = SHA256.Hasher()
+            for start in stride(from: 0, to: n, by: piece) { hasher.update(bytes[start..<min(start + piece, n)]) }
+            let fed = hasher.finalize()
+            XCTAssertEqual(fed, wanted, "\(n) bytes in pieces of \(piece)")
+        }
+    }
+
     func testSHA256KnownAnswers() {
         XCTAssertEqual(hexString(SHA256.hash("abc".utf8)), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         XCTAssertEqual(hexString(SHA256.hash([UInt8]())), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")

@@ -33,6 +33,16 @@ def test_common_options_before_the_subcommand(tidings):
         assert h.code == 0 and "--config <path>" in h.stdout and "--state-dir <dir>" in h.stdout, h
 
 
+def test_version_alone_answers_as_the_parser_does(tidings):
+    # `--version` alone skips the argument parser (start-up memory, issue 31); with any other
+    # argument the parser answers it. Both print the same line on stdout and exit 0.
+    alone = raw(tidings, "--version")
+    parsed = raw(tidings, "--version", "--config", str(tidings.config))
+    assert alone.code == parsed.code == 0, (alone, parsed)
+    assert alone.stdout == parsed.stdout and alone.stdout.count("\n") == 1 and alone.stdout.strip(), (alone, parsed)
+    assert alone.stderr == parsed.stderr == "", (alone, parsed)
+
+
 def test_bare_tidings_prints_usage_on_stderr_and_exits_64(tidings):
     for args in ([], ["--config", str(tidings.config)]):
         r = raw(tidings, *args)

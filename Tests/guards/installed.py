@@ -4,7 +4,7 @@ the release binary `make install` installs (its symbols read from BINARY.debug b
 packaging/split-debug.sh keeps, else from BINARY itself):
 
 - it does not link the libraries loaded at first use (libcurl, libxml2, libnotify, GLib/GIO, gdk-pixbuf,
-  libpq):
+  libpq, libsqlite3, libyaml, libcrypto and libssl):
   none of them is a DT_NEEDED entry, so a command that does not use them never maps them;
 - with --native: it holds no ICU data (a symbol `icudtNN_dat`: corelibs Foundation's
   FoundationInternationalization brings it, 30+ MB) and no BoringSSL (symbols of swift-crypto's
@@ -19,8 +19,9 @@ import re
 import subprocess
 import sys
 
-# Loaded with dlopen by CCurl, CLibXML2 and CLibnotify (docs/development.md).
-LAZY = re.compile(r"^lib(curl|xml2|notify|gio-2\.0|gobject-2\.0|glib-2\.0|gdk_pixbuf-2\.0|gmodule-2\.0|pq)\.so")
+# Loaded with dlopen by CCurl, CLibXML2, CLibnotify, CLibPQ, CSQLite, CYAML and CLibCrypto
+# (docs/development.md); libssl only ever comes with libcurl.
+LAZY = re.compile(r"^lib(curl|xml2|notify|gio-2\.0|gobject-2\.0|glib-2\.0|gdk_pixbuf-2\.0|gmodule-2\.0|pq|sqlite3|yaml-0|crypto|ssl)\.so")
 ICU_DATA = re.compile(r"^icudt\d+_dat$")
 BORINGSSL = re.compile(r"CCryptoBoringSSL|CNIOBoringSSL|boringssl", re.IGNORECASE)
 
@@ -62,7 +63,7 @@ def main() -> int:
         return 1
     failures = [f"{binary} links {lib}, which is loaded at first use (dlopen): a command that does not use it must not map it"
                 for lib in needed(binary) if LAZY.match(lib)]
-    checked = ["no DT_NEEDED on libcurl, libxml2, libnotify, GLib or libpq"]
+    checked = ["no DT_NEEDED on libcurl, libxml2, libnotify, GLib, libpq, libsqlite3, libyaml or libcrypto"]
     if native:
         debug = binary.with_name(binary.name + ".debug")
         table = symbols(debug if debug.is_file() else binary)

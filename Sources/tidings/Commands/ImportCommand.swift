@@ -20,8 +20,9 @@ struct ImportCommand: AsyncParsableCommand {
             nothing. What cannot be watched the same way is listed with its line and reason. \
             Nothing is written when the file cannot be read whole. A running daemon is asked to \
             reload. Exit 0 when the file was read (even if some entries were not importable), \
-            64 usage, 65 the file is not valid YAML/OPML, 66 it cannot be read, 73 a source file \
-            could not be written, 78 the configuration has errors.
+            64 usage, 65 the file is not valid YAML/OPML, 66 it cannot be read, 69 libyaml (for \
+            urlwatch's format) cannot be loaded, 73 a source file could not be written, 78 the \
+            configuration has errors.
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
@@ -44,6 +45,8 @@ struct ImportCommand: AsyncParsableCommand {
 
     static let dataError: Int32 = 65
     static let noInput: Int32 = 66
+    /// libyaml cannot be loaded (urlwatch's format).
+    static let unavailable: Int32 = 69
     static let cannotCreate: Int32 = 73
     /// Read at most this much (the YAML reader's own bound; OPML's is smaller).
     static let maxFileBytes = 64 << 20
@@ -67,6 +70,10 @@ struct ImportCommand: AsyncParsableCommand {
         var reading: ImportReading
         switch format {
         case .urlwatch:
+            if let missing = YAML.unavailable() {
+                complain("cannot read \(file): \(missing)")
+                throw ExitCode(Self.unavailable)
+            }
             do {
                 reading = try UrlwatchReader(fileName: name, interval: interval ?? UrlwatchReader.defaultInterval, checkSelection: PageProvider.selectionProblem).read(bytes)
             } catch {
