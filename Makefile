@@ -249,8 +249,10 @@ deb: $(INSTALL_BIN) $(MAN_BUILD)/.stamp
 
 # Benchmarks (issues 5 and 23): loopback only, release build, prints a short table and issue 23's
 # figures beside their goals. Not part of `make test`.
-# Knobs: BENCH_N="200 1000" BENCH_RUNS=7 BENCH_DAEMON_SECONDS=135 BENCH_ONLY="1 2 3 4 5 7"
+# Knobs: BENCH_N="200 1000" BENCH_RUNS=7 BENCH_DAEMON_SECONDS=135 BENCH_ONLY="1 2 3 4 5 7 8 9"
 # BENCH_SHARED_SOURCES=30000 BENCH_SHARED_SECONDS=180 BENCH_IDLE_SECONDS=20 (see bench/bench.py).
+# BENCH_BIG_SOURCES=100000 BENCH_BIG_INSTANCES=5 BENCH_BIG_SECONDS=600 BENCH_BIG_INTERVAL=300 (benchmark 8),
+# BENCH_PER_SOURCE="1000 10000 100000" (benchmark 9).
 bench:
 	SWIFT=$(SWIFT) PYTHON=$(PYTHON) MAKE="$(MAKE)" bench/run.sh
 

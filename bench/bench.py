@@ -17,13 +17,21 @@
    RSS (the floor every command pays), and the installed binary's size (`make release`:
    stripped, debug symbols apart).
 
+8. five machines (issue 33): BENCH_BIG_INSTANCES=5 daemons share BENCH_BIG_SOURCES=100000
+   sources at BENCH_BIG_INTERVAL=300 s on one PostgreSQL for BENCH_BIG_SECONDS=600, routed to a
+   webhook on loopback; about 1 % of the sources gain an item per minute; instances 1 and 2 are
+   killed with SIGKILL at 1/6 and 1/3 of the run (not restarted). Per instance RSS and CPU,
+   PostgreSQL's CPU, lateness, each takeover in intervals, duplicates in the state and at the hook;
+9. memory per configured source (issue 33): an idle daemon with BENCH_PER_SOURCE="1000 10000
+   100000" sources held (after a baseline check) minus one with none, and the slope between sizes.
+
 Then a summary: each figure of issue 31's and issue 33's tables beside its goal, met or missed
 by how much.
 
 Prints one short table; the raw figures go to bench-results/latest.json (not committed).
 Knobs (environment): BENCH_N="200 1000", BENCH_RUNS=7, BENCH_DAEMON_SOURCES=10000,
 BENCH_DAEMON_SECONDS=135, BENCH_SHARED_SOURCES=30000, BENCH_SHARED_SECONDS=180,
-BENCH_IDLE_SECONDS=40, BENCH_ONLY="1 2 3 4 5 6 7", BENCH_KEEP=1 (keep the work directory).
+BENCH_IDLE_SECONDS=40, BENCH_ONLY="1 2 3 4 5 6 7 8 9", BENCH_KEEP=1 (keep the work directory).
 """
 import argparse
 import json
@@ -351,6 +359,245 @@ def bench_shared(args, work, nginx, n, seconds):
                 "check_baseline_s": first[0], "postgres_version": pg.bin.parent.name}
 
 
+
+class HookCounter:
+    """A webhook receiver on loopback that counts deliveries by event id and by
+    (source, key, event): a repeat of either is a duplicate the user would see."""
+
+    def __init__(self):
+        import http.server
+        import threading
+        counter = self
+        self.lock = threading.Lock()
+        self.by_id, self.by_item, self.bad = {}, {}, 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                try:
+                    events = json.loads(body)
+                    events = events if isinstance(events, list) else [events]
+                except ValueError:
+                    events = None
+                with counter.lock:
+                    if events is None:
+                        counter.bad += 1
+                    for e in events or []:
+                        counter.by_id[e.get("id")] = counter.by_id.get(e.get("id"), 0) + 1
+                        item = (e.get("source"), e.get("key"), e.get("event"))
+                        counter.by_item[item] = counter.by_item.get(item, 0) + 1
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def figures(self):
+        with self.lock:
+            return {"deliveries": sum(self.by_id.values()), "events_delivered": len(self.by_id),
+                    "duplicate_ids": sum(c - 1 for c in self.by_id.values() if c > 1),
+                    "duplicate_items": sum(c - 1 for c in self.by_item.values() if c > 1), "unreadable": self.bad}
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def add_item(nginx, i, tag):
+    """Source i's JSON gains one item (new id): its next poll has one `new` event. Written
+    beside and renamed, so nginx never serves half a file."""
+    path = os.path.join(nginx.www, "s", f"{i}.json")
+    with open(path) as f:
+        doc = json.load(f)
+    doc["items"].insert(0, {"id": f"{i}-{tag}", "title": f"Item {tag} of source {i}", "status": "ok",
+                            "url": f"http://example.invalid/{i}/{tag}"})
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def bench_big(args, work, nginx, n, instances, seconds, interval):
+    """Benchmark 8 (issue 33): `instances` daemons share n sources at `interval` on one
+    PostgreSQL, routed to one webhook; sources gain items while they run (events flow); two
+    instances are killed with SIGKILL (at 1/6 and 1/3 of the run, not restarted: the survivors
+    take over their sources and carry the load, the harder case). Per instance: peak and
+    final RSS, CPU, sources held, lateness; PostgreSQL's CPU; each takeover (how long until
+    every source the killed instance held was polled again, in intervals since its last
+    poll); duplicates (in the state and at the webhook)."""
+    import random
+    d = os.path.join(work, "big")
+    tidings_config(os.path.join(d, "node0"), nginx, n, interval=f"{interval}s")
+    plugins = os.path.join(d, "node0", "plugins.d")
+    hook = HookCounter()
+    rng = random.Random(8)
+    with postgres.PostgresServer(max_connections=100 + 10 * instances) as pg:
+        db = pg.create_database("big")
+        nodes = []
+        for k in range(instances):
+            node = os.path.join(d, f"node{k}")
+            os.makedirs(node, exist_ok=True)
+            with open(os.path.join(node, "tidings.toml"), "w") as f:
+                f.write(f'plugins_dir = "{plugins}"\n\n[defaults]\ninterval = "{interval}s"\njitter = 0.1\n'
+                        f'\n[sinks.hook]\ntype = "webhook"\nurl = "{hook.url}/hook"\ntimeout = "5s"\n' + db.state_toml())
+            nodes.append(["--config", os.path.join(node, "tidings.toml"), "--state-dir", os.path.join(node, "state")])
+        log(f"[8] {n} sources on PostgreSQL: first `tidings check` over all of them (baseline state)")
+        first = timed([args.bin, "check", "-q"] + nodes[0], ok=(0, 1))
+        log(f"[8] baseline check {first[0]:.1f}s, {first[2] // 1024}MiB; {instances} daemons for {seconds:.0f}s, interval {interval}s")
+        procs, logs = [], []
+        for k, targs in enumerate(nodes):
+            logs.append(os.path.join(d, f"node{k}", "daemon.log"))
+            with open(logs[-1], "w") as lf:
+                procs.append(subprocess.Popen([args.bin, "run"] + targs, stdout=subprocess.DEVNULL, stderr=lf))
+        kills = [(seconds / 6, 1 % instances), (seconds / 3, 2 % instances)] if instances >= 3 else []
+        takeovers, added = [], 0
+        cpu0 = [None] * instances
+        final_rss, hwm, cpu = [0] * instances, [0] * instances, [0.0] * instances
+        settle = min(30.0, seconds / 10)
+        t0 = time.time()
+        pg1 = w1 = None
+        pending = []  # takeovers not yet complete: dict with the killed sources' last polls
+        killed, polled, watermark, next_scan = set(), {}, 0.0, t0
+        try:
+            next_change = t0 + settle
+            while True:
+                now = time.time() - t0
+                if pg1 is None and now >= settle:
+                    pg1, w1 = pg.cpu_seconds(), time.time()
+                    cpu0 = [proc_cpu(p.pid) for p in procs]
+                for k, p in enumerate(procs):
+                    if p.poll() is not None and k not in killed:
+                        raise RuntimeError(f"daemon {k} exited early; see {logs[k]}")
+                    if p.poll() is None:
+                        hwm[k] = proc_status(p.pid, "VmHWM")
+                        final_rss[k] = proc_status(p.pid, "VmRSS")
+                        cpu[k] = proc_cpu(p.pid)
+                if kills and now >= kills[0][0]:
+                    at, k = kills.pop(0)
+                    pid = procs[k].pid
+                    held = {src: float(lp) if lp else None for src, lp in db.query(
+                        "SELECT s.source, s.last_poll FROM lease l JOIN instance i ON i.id = l.owner "
+                        f"JOIN source_state s ON 'source:' || s.source = l.name WHERE i.pid = {pid}")}
+                    procs[k].kill()
+                    procs[k].wait()
+                    killed.add(k)
+                    killed_at = time.time()
+                    watermark = watermark or killed_at - 60
+                    log(f"[8] kill -9 instance {k} (pid {pid}) holding {len(held)} sources at {killed_at - t0:.0f}s")
+                    pending.append({"instance": k, "at_s": killed_at - t0, "killed_at": killed_at, "held": held, "again": {}})
+                # Takeovers: the first poll of each killed source after its kill. Every 10 s, the
+                # rows polled since the last scan (a minute of overlap: a poll commits after it starts).
+                if pending and time.time() >= next_scan:
+                    scanned_at = time.time()
+                    for src, lp in db.query(f"SELECT source, last_poll FROM source_state WHERE last_poll > {watermark}"):
+                        polled.setdefault(src, []).append(float(lp))
+                    watermark, next_scan = scanned_at - 60, scanned_at + 10
+                    for tk in pending:
+                        for src in tk["held"]:
+                            if src not in tk["again"]:
+                                after = [x for x in polled.get(src, ()) if x > tk["killed_at"]]
+                                if after:
+                                    tk["again"][src] = min(after)
+                done = [tk for tk in pending if len(tk["again"]) == len(tk["held"])]
+                for tk in done:
+                    pending.remove(tk)
+                    takeovers.append(tk)
+                if now >= seconds and (not pending or now >= max(tk["at_s"] for tk in pending) + 2 * interval + 30):
+                    break
+                if time.time() >= next_change:
+                    # About 1 % of the sources per minute gain an item.
+                    for i in rng.sample(range(n), max(1, n // 600)):
+                        add_item(nginx, i, f"x{added}")
+                        added += 1
+                    next_change += 10
+                time.sleep(2)
+            pg2, w2 = pg.cpu_seconds(), time.time()
+            owners = {int(pid): int(c) for pid, c in db.query(
+                "SELECT i.pid, count(*) FROM lease l JOIN instance i ON i.id = l.owner WHERE l.name LIKE 'source:%' "
+                "AND l.expires_at > extract(epoch FROM clock_timestamp()) GROUP BY i.pid")}
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in procs:
+                try:
+                    p.wait(60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        # Deliveries still queued at the end are not duplicates; what reached the hook twice is.
+        dup_state = db.scalar("SELECT count(*) FROM (SELECT source, key, type FROM event WHERE type = 'new' "
+                              "GROUP BY source, key, type HAVING count(*) > 1) d")
+        events = db.scalar("SELECT count(*) FROM event")
+        hooks = hook.figures()
+        hook.close()
+        out = []
+        for tk in pending + takeovers:
+            gaps = sorted((tk["again"][s] - (tk["held"][s] or tk["killed_at"])) / interval for s in tk["again"])
+            out.append({"instance": tk["instance"], "at_s": tk["at_s"], "sources": len(tk["held"]),
+                        "polled_again": len(tk["again"]), "complete": tk not in pending,
+                        "all_polled_after_s": (max(tk["again"].values()) - tk["killed_at"]) if tk["again"] else None,
+                        "gap_intervals_p50": gaps[len(gaps) // 2] if gaps else None,
+                        "gap_intervals_p99": gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))] if gaps else None,
+                        "gap_intervals_max": gaps[-1] if gaps else None})
+        res_instances = []
+        for k, p in enumerate(procs):
+            with open(logs[k]) as f:
+                text = f.read()
+            reports = [tuple(float(x) for x in m.groups()) for m in LATE.finditer(text)]
+            alive = p.returncode != -signal.SIGKILL
+            inst = {"killed": not alive, "peak_rss_kib": hwm[k], "rss_kib_end": final_rss[k],
+                    "cpu_pct": 100 * (cpu[k] - (cpu0[k] or 0)) / max(w2 - w1, 1e-9) if alive else None,
+                    "sources": owners.get(p.pid, 0),
+                    "warnings_or_errors": sum(1 for line in text.splitlines() if " warning " in line or " error " in line)}
+            if reports:
+                last = reports[-1]
+                inst.update(polls=int(last[5]), p50_ms=last[6], p99_ms=last[7], max_ms=last[8])
+            res_instances.append(inst)
+        return {"sources": n, "instances_n": instances, "seconds": time.time() - t0, "interval_s": interval,
+                "instances": res_instances, "postgres_cpu_pct": 100 * (pg2 - pg1) / max(w2 - w1, 1e-9),
+                "postgres_version": pg.bin.parent.name, "check_baseline_s": first[0], "items_added": added,
+                "events": events, "duplicate_new_events_in_state": dup_state, "hook": hooks, "takeovers": out}
+
+
+def bench_per_source(args, work, nginx, sizes, seconds):
+    """Memory per configured source, held (one daemon on SQLite after a baseline `check`, so
+    nothing is due): RSS after `seconds` with N sources minus with none, over N, for each N:
+    the slope between sizes says whether a source costs a constant amount."""
+    rows = []
+    base = None
+    for n in [0] + sizes:
+        d = os.path.join(work, f"per{n}")
+        targs = tidings_config(d, nginx, n, interval="1d")
+        if n:
+            timed([args.bin, "check", "-q"] + targs, ok=(0, 1))
+        with open(os.path.join(d, "daemon.log"), "w") as lf:
+            p = subprocess.Popen([args.bin, "run"] + targs, stdout=subprocess.DEVNULL, stderr=lf)
+        try:
+            time.sleep(seconds)
+            if p.poll() is not None:
+                raise RuntimeError(f"daemon with {n} sources exited; see {d}/daemon.log")
+            rss, peak = proc_status(p.pid, "VmRSS"), proc_status(p.pid, "VmHWM")
+        finally:
+            stop(p)
+        if n == 0:
+            base = rss
+            rows.append({"sources": 0, "rss_kib": rss, "peak_rss_kib": peak})
+        else:
+            rows.append({"sources": n, "rss_kib": rss, "peak_rss_kib": peak, "kib_per_source": (rss - base) / n})
+        log(f"[8] idle daemon with {n} sources: {rss / 1024:.1f} MiB" + (f", {(rss - base) / n:.2f} KiB per source" if n else ""))
+        shutil.rmtree(d, ignore_errors=True)
+    for a, b in zip(rows[1:], rows[2:]):
+        b["slope_kib_per_source"] = (b["rss_kib"] - a["rss_kib"]) / (b["sources"] - a["sources"])
+    return rows
+
+
 def bench_dedupe(args, work):
     log("[3] dedupe + commit: 1,000-item snapshots, 1,000,000 items")
     p = subprocess.run([args.bench_bin, "dedupe", "--dir", os.path.join(work, "dedupe"), "--snapshot", "1000",
@@ -642,6 +889,31 @@ def table(res):
             worst = max(i["p99_ms"] for i in ins)
             rows.append(("   lateness p99 per instance", " / ".join(f"{i['p99_ms']:.1f} ms" for i in ins),
                          f"p99 <= 250 ms: {'met' if worst <= 250 else 'MISSED'}"))
+    if "big" in res:
+        x = res["big"]
+        ins = x["instances"]
+        rows.append((f"8. {x['sources']} src, {x['instances_n']} daemons at {x['interval_s']:.0f} s, {x['seconds']:.0f} s",
+                     "CPU " + " / ".join("killed" if i["killed"] else f"{i['cpu_pct']:.1f}%" for i in ins) + " of a core",
+                     f"sources at the end {' / '.join(str(i['sources']) for i in ins)}"))
+        rows.append(("   peak RSS per instance", " / ".join(mib(i["peak_rss_kib"]) for i in ins), ""))
+        rows.append(("   RSS at the end (or at the kill)", " / ".join(mib(i["rss_kib_end"]) for i in ins), ""))
+        rows.append((f"   PostgreSQL {x['postgres_version']} (all processes)", f"CPU {x['postgres_cpu_pct']:.1f}% of a core", ""))
+        if any("p99_ms" in i for i in ins):
+            rows.append(("   lateness p50/p99/max per instance", " / ".join(f"{i['p50_ms']:.0f},{i['p99_ms']:.0f},{i['max_ms']:.0f} ms" if "p99_ms" in i else "-"
+                                                                        for i in ins), "since each one's start, to its last minute line"))
+        for t in x["takeovers"]:
+            rows.append((f"   kill -9 of instance {t['instance']} at {t['at_s']:.0f} s ({t['sources']} src)",
+                         f"{t['polled_again']} polled again, all within {t['all_polled_after_s'] or 0:.0f} s; since their last poll "
+                         f"p50 {t['gap_intervals_p50'] or 0:.2f}, max {t['gap_intervals_max'] or 0:.2f} intervals", "complete" if t["complete"] else "INCOMPLETE"))
+        h = x["hook"]
+        rows.append(("   events / duplicates", f"{x['items_added']} items added, {x['events']} events, {h['events_delivered']} delivered "
+                     f"({h['deliveries']} requests); duplicates: state {x['duplicate_new_events_in_state']}, hook by id {h['duplicate_ids']}, "
+                     f"by item {h['duplicate_items']}", ""))
+    if "per_source" in res:
+        for r in res["per_source"]:
+            rows.append((f"9. idle daemon, {r['sources']:,} sources held", mib(r["rss_kib"]),
+                         (f"{r['kib_per_source']:.2f} KiB/source" + (f", slope {r['slope_kib_per_source']:.2f}" if "slope_kib_per_source" in r else ""))
+                         if r["sources"] else "baseline"))
     if "watch" in res:
         x = res["watch"]
         t, u = x["tidings"], x["urlwatch"]
@@ -725,6 +997,23 @@ def summary(res):
         if all("p99_ms" in i for i in res["shared"]["instances"]):
             p99 = max(i["p99_ms"] for i in res["shared"]["instances"])
             scale.append(("same, lateness p99 (worst)", f"{p99:.0f} ms", "<= 250 ms", verdict(p99, 250)))
+    if "big" in res:
+        x = res["big"]
+        worst = max(i["peak_rss_kib"] for i in x["instances"])
+        tag = f"{x['instances_n']} instances sharing {x['sources']} sources at {x['interval_s']:.0f} s"
+        scale.append((f"{tag}, RSS each (max)", f"{mib(worst):.1f} MiB", "<= 128 MiB", verdict(mib(worst), 128)))
+        if any("p99_ms" in i for i in x["instances"]):
+            p99 = max(i["p99_ms"] for i in x["instances"] if "p99_ms" in i)
+            scale.append(("same, lateness p99 (worst instance)", f"{p99:.0f} ms", "<= 1000 ms", verdict(p99, 1000)))
+        for t in x["takeovers"]:
+            gap = t["gap_intervals_max"] if t["complete"] else float("inf")
+            scale.append((f"same, takeover after kill -9 ({t['sources']} sources)", f"{gap:.2f} intervals", "< 2 intervals", verdict(gap, 2)))
+        dups = x["duplicate_new_events_in_state"] and int(x["duplicate_new_events_in_state"]) or 0
+        dups += x["hook"]["duplicate_ids"] + x["hook"]["duplicate_items"]
+        scale.append(("same, duplicates (state + webhook)", str(dups), "0", "met" if dups == 0 else "MISSED"))
+    if "per_source" in res:
+        for r in res["per_source"][1:]:
+            scale.append((f"memory per held source, {r['sources']:,} sources", f"{r['kib_per_source']:.2f} KiB", "<= 3 KiB", verdict(r["kib_per_source"], 3)))
     if "cold" in res:
         scale.append(("`tidings sources`, 10,000 sources, cold", f"{res['cold']['median_ms']:.0f} ms", "<= 100 ms", verdict(res["cold"]["median_ms"], 100)))
     out = []
@@ -746,18 +1035,25 @@ def main():
                     help="the binary `make install` installs (`make release`), for benchmark 7")
     args = ap.parse_args()
     args.bin, args.bench_bin, args.install_bin = map(os.path.abspath, (args.bin, args.bench_bin, args.install_bin))
-    only = set(env_list("BENCH_ONLY", "1 2 3 4 5 7"))
+    only = set(env_list("BENCH_ONLY", "1 2 3 4 5 7 8 9"))
     ns = env_list("BENCH_N", "200 1000")
     runs = int(os.environ.get("BENCH_RUNS", "7"))
     dn = int(os.environ.get("BENCH_DAEMON_SOURCES", "10000"))
     dsec = float(os.environ.get("BENCH_DAEMON_SECONDS", "135"))
     sn = int(os.environ.get("BENCH_SHARED_SOURCES", "30000"))
     ssec = float(os.environ.get("BENCH_SHARED_SECONDS", "180"))
+    bn = int(os.environ.get("BENCH_BIG_SOURCES", "100000"))
+    bk = int(os.environ.get("BENCH_BIG_INSTANCES", "5"))
+    bsec = float(os.environ.get("BENCH_BIG_SECONDS", "600"))
+    bint = float(os.environ.get("BENCH_BIG_INTERVAL", "300"))
+    psizes = env_list("BENCH_PER_SOURCE", "1000 10000 100000")
+    psec = float(os.environ.get("BENCH_PER_SOURCE_SECONDS", "20"))
 
     work = tempfile.mkdtemp(prefix="tidings-bench-")
     res = {"machine": machine(), "loadavg": " ".join(open("/proc/loadavg").read().split()[:3]), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     # (Benchmarks 3 and 7 alone need no nginx.)
-    nginx = Nginx(work, max(ns + [dn] + ([sn] if 5 in only else []))) if only & {1, 2, 4, 5, 6} else None
+    nginx = Nginx(work, max(ns + [dn] + ([sn] if 5 in only else []) + ([bn] if 8 in only else []) + (psizes if 9 in only else []))) \
+        if only & {1, 2, 4, 5, 6, 8, 9} else None
     try:
         if nginx:
             nginx.start()
@@ -780,6 +1076,10 @@ def main():
             res["shared"] = bench_shared(args, work, nginx, sn, ssec)
         if 7 in only:
             res["footprint"] = bench_footprint(args, work)
+        if 9 in only:
+            res["per_source"] = bench_per_source(args, work, nginx, psizes, psec)
+        if 8 in only:
+            res["big"] = bench_big(args, work, nginx, bn, bk, bsec, bint)
     finally:
         if nginx:
             nginx.stop()
