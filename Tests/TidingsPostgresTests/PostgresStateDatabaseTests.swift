@@ -314,22 +314,7 @@ final class PostgresStateDatabaseTests: XCTestCase {
             }
         }
         while !holding.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
-        let results = Task {
-            await withTaskGroup(of: (Int, Result<T, any Error>).self) { group in
-                for i in 0..<n {
-                    group.addTask {
-                        do {
-                            return (i, .success(try await db.performGrouped(order: String(i)) { try body(i, $0) }))
-                        } catch {
-                            return (i, .failure(error))
-                        }
-                    }
-                }
-                var out = [Result<T, any Error>?](repeating: nil, count: n)
-                for await (i, r) in group { out[i] = r }
-                return out.map { $0! }
-            }
-        }
+        let results = startGroupedWrites(db, count: n, body)
         while db.group.unfinished < n { try await Task.sleep(for: .milliseconds(1)) }
         gate.withLock { $0 = true }
         try await blocker.value
@@ -534,9 +519,3 @@ func awaitResult<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) 
     return try result!.get()
 }
 
-extension Result {
-    fileprivate func isFailure(_ matching: (Failure) -> Bool) -> Bool {
-        if case .failure(let e) = self { return matching(e) }
-        return false
-    }
-}

@@ -179,22 +179,7 @@ final class SQLiteWriteTests: XCTestCase {
             }
         }
         while !holding.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
-        let results = Task {
-            await withTaskGroup(of: (Int, Result<T, any Error>).self) { group in
-                for i in 0..<n {
-                    group.addTask {
-                        do {
-                            return (i, .success(try await db.performGrouped(order: String(repeating: "0", count: 3 - String(i).count) + String(i)) { try body(i, $0) }))
-                        } catch {
-                            return (i, .failure(error))
-                        }
-                    }
-                }
-                var out = [Result<T, any Error>?](repeating: nil, count: n)
-                for await (i, r) in group { out[i] = r }
-                return out.map { $0! }
-            }
-        }
+        let results = startGroupedWrites(db, count: n, order: { String(repeating: "0", count: 3 - String($0).count) + String($0) }, body)
         while db.group.unfinished < n { try await Task.sleep(for: .milliseconds(1)) }
         gate.withLock { $0 = true }
         return await results.value
@@ -203,13 +188,6 @@ final class SQLiteWriteTests: XCTestCase {
     /// A write from synchronous code (the CLI's path).
     private static func insertWaiting(_ store: StateStore, _ x: Int) throws {
         try store.database.write { _ = try $0.execute("INSERT INTO scratch(x) VALUES (?)", x) }
-    }
-}
-
-extension Result {
-    func isFailure(_ matching: (Failure) -> Bool) -> Bool {
-        if case .failure(let e) = self { return matching(e) }
-        return false
     }
 }
 
