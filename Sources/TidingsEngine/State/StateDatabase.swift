@@ -16,7 +16,8 @@ import TidingsPluginAPI
 //   ``TransactionKind/dryRun``). ``StateDatabase/perform(_:_:)`` does the same from async
 //   code without blocking the cooperative thread pool: anything that can wait (a write
 //   lock, the network) runs on the backend's own threads. (SQLite's WAL reads wait for
-//   nobody and run in place.)
+//   nobody and run in place.) ``StateDatabase/performGrouped(order:_:)`` is a poll's write:
+//   the same, committed with the writes queued beside it (``GroupCommit``).
 
 /// A value bound to a statement or read from a row.
 package enum SQLValue: Sendable, Equatable, Hashable {
