@@ -79,7 +79,6 @@ package final class GroupCommit: Sendable {
         schedule: () -> Bool, refused: @autoclosure () -> any Error
     ) async throws -> T {
         let slot = Slot<T>()
-        let refusal = refused()
         return try await withCheckedThrowingContinuation { (done: CheckedContinuation<T, any Error>) in
             let member = Member(
                 order: order, run: { slot.value = try body($0) },
@@ -95,7 +94,7 @@ package final class GroupCommit: Sendable {
                 p.remove(at: i)
                 return true
             }
-            if mine { member.finish(refusal) }
+            if mine { member.finish(refused()) }
         }
     }
 
