@@ -87,7 +87,10 @@ final class GroupCommitTests: XCTestCase {
         // A new item everywhere; the three polls due at once finish together and form one
         // batch, and the process dies at its COMMIT.
         for p in providers { p.items.append(Item(key: "b", kind: "k", title: "B")) }
-        store.script { $0.hold = 3; $0.dieAtCommit = true }
+        store.script {
+            $0.hold = 3
+            $0.dieAtCommit = true
+        }
         try await advance(to: t0 + 62, first)
         XCTAssertEqual(providers.map(\.polls), [2, 2, 2], "the second polls ran: their transfers are done")
         XCTAssertEqual(store.lostBatches, [3], "they were in one batch, lost with its COMMIT")

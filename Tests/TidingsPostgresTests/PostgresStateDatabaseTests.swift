@@ -518,4 +518,3 @@ func awaitResult<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) 
     done.wait()
     return try result!.get()
 }
-

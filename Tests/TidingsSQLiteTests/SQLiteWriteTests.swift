@@ -138,7 +138,7 @@ final class SQLiteWriteTests: XCTestCase {
             return i
         }
         XCTAssertTrue(results[3].isFailure { $0 is Refused }, "\(results[3])")
-        XCTAssertTrue(results[7].isFailure { ($0 as? SQLiteError)?.code == 19 /* SQLITE_CONSTRAINT */ }, "\(results[7])")
+        XCTAssertTrue(results[7].isFailure { ($0 as? SQLiteError)?.code == 19 }, "SQLITE_CONSTRAINT: \(results[7])")
         let landed: [Int] = try await store.database.read { try $0.fetchAll("SELECT x FROM scratch ORDER BY x").map { try $0[0] } }
         XCTAssertEqual(landed, [-1] + (0..<n).filter { $0 != 3 && $0 != 7 }, "the failed writes left nothing, the others all landed")
         XCTAssertEqual(sqlite.group.tally.failedAlone, 2)
