@@ -146,37 +146,49 @@ final class PQConnection: @unchecked Sendable {
     /// The connection broke (the server ended it, the socket closed) or was abandoned.
     var isBroken: Bool { abandoned || tidings_PQstatus(conn) != CONNECTION_OK }
 
-    /// The transaction's BEGIN, not sent yet: it goes out with the first statement, in one
-    /// pipeline (one round trip for both). A transaction that runs no statement costs none.
-    private var pendingBegin: String?
+    /// Statements without parameters not sent yet: the transaction's BEGIN, a savepoint's
+    /// SAVEPOINT and RELEASE (group commit). They go out with the next statement, in one
+    /// pipeline (one round trip for all). A transaction that runs no statement costs none.
+    private var pending: [String] = []
 
     /// Starts a transaction with the next statement (`BEGIN`, `BEGIN READ ONLY`).
-    func begin(_ sql: String) { pendingBegin = sql }
+    func begin(_ sql: String) { pending = [sql] }
 
-    /// A statement without parameters, by the simple protocol (COMMIT, ROLLBACK). Ending a
-    /// transaction whose BEGIN was never sent sends nothing.
+    /// Sends `sql` (no parameters, no rows) with the next statement.
+    func sendLater(_ sql: String) { pending.append(sql) }
+
+    /// A statement without parameters, by the simple protocol (COMMIT, ROLLBACK), after those
+    /// not sent yet (then in one pipeline). Ending a transaction whose BEGIN was never sent
+    /// sends nothing.
     func simple(_ sql: String, within seconds: Double, what: String) throws -> PQAnswer {
-        if let begin = pendingBegin {
-            pendingBegin = nil
-            if sql == "COMMIT" || sql == "ROLLBACK" { return PQAnswer() }
-            _ = try simple(begin, within: seconds, what: what)
-        }
         let deadline = Self.now() + UInt64(seconds * 1e9)
+        if !pending.isEmpty {
+            let queued = pending
+            pending = []
+            if queued[0].hasPrefix("BEGIN") && (sql == "COMMIT" || sql == "ROLLBACK") { return PQAnswer() }
+            if sql != "ROLLBACK" {
+                return try pipelined(deadline: deadline, seconds: seconds, what: what) {
+                    for statement in queued { try send(statement, Bound([], types: []), what: what) }
+                    try send(sql, Bound([], types: []), what: what)
+                }.last ?? PQAnswer()
+            }
+        }
         guard tidings_PQsendQuery(conn, sql) == 1 else { throw failure(what) }
         return try collect(deadline: deadline, seconds: seconds, what: what)
     }
 
-    /// One statement with `$n` parameters (after the pending BEGIN, in one pipeline).
+    /// One statement with `$n` parameters (after those not sent yet, in one pipeline).
     func run(_ sql: String, _ arguments: [SQLValue], within seconds: Double, what: String) throws -> PQAnswer {
         let deadline = Self.now() + UInt64(seconds * 1e9)
         let bound = Bound(arguments, types: arguments.map(Self.type))
-        guard let begin = pendingBegin else {
+        guard !pending.isEmpty else {
             try send(sql, bound, what: what)
             return try collect(deadline: deadline, seconds: seconds, what: what)
         }
-        pendingBegin = nil
+        let queued = pending
+        pending = []
         return try pipelined(deadline: deadline, seconds: seconds, what: what) {
-            try send(begin, Bound([], types: []), what: what)
+            for statement in queued { try send(statement, Bound([], types: []), what: what) }
             try send(sql, bound, what: what)
         }.last ?? PQAnswer()
     }
@@ -191,7 +203,7 @@ final class PQConnection: @unchecked Sendable {
     }
 
     /// One statement once per argument list, in pipeline mode: prepared once, every execution
-    /// sent before any answer is read, one round trip in all (the pending BEGIN too). The
+    /// sent before any answer is read, one round trip in all (with those not sent yet). The
     /// first failure is thrown (the server skips the rest, and the transaction is then aborted).
     func runMany(_ sql: String, _ rows: [[SQLValue]], within seconds: Double, what: String) throws {
         guard let first = rows.first else { return }
@@ -202,10 +214,10 @@ final class PQConnection: @unchecked Sendable {
             if seen.count == 1 { return seen.first! }
             return seen == [Self.int8, Self.float8] ? Self.float8 : 0
         }
-        let begin = pendingBegin
-        pendingBegin = nil
+        let queued = pending
+        pending = []
         _ = try pipelined(deadline: deadline, seconds: seconds, what: what) {
-            if let begin { try send(begin, Bound([], types: []), what: what) }
+            for statement in queued { try send(statement, Bound([], types: []), what: what) }
             let prepared = types.withUnsafeBufferPointer { tidings_PQsendPrepare(conn, "", sql, Int32(types.count), $0.baseAddress) }
             guard prepared == 1 else { throw failure(what) }
             for row in rows {

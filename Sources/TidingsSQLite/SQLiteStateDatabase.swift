@@ -16,6 +16,10 @@ import TidingsPluginAPI
 ///   is free (`BEGIN IMMEDIATE` tried with no busy timeout). Otherwise (a `tidings` command is
 ///   writing, or another poll's commit is) it waits on the writer thread, off the pool, one
 ///   write after the other as GRDB's writer queue did. The lock is almost always free.
+/// - A poll's write (``performGrouped(order:_:)``) runs in place in the same way when it can;
+///   else it joins the polls queued for the writer thread, which commits up to 64 of them in
+///   one transaction, each in a savepoint (group commit, ``GroupCommit``): one COMMIT, and
+///   the pages they share written to the WAL once.
 package final class SQLiteStateDatabase: StateDatabase {
     package let path: String
     package var location: String { path }
@@ -35,6 +39,8 @@ package final class SQLiteStateDatabase: StateDatabase {
     private let writes = Mutex(0)
     /// Writes that could not start at once, run one after the other on the writer thread.
     private let queue = WriteQueue()
+    /// Poll writes waiting for the writer thread, committed in batches (its tally: tests, figures).
+    package let group = GroupCommit()
 
     /// Opens (or creates) the file, switches it to WAL and makes sure a WAL file exists with
     /// something in it (GRDB's fix for read-only readers on a fresh file).
@@ -141,6 +147,19 @@ package final class SQLiteStateDatabase: StateDatabase {
         return try await withCheckedThrowingContinuation { (done: CheckedContinuation<T, any Error>) in
             queue.enqueue { done.resume(with: Result { try self.writeTransaction(kind, body) }) }
         }
+    }
+
+    package func performGrouped<T: Sendable>(order: String, _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
+        // Nothing under way: committed alone, at once (a batch of one).
+        if case .done(let result) = try attemptInPlace(.write, body) { return result }
+        writes.withLock { $0 += 1 }
+        defer { writes.withLock { $0 -= 1 } }
+        return try await group.perform(
+            order: order, body,
+            schedule: {
+                queue.enqueue { self.group.runPending { batch in try self.writeTransaction(.write, batch) } }
+                return true
+            }, refused: SQLiteError(extendedCode: SQLITE_MISUSE, message: "the state database is closed", sql: nil))
     }
 
     package func close() async {}

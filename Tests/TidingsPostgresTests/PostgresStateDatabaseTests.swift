@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import TidingsPostgres
 import TidingsTestSupport
 import XCTest
@@ -249,6 +250,75 @@ final class PostgresStateDatabaseTests: XCTestCase {
         XCTAssertTrue(names.allSatisfy { $0.hasSuffix(":1") }, "\(names)")
         XCTAssertGreaterThanOrEqual(elapsed, .milliseconds(400), "two threads, four bodies of 0.2 s")
         XCTAssertLessThan(worst, .milliseconds(180), "the cooperative pool stalled")
+    }
+
+    // MARK: Group commit
+
+    /// Poll writes queued while the only thread is busy are committed as ONE transaction (the
+    /// same transaction id in every write), each in a savepoint: a write whose body throws and
+    /// one whose statement fails (a unique violation aborts the transaction, the savepoint
+    /// saves it) fail alone with their own errors; the others all land.
+    func testWritesQueuedBehindABusyThreadCommitAsOneBatchAndAFailingOneFailsAlone() async throws {
+        let db = try open(poolSize: 1)
+        try await db.write { sql in
+            try sql.execute("CREATE TABLE scratch(x BIGINT UNIQUE)", [])
+            try sql.execute("INSERT INTO scratch(x) VALUES (-1)", [])
+        }
+        struct Refused: Error {}
+        let n = 10
+        let results = try await whileThreadsBusy(db, writes: n) { i, sql -> Int64 in
+            try sql.execute("INSERT INTO scratch(x) VALUES (?)", [.integer(Int64(i))])
+            if i == 3 { throw Refused() }
+            if i == 7 { try sql.execute("INSERT INTO scratch(x) VALUES (-1)", []) }
+            return try sql.scalar("SELECT txid_current()") ?? -1
+        }
+        XCTAssertTrue(results[3].isFailure { $0 is Refused }, "\(results[3])")
+        XCTAssertTrue(results[7].isFailure { ($0 as? PostgresStateError)?.sqlState == "23505" }, "\(results[7])")
+        let transactions = Set(results.compactMap { try? $0.get() })
+        XCTAssertEqual(transactions.count, 1, "one transaction for the batch: \(transactions)")
+        let landed: [Int] = try await db.read { try $0.fetchAll("SELECT x FROM scratch ORDER BY x", []).map { try $0[0] } }
+        XCTAssertEqual(landed, [-1] + (0..<n).filter { $0 != 3 && $0 != 7 })
+        XCTAssertEqual(db.group.tally, GroupCommit.Tally(commits: 1, writes: n - 2, failedAlone: 2))
+        XCTAssertEqual(db.group.unfinished, 0)
+    }
+
+    /// A write that loses the connection (the server ends it) cannot be rolled back to its
+    /// savepoint: it fails alone, and the others of its batch run again on a new connection.
+    func testAWriteThatLosesTheConnectionFailsAloneAndTheOthersRunAgain() async throws {
+        let db = try open(poolSize: 1)
+        try await db.write { try $0.execute("CREATE TABLE scratch(x BIGINT)", []) }
+        let n = 6
+        let results = try await whileThreadsBusy(db, writes: n) { i, sql -> Int in
+            try sql.execute("INSERT INTO scratch(x) VALUES (?)", [.integer(Int64(i))])
+            if i == 2 { _ = try sql.fetchAll("SELECT pg_terminate_backend(pg_backend_pid())", []) }
+            return i
+        }
+        XCTAssertTrue(results[2].isFailure { ($0 as? PostgresStateError)?.connectionLost == true }, "\(results[2])")
+        for i in 0..<n where i != 2 { XCTAssertEqual(try? results[i].get(), i) }
+        let landed: [Int] = try await db.read { try $0.fetchAll("SELECT x FROM scratch ORDER BY x", []).map { try $0[0] } }
+        XCTAssertEqual(landed, [0, 1, 3, 4, 5])
+        XCTAssertEqual(db.group.tally.commits, 1, "the batch without the lost write, committed once")
+    }
+
+    /// Runs `writes` grouped writes while a transaction holds every thread of `db` (a pool of
+    /// one), then lets it go: each write's result, by index (their order in a batch: the index).
+    private func whileThreadsBusy<T: Sendable>(
+        _ db: PostgresStateDatabase, writes n: Int, _ body: @escaping @Sendable (Int, any SQLConnection) throws -> T
+    ) async throws -> [Result<T, any Error>] {
+        let gate = Mutex(false)
+        let holding = Mutex(false)
+        let blocker = Task {
+            try await db.perform(.write) { _ in
+                holding.withLock { $0 = true }
+                while !gate.withLock({ $0 }) { usleep(1000) }
+            }
+        }
+        while !holding.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+        let results = startGroupedWrites(db, count: n, body)
+        while db.group.unfinished < n { try await Task.sleep(for: .milliseconds(1)) }
+        gate.withLock { $0 = true }
+        try await blocker.value
+        return await results.value
     }
 
     // MARK: Opening

@@ -98,6 +98,93 @@ final class SQLiteWriteTests: XCTestCase {
         XCTAssertEqual(try count(store), 1)
     }
 
+    // MARK: Group commit
+
+    /// Poll writes that queue while the writer is busy are committed together: 20 of them
+    /// behind a busy writer make at most 2 commits (the first batch may be taken before the
+    /// others queue), and every write lands, its caller resumed with its own value.
+    func testWritesQueuedBehindABusyWriterCommitInFewBatches() async throws {
+        let (store, _) = try store()
+        let sqlite = try XCTUnwrap(store.database as? SQLiteStateDatabase)
+        let n = 20
+        let values = try await whileWriterBusy(sqlite, writes: n) { i, db in
+            _ = try db.execute("INSERT INTO scratch(x) VALUES (?)", i)
+            return i
+        }
+        XCTAssertEqual(values.compactMap { try? $0.get() }.sorted(), Array(0..<n))
+        XCTAssertEqual(try count(store), n)
+        let tally = sqlite.group.tally
+        XCTAssertEqual(tally.writes, n)
+        XCTAssertLessThanOrEqual(tally.commits, 2, "one transaction per batch, not per write")
+        XCTAssertEqual(sqlite.group.unfinished, 0)
+    }
+
+    /// A write whose body throws, or whose statement fails, is rolled back to its savepoint and
+    /// fails alone with its own error; the others of its batch are committed.
+    func testAFailingWriteInABatchFailsAloneAndTheOthersCommit() async throws {
+        let (store, _) = try store()
+        let sqlite = try XCTUnwrap(store.database as? SQLiteStateDatabase)
+        try await store.database.write {
+            _ = try $0.execute("CREATE UNIQUE INDEX scratch_x ON scratch(x)")
+            _ = try $0.execute("INSERT INTO scratch(x) VALUES (-1)")
+        }
+        struct Refused: Error {}
+        let n = 12
+        let results = try await whileWriterBusy(sqlite, writes: n) { i, db in
+            _ = try db.execute("INSERT INTO scratch(x) VALUES (?)", i)
+            if i == 3 { throw Refused() }
+            // A statement that fails: x = -1 is taken.
+            if i == 7 { _ = try db.execute("INSERT INTO scratch(x) VALUES (-1)") }
+            return i
+        }
+        XCTAssertTrue(results[3].isFailure { $0 is Refused }, "\(results[3])")
+        XCTAssertTrue(results[7].isFailure { ($0 as? SQLiteError)?.code == 19 }, "SQLITE_CONSTRAINT: \(results[7])")
+        let landed: [Int] = try await store.database.read { try $0.fetchAll("SELECT x FROM scratch ORDER BY x").map { try $0[0] } }
+        XCTAssertEqual(landed, [-1] + (0..<n).filter { $0 != 3 && $0 != 7 }, "the failed writes left nothing, the others all landed")
+        XCTAssertEqual(sqlite.group.tally.failedAlone, 2)
+        XCTAssertLessThanOrEqual(sqlite.group.tally.commits, 2)
+    }
+
+    /// A write that ends the whole transaction (here its own ROLLBACK; a full disk does it too)
+    /// fails alone: the writes before it in the batch run again in a fresh one and commit.
+    func testAWriteThatEndsTheTransactionFailsAloneAndTheOthersRunAgain() async throws {
+        let (store, _) = try store()
+        let sqlite = try XCTUnwrap(store.database as? SQLiteStateDatabase)
+        let runs = Mutex([Int: Int]())
+        let n = 8
+        let results = try await whileWriterBusy(sqlite, writes: n) { i, db in
+            runs.withLock { $0[i, default: 0] += 1 }
+            _ = try db.execute("INSERT INTO scratch(x) VALUES (?)", i)
+            if i == 5 { _ = try db.execute("ROLLBACK") }
+            return i
+        }
+        XCTAssertTrue(results[5].isFailure { _ in true })
+        for i in 0..<n where i != 5 { XCTAssertEqual(try? results[i].get(), i) }
+        let landed: [Int] = try await store.database.read { try $0.fetchAll("SELECT x FROM scratch ORDER BY x").map { try $0[0] } }
+        XCTAssertEqual(landed, (0..<n).filter { $0 != 5 })
+        XCTAssertTrue(runs.withLock { $0[0]! >= 1 && $0[6]! == 1 }, "the writes after the one that ended it ran once")
+    }
+
+    /// Runs `writes` grouped writes while a synchronous write (another thread) holds the writer,
+    /// then lets it go: each write's result, by index (their order in a batch: the index's text).
+    private func whileWriterBusy<T: Sendable>(
+        _ db: SQLiteStateDatabase, writes n: Int, _ body: @escaping @Sendable (Int, any SQLConnection) throws -> T
+    ) async throws -> [Result<T, any Error>] {
+        let gate = Mutex(false)
+        let holding = Mutex(false)
+        startDetachedThread(name: "busy-writer") {
+            try? db.transaction(.write) { _ in
+                holding.withLock { $0 = true }
+                while !gate.withLock({ $0 }) { usleep(1000) }
+            }
+        }
+        while !holding.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+        let results = startGroupedWrites(db, count: n, order: { String(repeating: "0", count: 3 - String($0).count) + String($0) }, body)
+        while db.group.unfinished < n { try await Task.sleep(for: .milliseconds(1)) }
+        gate.withLock { $0 = true }
+        return await results.value
+    }
+
     /// A write from synchronous code (the CLI's path).
     private static func insertWaiting(_ store: StateStore, _ x: Int) throws {
         try store.database.write { _ = try $0.execute("INSERT INTO scratch(x) VALUES (?)", x) }

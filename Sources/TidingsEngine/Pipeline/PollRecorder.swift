@@ -50,6 +50,8 @@ package struct RecordOptions: Sendable {
 
 /// Records one poll — items, source status, events and outbox rows — in ONE transaction,
 /// through the stages of ``PollPipeline``. A crash at any point leaves either all of it or none of it.
+/// (From async code, polls that finish together share that transaction, each in a savepoint:
+/// group commit, ``GroupCommit``. All of a poll or none of it, still.)
 package struct PollRecorder: Sendable {
     package let store: StateStore
 
@@ -105,11 +107,22 @@ package struct PollRecorder: Sendable {
     /// From async code, with the row as the poll read it at its start (or not): written if it
     /// still holds, else the poll is recorded once more from the row as it is now
     /// (``SourceState/Moved``: the row changed, or another instance made it meanwhile).
+    ///
+    /// A poll that counts is committed with the polls that finish beside it (group commit,
+    /// ``StateDatabase/performGrouped(order:_:)``): in a savepoint of their one transaction, so
+    /// that a poll whose recording throws fails alone; this returns after the COMMIT that holds
+    /// it. A dry run rolls back alone, as before.
     func record(_ source: SourceConfig, _ answer: PollRecording.Answer, now: Date, options: RecordOptions, prior: Prior) async throws -> PollRecord {
+        let database = store.database
+        func attempt(_ prior: Prior) async throws -> PollRecord {
+            let body: @Sendable (any SQLConnection) throws -> PollRecord = { try Self.record($0, source, answer, now: now, options: options, prior: prior) }
+            if options.transaction == .write { return try await database.performGrouped(order: source.name, body) }
+            return try await database.perform(options.transaction, body)
+        }
         do {
-            return try await store.database.perform(options.transaction) { try Self.record($0, source, answer, now: now, options: options, prior: prior) }
+            return try await attempt(prior)
         } catch is SourceState.Moved {
-            return try await store.database.perform(options.transaction) { try Self.record($0, source, answer, now: now, options: options, prior: .unread) }
+            return try await attempt(.unread)
         }
     }
 

@@ -112,9 +112,17 @@ package enum LeaseBook {
         grace: TimeInterval, now t: Double
     ) throws -> Set<String> {
         // Renew what this instance holds (and drop what it no longer wants: a reload removed it).
+        // The rows are locked in the order of their names' bytes, the order in which a group
+        // commit's batch of polls locks them (``GroupCommit``): waiting for each other, the two
+        // never deadlock.
+        let byName = db.dialect == .postgres ? "ORDER BY name COLLATE \"C\"" : "ORDER BY name"
         var mine = Set(
             try db.fetchAll(
-                "UPDATE lease SET expires_at = ? + length WHERE owner = ? AND substr(name, 1, length(?)) = ? RETURNING name",
+                """
+                UPDATE lease SET expires_at = ? + length WHERE name IN (
+                  SELECT name FROM lease WHERE owner = ? AND substr(name, 1, length(?)) = ? \(byName)\(db.dialect.forUpdate)
+                ) RETURNING name
+                """,
                 t, instance.id, prefix, prefix
             ).map { try $0[0] as String })
         let unwanted = mine.filter { wants[$0] == nil }

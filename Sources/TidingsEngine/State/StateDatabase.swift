@@ -16,7 +16,8 @@ import TidingsPluginAPI
 //   ``TransactionKind/dryRun``). ``StateDatabase/perform(_:_:)`` does the same from async
 //   code without blocking the cooperative thread pool: anything that can wait (a write
 //   lock, the network) runs on the backend's own threads. (SQLite's WAL reads wait for
-//   nobody and run in place.)
+//   nobody and run in place.) ``StateDatabase/performGrouped(order:_:)`` is a poll's write:
+//   the same, committed with the writes queued beside it (``GroupCommit``).
 
 /// A value bound to a statement or read from a row.
 package enum SQLValue: Sendable, Equatable, Hashable {
@@ -153,9 +154,14 @@ package protocol SQLConnection {
     func fetchAll(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow]
     /// Runs one statement once per argument list (a poll's item upserts): prepared once.
     func executeMany(_ sql: String, _ rows: [[SQLValue]]) throws
+    /// A step of a write's savepoint in a group commit (``GroupCommit``). A backend may defer
+    /// `begin` and `release` to go out with the next statement.
+    func savepoint(_ step: SavepointStep) throws
 }
 
 extension SQLConnection {
+    package func savepoint(_ step: SavepointStep) throws { try execute(step.sql, []) }
+
     package func executeMany(_ sql: String, _ rows: [[SQLValue]]) throws {
         for row in rows { try execute(sql, row) }
     }
@@ -214,8 +220,24 @@ package protocol StateDatabase: Sendable {
     /// blocking the cooperative pool: on the backend's own threads wherever it could wait.
     @discardableResult
     func perform<T: Sendable>(_ kind: TransactionKind, _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
+    /// A write transaction's body from async code, committed with the writes that reach the
+    /// backend's writer while it is busy (group commit, ``GroupCommit``): in a savepoint of one
+    /// transaction per batch, so that a body that throws fails alone, and returning only after
+    /// the COMMIT that holds it. The body may run more than once (only its last run is
+    /// committed). `order`: what the body locks (a poll's source): a batch runs its writes in
+    /// this order, so that transactions locking the same rows lock them in one order.
+    @discardableResult
+    func performGrouped<T: Sendable>(order: String, _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
     /// Closes connections (a clean stop).
     func close() async
+}
+
+extension StateDatabase {
+    /// A backend without group commit commits each write alone.
+    @discardableResult
+    package func performGrouped<T: Sendable>(order: String, _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
+        try await perform(.write, body)
+    }
 }
 
 extension StateDatabase {
