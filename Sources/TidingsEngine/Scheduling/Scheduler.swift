@@ -67,8 +67,8 @@ package actor Scheduler {
     /// 100 ms after its due time, against a jitter of ±10 % of its interval (issue 33's goal:
     /// lateness p99 ≤ 250 ms). Each pass costs ~9 thread switches besides its polls (the
     /// timer task, its dispatch timer, the threads woken to start the polls): at 25 ms (40
-    /// passes a second) that was 630 switches/s and 7.9 % of a core for 10,000 sources at 60 s,
-    /// at 100 ms 370–460 and 4.8 %.
+    /// passes a second) that was 570–690 switches/s and 7.6–9.2 % of a core for 10,000 sources
+    /// at 60 s, at 100 ms 370–480 and 4.8–5.9 % (docs/engineering/benchmarks.md, issue 33).
     package static let daemonTimerSlack: TimeInterval = 0.1
     /// This scheduler's slack (0: wake for every due time, as tests on a virtual clock expect).
     private let timerSlack: TimeInterval
