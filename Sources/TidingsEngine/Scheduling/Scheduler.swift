@@ -44,10 +44,11 @@ package actor Scheduler {
     /// When the loop last woke and how long it meant to wait: a longer gap is a suspend or a clock jump.
     private var lastWake: Date
     private var expectedSleep: Double = 0
-    /// Lateness of each poll start against its due time, seconds (for metrics and benchmarks).
-    package private(set) var lateness = LatenessStats()
-    /// The same since the last periodic report.
-    private var recentLateness = LatenessStats()
+    /// Lateness of each poll start against its due time, seconds (for metrics and benchmarks),
+    /// since start (`all`) and since the last periodic report (`recent`). Recorded where the poll
+    /// starts, off the actor (``execute(_:due:)``).
+    private let latenessStats = Mutex<(all: LatenessStats, recent: LatenessStats)>((LatenessStats(), LatenessStats()))
+    package nonisolated var lateness: LatenessStats { latenessStats.withLock { $0.all } }
     /// The daemon's last minute of lateness (``PulseKeeper``: "behind by …"), when it has one.
     private let window: LatenessWindow?
     /// A poll came due while every `max_concurrent` slot was taken: it waits in the queue
@@ -62,9 +63,13 @@ package actor Scheduler {
     /// and then starts every poll that fell due meanwhile (as systemd's `AccuracySec=` and
     /// the kernel's timer slack do). 10,000 sources at 60 s fall due every 6 ms on average:
     /// one wake-up (a timer task and two thread switches) per poll cost more CPU than the polls'
-    /// own work; with 25 ms the loop wakes at most 40 times a second and a poll starts at most
-    /// 25 ms after its due time, against a jitter of ±10 % of its interval.
-    package static let daemonTimerSlack: TimeInterval = 0.025
+    /// own work. With 100 ms the loop wakes at most 10 times a second and a poll starts at most
+    /// 100 ms after its due time, against a jitter of ±10 % of its interval (issue 33's goal:
+    /// lateness p99 ≤ 250 ms). Each pass costs ~9 thread switches besides its polls (the
+    /// timer task, its dispatch timer, the threads woken to start the polls): at 25 ms (40
+    /// passes a second) that was 570–690 switches/s and 7.6–9.2 % of a core for 10,000 sources
+    /// at 60 s, at 100 ms 370–480 and 4.8–5.9 % (docs/engineering/benchmarks.md, issue 33).
+    package static let daemonTimerSlack: TimeInterval = 0.1
     /// This scheduler's slack (0: wake for every due time, as tests on a virtual clock expect).
     private let timerSlack: TimeInterval
 
@@ -233,11 +238,13 @@ package actor Scheduler {
     /// due time (window, then since start). Cheap: one sort of the window's samples.
     private func report(seconds: Double) {
         func ms(_ s: Double) -> String { decimalText(s * 1000, digits: 1) + "ms" }
-        let w = recentLateness
+        let (lateness, w) = latenessStats.withLock { s in
+            defer { s.recent = LatenessStats() }
+            return s
+        }
         logger.info(
             "scheduler: polls=\(w.count) in \(Int(seconds.rounded()))s, lateness p50=\(ms(w.percentile(0.5))) p99=\(ms(w.percentile(0.99))) max=\(ms(w.maximum)); since start: polls=\(lateness.count) p50=\(ms(lateness.percentile(0.5))) p99=\(ms(lateness.percentile(0.99))) max=\(ms(lateness.maximum))"
         )
-        recentLateness = LatenessStats()
     }
 
     /// Queues every enabled source: a stored due time is kept only if it fits the settings
@@ -354,17 +361,22 @@ package actor Scheduler {
         wakeup.signal()
     }
 
-    private func execute(_ source: SourceConfig, due: Date) async {
+    /// A scheduled poll, in the loop's task group. Off the actor until it ends: the poll itself
+    /// needs none of the scheduler's state, and each hop onto the actor and off again cost a
+    /// job on the cooperative pool (a thread woken) per poll; the end is one call on the actor.
+    private nonisolated func execute(_ source: SourceConfig, due: Date) async {
         let outcome = await limitedPoll(source, options: options, holding: true) {
             let now = self.env.now()
             let late = now.timeIntervalSince(due)
-            self.lateness.record(late)
-            self.recentLateness.record(late)
+            self.latenessStats.withLock { s in
+                s.all.record(late)
+                s.recent.record(late)
+            }
             self.window?.record(late, at: now)
             TidingsMetrics.late(seconds: late)
         }
         if !outcome.record.events.isEmpty { onEvents() }
-        guard let next = outcome.next else { return finished(source.name) }
+        guard let next = outcome.next else { return await finished(source.name) }
         if next.store {
             do {
                 try await runner.recorder.setNextDue(source.name, provider: source.provider, at: next.due)
@@ -372,12 +384,14 @@ package actor Scheduler {
                 runner.stateFailed("could not store the next due time of \(source.name) in \(runner.store.path): \(error)", logger: logger)
             }
         }
-        completed(source.name, next: next.due)
+        await completed(source.name, next: next.due)
     }
 
     /// Polls within `max_concurrent` and `max_per_host`; `started` runs once both allow it.
     /// `holding`: the loop took the `max_concurrent` slot already.
-    private func limitedPoll(_ source: SourceConfig, options: RecordOptions, holding: Bool = false, started: () -> Void = {}) async -> PollOutcome {
+    private nonisolated func limitedPoll(
+        _ source: SourceConfig, options: RecordOptions, holding: Bool = false, started: () -> Void = {}
+    ) async -> PollOutcome {
         await limits.withSlot(for: source, holding: holding) {
             started()
             let began = ContinuousClock.now

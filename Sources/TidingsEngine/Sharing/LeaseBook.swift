@@ -41,7 +41,7 @@ package struct LeaseWants: Sendable, Equatable {
 ///
 /// Each instance runs a round every few seconds (``LeaseKeeper``), in one transaction:
 /// 1. its heartbeat (`instance.seen_at`);
-/// 2. it renews every lease it holds, by the lease's own length;
+/// 2. it renews every lease it holds, by the lease's own length (one statement for all of them);
 /// 3. leases whose owner stopped renewing them (expired) are taken up to a fair share,
 ///    ⌈wanted / live instances⌉ (a dead instance stops counting as live before its leases
 ///    expire, so the survivors' shares cover its sources); any left expired for a round are
@@ -100,31 +100,44 @@ package enum LeaseBook {
                 chunk.map(\.sqlValue))
             known.formUnion(chunk)
         }
+        let renewed = try renew(db, instance: instance, now: t)
         var held = Held(live: live)
-        held.sources = try share(db, prefix: "source:", wants: wants.sources, instance: instance, live: live, grace: grace, now: t)
-        held.sinks = try share(db, prefix: "sink:", wants: wants.sinks, instance: instance, live: live, grace: grace, now: t)
+        held.sources = try share(
+            db, prefix: "source:", held: renewed.filter { $0.hasPrefix("source:") }, wants: wants.sources, instance: instance, live: live,
+            grace: grace, now: t)
+        held.sinks = try share(
+            db, prefix: "sink:", held: renewed.filter { $0.hasPrefix("sink:") }, wants: wants.sinks, instance: instance, live: live,
+            grace: grace, now: t)
         return held
     }
 
-    /// Steps 2–5 for one kind of lease.
-    private static func share(
-        _ db: any SQLConnection, prefix: String, wants: [String: TimeInterval], instance: Instance, live: Int,
-        grace: TimeInterval, now t: Double
-    ) throws -> Set<String> {
-        // Renew what this instance holds (and drop what it no longer wants: a reload removed it).
+    /// Step 2: renews every lease `instance` holds, sources and sinks, each by its own length,
+    /// in one statement (one round trip however many it holds); returns their names. Only rows
+    /// it still owns: a lease another instance took meanwhile is neither extended nor returned
+    /// (and the poll's transaction checks the owner anyway, ``check(_:name:owner:now:)``).
+    package static func renew(_ db: any SQLConnection, instance: Instance, now t: Double) throws -> Set<String> {
         // The rows are locked in the order of their names' bytes, the order in which a group
         // commit's batch of polls locks them (``GroupCommit``): waiting for each other, the two
         // never deadlock.
         let byName = db.dialect == .postgres ? "ORDER BY name COLLATE \"C\"" : "ORDER BY name"
-        var mine = Set(
+        return Set(
             try db.fetchAll(
                 """
                 UPDATE lease SET expires_at = ? + length WHERE name IN (
-                  SELECT name FROM lease WHERE owner = ? AND substr(name, 1, length(?)) = ? \(byName)\(db.dialect.forUpdate)
+                  SELECT name FROM lease WHERE owner = ? \(byName)\(db.dialect.forUpdate)
                 ) RETURNING name
                 """,
-                t, instance.id, prefix, prefix
+                t, instance.id
             ).map { try $0[0] as String })
+    }
+
+    /// Steps 3–5 for one kind of lease, from `held`: the leases of that kind just renewed.
+    private static func share(
+        _ db: any SQLConnection, prefix: String, held: Set<String>, wants: [String: TimeInterval], instance: Instance, live: Int,
+        grace: TimeInterval, now t: Double
+    ) throws -> Set<String> {
+        // Drop what this instance no longer wants (a reload removed it).
+        var mine = held
         let unwanted = mine.filter { wants[$0] == nil }
         if !unwanted.isEmpty {
             try release(db, names: Array(unwanted))
