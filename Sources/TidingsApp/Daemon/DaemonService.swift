@@ -236,6 +236,8 @@ package final class DaemonService: Service, Sendable {
             return (scheduler, l.host.pause)
         }
         notifications.ready(DaemonStatus(config, state, pause: pause))
+        // What loading the configuration freed goes back to the kernel (``FreeMemory``).
+        FreeMemory.release()
         let rounds = leases.map { keeper in
             Task {
                 await keeper.run { _, _ in
@@ -319,8 +321,12 @@ package final class DaemonService: Service, Sendable {
     /// Every ``statusInterval``: the status line (when it changed), the outbox gauges, and the
     /// pulse (overrunning polls: gauge, status line, `tidings.pulse`).
     package func observe() async {
+        var passes = 0
         while !Task.isCancelled {
             try? await Task.sleep(for: .seconds(Self.statusInterval))
+            passes += 1
+            // Once a minute: free heap pages (a reload's load, the first polls, lease changes) leave the RSS.
+            if passes % 12 == 0 { FreeMemory.release() }
             let current = pulse.pulse()
             TidingsMetrics.overrunning(current.overrunning.count)
             TidingsMetrics.behind(seconds: current.lateness ?? 0)
