@@ -17,8 +17,19 @@ import TidingsPluginAPI
 package final class ParsedConfigCache: Sendable {
     /// Where the cache is, or nil for none.
     package let path: String?
-    let stored: [[UInt8]: [UInt8]]
-    private let state = Mutex<(used: [[UInt8]: [UInt8]], changed: Bool)>(([:], false))
+    let stored: [Key: [UInt8]]
+    private let state = Mutex<(used: [Key: [UInt8]], changed: Bool)>(([:], false))
+
+    /// A SHA-256 as four words: hashed and compared as 4 words, not 32 bytes one at a time.
+    struct Key: Hashable, Comparable {
+        var a: UInt64, b: UInt64, c: UInt64, d: UInt64
+        init(_ digest: [UInt8]) {
+            func word(_ i: Int) -> UInt64 { (0..<8).reduce(0) { $0 << 8 | UInt64(digest[8 * i + $1]) } }
+            (a, b, c, d) = (word(0), word(1), word(2), word(3))
+        }
+        var bytes: [UInt8] { [a, b, c, d].flatMap { w in (0..<8).map { UInt8(truncatingIfNeeded: w >> (56 - 8 * UInt64($0))) } } }
+        static func < (l: Key, r: Key) -> Bool { (l.a, l.b, l.c, l.d) < (r.a, r.b, r.c, r.d) }
+    }
 
     static let magic: [UInt8] = Array("TIDINGS-CONFIG-CACHE".utf8)
     static let version: UInt32 = 1
@@ -52,7 +63,7 @@ package final class ParsedConfigCache: Sendable {
     /// Parse errors are thrown as ``ConfigTable/parse(_:file:)`` throws them, and not kept.
     package func table(_ bytes: [UInt8], file: String) throws -> ConfigTable {
         guard path != nil else { return try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: file) }
-        let key = SHA256.hash(bytes)
+        let key = Key(SHA256.hash(bytes))
         if let blob = stored[key] {
             var reader = Reader(bytes: blob)
             if let table = try? reader.table(file: file), reader.atEnd {
@@ -78,8 +89,8 @@ package final class ParsedConfigCache: Sendable {
         guard changed || used.count != stored.count else { return }
         var body = Writer()
         body.u32(UInt32(used.count))
-        for key in used.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
-            body.raw(key)
+        for key in used.keys.sorted() {
+            body.raw(key.bytes)
             body.blob(used[key]!)
         }
         var out = Writer()
@@ -105,7 +116,7 @@ package final class ParsedConfigCache: Sendable {
 
     /// The entries of the cache file at `path`, or nil if it is missing, not a regular file
     /// owned by us, writable by group or others, of another version or corrupt.
-    static func read(_ path: String) -> [[UInt8]: [UInt8]]? {
+    static func read(_ path: String) -> [Key: [UInt8]]? {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -117,7 +128,7 @@ package final class ParsedConfigCache: Sendable {
     }
 
     /// The entries of a cache file's bytes, or nil if they are not a whole cache of this version.
-    static func decode(_ bytes: [UInt8]) -> [[UInt8]: [UInt8]]? {
+    static func decode(_ bytes: [UInt8]) -> [Key: [UInt8]]? {
         let head = magic.count + 4 + SHA256.byteCount
         guard bytes.count >= head, bytes.starts(with: magic) else { return nil }
         var r = Reader(bytes: bytes)
@@ -127,11 +138,12 @@ package final class ParsedConfigCache: Sendable {
         let body = bytes[head...]
         guard SHA256.hash(body) == sum else { return nil }
         r.offset = head
-        var out: [[UInt8]: [UInt8]] = [:]
+        var out: [Key: [UInt8]] = [:]
         do {
-            let count = Int(try r.u32())
+            let count = try r.count()
+            out.reserveCapacity(count)
             for _ in 0..<count {
-                let key = try r.raw(SHA256.byteCount)
+                let key = Key(try r.raw(SHA256.byteCount))
                 out[key] = try r.blob()
             }
         } catch { return nil }
