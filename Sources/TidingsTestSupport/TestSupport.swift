@@ -23,7 +23,12 @@ package func write(_ text: String, to path: String, mode: Int = 0o600) throws {
     chmod(path, mode_t(mode))
 }
 
-package let testLoader = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: testHTTP, mail: testHTTP)
+/// Without the cache of parsed plugin files (ParsedConfigCacheTests test it in their own folders).
+package let testLoader: ConfigLoader = {
+    var l = ConfigLoader(providers: BuiltinProviders.registry, sinks: BuiltinSinks.registry, http: testHTTP, mail: testHTTP)
+    l.cacheEnvironment = ["TIDINGS_CONFIG_CACHE": "off"]
+    return l
+}()
 /// The one HTTP client of the test process, as a daemon has one.
 package let testHTTP = CurlHTTPClient()
 

@@ -56,6 +56,8 @@ class Tidings:
         self.write_config("")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
         self.env["NO_COLOR"] = "1"
+        # The cache of parsed plugin files (ParsedConfigCache) in this test's folder, not the host's ~/.cache.
+        self.env["XDG_CACHE_HOME"] = str(root / "cache")
         # Not the host's system bus: its NetworkManager or logind would pause the daemon's polls
         # (test_sleep_network.py gives the daemon a private one).
         self.env["DBUS_SYSTEM_BUS_ADDRESS"] = f"unix:path={root}/no-system-bus"

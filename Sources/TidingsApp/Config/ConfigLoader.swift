@@ -29,6 +29,9 @@ package struct ConfigLoader: Sendable {
     package var mail: any MailTransport
     /// Handed to every sink built here (``SinkSetup/silences``).
     package var silences: (any SilenceWriter)?
+    /// Where ``ParsedConfigCache/location(pluginsDir:stateDir:environment:)`` looks for the
+    /// cache of parsed plugin files (tests point it at their own folder, or turn it off).
+    package var cacheEnvironment: [String: String] = ProcessInfo.processInfo.environment
 
     package init(
         providers: ProviderRegistry, sinks: SinkRegistry, http: any HTTPClient, mail: any MailTransport,
@@ -278,9 +281,11 @@ package struct ConfigLoader: Sendable {
             }
         }
         collect { try main.finish() }
+        let cache = ParsedConfigCache(path: ParsedConfigCache.location(pluginsDir: pluginsDir, stateDir: stateDir, environment: cacheEnvironment))
+        defer { cache.save() }
         collect {
             try scanPlugins(
-                pluginsDir, explicit: main.has("plugins_dir") ? (file, root["plugins_dir"]?.line) : nil,
+                pluginsDir, cache: cache, explicit: main.has("plugins_dir") ? (file, root["plugins_dir"]?.line) : nil,
                 prepare: { name, table, exec in
                     // A name refused below is not built (nor are its errors reported): skip the work.
                     guard Self.isValidSourceName(name) else { return BuiltSource() }
@@ -409,7 +414,7 @@ package struct ConfigLoader: Sendable {
     /// still handed over, so that `config check` reports its other errors too.
     /// `prepare` runs on the parsing workers, for each plugin that parsed; `each` gets its result.
     func scanPlugins<Prepared: Sendable>(
-        _ dir: String, explicit: (String, Int?)?, prepare: @Sendable (String, ConfigTable, String?) -> Prepared,
+        _ dir: String, cache: ParsedConfigCache = ParsedConfigCache(path: nil), explicit: (String, Int?)?, prepare: @Sendable (String, ConfigTable, String?) -> Prepared,
         each: (String, ConfigTable, String?, Prepared) -> Void
     ) throws {
         var st = stat()
@@ -441,7 +446,7 @@ package struct ConfigLoader: Sendable {
             let count = min(chunk, tomls.count - base)
             let parsed = Mutex([(ParsedPlugin, Prepared?)?](repeating: nil, count: count))
             DispatchQueue.concurrentPerform(iterations: count) { k in
-                let result = parsePlugin(dir: dir, dirfd: dirfd, entry: tomls[base + k], present: present, trust: trust)
+                let result = parsePlugin(dir: dir, dirfd: dirfd, entry: tomls[base + k], present: present, trust: trust, cache: cache)
                 let prepared = result.table.map { prepare(result.name, $0, result.implicitCommand) }
                 parsed.withLock { $0[k] = (result, prepared) }
             }
@@ -500,7 +505,8 @@ package struct ConfigLoader: Sendable {
 
     /// Reads and parses one `NAME.toml`; an executable `NAME` beside it (`present` lists the
     /// directory) is its command.
-    private func parsePlugin(dir: String, dirfd: Int32, entry: DirectoryEntry, present: Set<String>, trust: PluginTrust) -> ParsedPlugin {
+    private func parsePlugin(dir: String, dirfd: Int32, entry: DirectoryEntry, present: Set<String>, trust: PluginTrust, cache: ParsedConfigCache
+    ) -> ParsedPlugin {
         let file = entry.name
         let name = String(file.dropLast(5))
         let path = "\(dir)/\(file)"
@@ -521,7 +527,7 @@ package struct ConfigLoader: Sendable {
                 }
                 bytes = Array(data)
             }
-            result.table = try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: path)
+            result.table = try cache.table(bytes, file: path)
         } catch let e as ConfigError {
             result.errors.append(e)
         } catch {
