@@ -64,11 +64,13 @@ def closure(deps, name):
 
 def imports(modules, outside):
     """`FILE:LINE: import M` for each Swift file of Sources and Tests importing one of `modules` (a
-    regex), except those of the target `outside` (None: every file)."""
+    regex), except those of the target `outside` and its unit tests (None: every file)."""
     found = []
     for folder in ("Sources", "Tests"):
         for path in sorted((ROOT / folder).rglob("*.swift")):
-            if outside and path.is_relative_to(ROOT / "Sources" / outside):
+            # The target itself, and its own unit tests (which may check it against the C
+            # library it wraps, as TidingsCryptoTests checks SHA-256 against libcrypto's).
+            if outside and (path.is_relative_to(ROOT / "Sources" / outside) or path.is_relative_to(ROOT / "Tests" / f"{outside}Tests")):
                 continue
             for n, line in enumerate(path.read_text().splitlines(), 1):
                 if re.match(rf"\s*(@testable |@preconcurrency )?import ({modules})\b", line):
@@ -85,10 +87,11 @@ def test_providers_and_sinks_see_only_the_plugin_api(targets, target):
 
 def test_the_engine_sits_on_the_plugin_api_alone(targets):
     reach = {d for d in closure(targets, "TidingsEngine") if d.startswith(("Tidings", "C"))}
-    assert reach == {"TidingsPluginAPI", "TidingsCrypto", "CLibCrypto"}, reach
-    assert closure(targets, "TidingsPluginAPI") & set(targets) == {"TidingsCrypto", "CLibCrypto"}, \
+    # (CDynamicLoad: libcrypto is loaded at its first use, issue 31 item 7.)
+    assert reach == {"TidingsPluginAPI", "TidingsCrypto", "CLibCrypto", "CDynamicLoad"}, reach
+    assert closure(targets, "TidingsPluginAPI") & set(targets) == {"TidingsCrypto", "CLibCrypto", "CDynamicLoad"}, \
         "the plugin API depends on no target of ours but the crypto module"
-    assert closure(targets, "TidingsCrypto") == {"CLibCrypto"}, "TidingsCrypto sits on libcrypto alone"
+    assert closure(targets, "TidingsCrypto") == {"CLibCrypto", "CDynamicLoad"}, "TidingsCrypto sits on libcrypto (loaded at first use) alone"
 
 
 def test_one_crypto_stack(targets):
