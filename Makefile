@@ -171,16 +171,14 @@ e2e: test-venv
 # The binary `make install` installs: release, with the Swift runtime linked statically, so it
 # runs on a machine without the Swift toolchain (its shared libraries are Debian's); no
 # RUNPATH ($ORIGIN would let a library beside the binary be loaded); relocations bound at start
-# (BIND_NOW, so they can be made read-only); its 75,000 relative relocations packed
-# (GNU ld's -z pack-relative-relocs, DT_RELR: glibc 2.36; gold cannot, lld links a larger binary:
-# 30.1 → 28.2 MB, `--version` 9.7 → 9.0 MiB); no exported symbol (packaging/exports.map); stripped,
+# (BIND_NOW, so they can be made read-only); no exported symbol (packaging/exports.map); stripped,
 # its debug symbols kept apart in
 # $(RELEASE_BIN).debug (packaging/split-debug.sh; `make deb` packages them as tidings-dbgsym).
 release: $(RELEASE_BIN)
 
 $(RELEASE_BIN): $(SWIFT_INPUTS) Makefile packaging/split-debug.sh packaging/exports.map | deps
 	$(SWIFT) build -c release --scratch-path $(STATIC_BUILD) --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now \
-	  -Xlinker --version-script=$(CURDIR)/packaging/exports.map -Xswiftc -use-ld=bfd -Xlinker -z -Xlinker pack-relative-relocs --product tidings
+	  -Xlinker --version-script=$(CURDIR)/packaging/exports.map --product tidings
 	mkdir -p $(@D)
 	packaging/split-debug.sh $(STATIC_BUILD)/release/tidings $@
 
