@@ -171,7 +171,9 @@ e2e: test-venv
 # The binary `make install` installs: release, with the Swift runtime linked statically, so it
 # runs on a machine without the Swift toolchain (its shared libraries are Debian's); no
 # RUNPATH ($ORIGIN would let a library beside the binary be loaded); relocations bound at start
-# (BIND_NOW, so they can be made read-only); no exported symbol (packaging/exports.map); stripped,
+# (BIND_NOW, so they can be made read-only) and packed (RELR: linked by GNU ld with
+# -z pack-relative-relocs, set in Package.swift's linkerSettings of `tidings` for release builds
+# because a link-only linker choice cannot be given here); no exported symbol (packaging/exports.map); stripped,
 # its debug symbols kept apart in
 # $(RELEASE_BIN).debug (packaging/split-debug.sh; `make deb` packages them as tidings-dbgsym).
 release: $(RELEASE_BIN)

@@ -215,6 +215,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            // Release only (`make release`): link with GNU ld, not the toolchain's default gold, so
+            // that the 75,000 relative relocations go into a packed RELR table (glibc >= 2.36):
+            // fewer pages touched by the loader at start (docs/engineering/benchmarks.md, issue 31).
+            // Link-only flags here, so the compile commands (and the build folders) are unchanged.
+            linkerSettings: [
+                .unsafeFlags(
+                    ["-use-ld=bfd", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
+                    .when(platforms: [.linux], configuration: .release)),
             ]
         ),
         /// `make bench` only (benchmark 3, dedupe/state throughput); not installed, not in `make test`.
