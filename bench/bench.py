@@ -757,6 +757,11 @@ def idle_daemon(binary, config, state, log_path, seconds, wrap=()):
                 "thread_names": sorted(open(f"/proc/{pid}/task/{t}/comm").read().strip()
                                        for t in os.listdir(f"/proc/{pid}/task"))}
     finally:
+        if wrap:  # dbus-run-session leaves its child running when it is stopped: the whole group
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         stop(p)
 
 
