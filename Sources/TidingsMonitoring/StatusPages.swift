@@ -195,7 +195,7 @@ package final class StatusPages: Sendable {
         let sources: [[String: Any]] = config.sources.map { s in
             let st = statuses[s.name]
             var row = sourceRow(s, st, now: now)
-            row["chart"] = StatusChart.hours(events: events(day).filter { $0.source == s.name }, polls: RecentPolls.shared.of(s.name), now: now)
+            row["chart"] = StatusChart.hours(events: events(day).filter { $0.source == s.name }, polls: RecentPolls.shared.hours(s.name), now: now)
             return row
         }
         let reasons = report.reasons
@@ -229,7 +229,7 @@ package final class StatusPages: Sendable {
         let recent = try b.store.history(source: name, limit: 1000)
         var ctx = sourceRow(s, st, now: now)
         let polls = RecentPolls.shared.of(name)
-        ctx["chart"] = StatusChart.hours(events: events(recent), polls: polls, now: now)
+        ctx["chart"] = StatusChart.hours(events: events(recent), polls: RecentPolls.shared.hours(name), now: now)
         ctx["hasPolls"] = !polls.isEmpty
         ctx["polls"] = polls.suffix(20).reversed().map { p -> [String: Any] in
             [
@@ -479,18 +479,21 @@ package final class StatusPages: Sendable {
 /// A small server-rendered SVG: polls (grey, failed ones red) and events (blue) per hour over
 /// the last day, each on its own scale. Numbers only: nothing remote goes into it.
 package enum StatusChart {
-    package static func hours(events: [Event], polls: [RecentPolls.Poll], now: Date) -> String {
-        func buckets(_ dates: [Date]) -> [Int] {
+    /// `polls` are counted per clock hour (``RecentPolls/Hours``): each lands in the hour bar
+    /// its clock hour's middle falls in.
+    package static func hours(events: [Event], polls: RecentPolls.Hours, now: Date) -> String {
+        func buckets(_ counts: [(at: Date, n: Int)]) -> [Int] {
             var out = [Int](repeating: 0, count: 24)
-            for d in dates {
+            for (d, n) in counts {
                 let age = now.timeIntervalSince(d)
-                if age >= 0 && age < 86_400 { out[23 - Int(age / 3600)] += 1 }
+                if age >= 0 && age < 86_400 { out[23 - Int(age / 3600)] += n }
             }
             return out
         }
-        let e = buckets(events.map(\.observedAt))
-        let p = buckets(polls.map(\.at))
-        let f = buckets(polls.filter { $0.error != nil }.map(\.at))
+        let slots = polls.slots(now: now)
+        let e = buckets(events.map { ($0.observedAt, 1) })
+        let p = buckets(slots.map { ($0.at, $0.polls) })
+        let f = buckets(slots.map { ($0.at, $0.failed) })
         let (eTotal, pTotal, fTotal) = (e.reduce(0, +), p.reduce(0, +), f.reduce(0, +))
         let label = "last 24 h: \(pTotal) polls (\(fTotal) failed), \(eTotal) events"
         var svg = "<svg class=\"chart\" viewBox=\"0 0 240 40\" width=\"240\" height=\"40\" role=\"img\" aria-label=\"\(label)\">"

@@ -205,7 +205,32 @@ final class StatusPageTests: XCTestCase {
         XCTAssertEqual(log.of("a").first?.at, Date(timeIntervalSince1970: 5), "the oldest go first")
         log.forget(["a"])
         XCTAssertEqual(log.of("a"), [])
+        XCTAssertEqual(log.hours("a"), RecentPolls.Hours())
         XCTAssertEqual(log.of("b").count, 1)
+    }
+
+    /// A source polled every minute for two days keeps 20 polls and 24 hour counts, not every poll
+    /// (issue 33: a day of polls in full was 80 KiB per source), and the chart still counts the
+    /// last day's polls and failures.
+    func testRecentPollsKeepADayOfCountsInConstantSpace() {
+        let log = RecentPolls()
+        let start = 1_000 * 3600.0  // an hour's start
+        for i in 0..<2880 {
+            log.record("a", .init(at: Date(timeIntervalSince1970: start + Double(i) * 60), seconds: 0, error: i % 10 == 0 ? "x" : nil, events: 0))
+        }
+        XCTAssertEqual(log.of("a").count, RecentPolls.perSource)
+        XCTAssertEqual(log.of("a").last?.at, Date(timeIntervalSince1970: start + 2879 * 60))
+        let hours = log.hours("a")
+        XCTAssertEqual(hours.last, 1_047)
+        XCTAssertEqual(hours.polls, [UInt16](repeating: 60, count: 24))
+        XCTAssertEqual(hours.failed, [UInt16](repeating: 6, count: 24))
+        let svg = StatusChart.hours(events: [], polls: hours, now: Date(timeIntervalSince1970: start + 2880 * 60))
+        XCTAssertTrue(svg.contains("<title>last 24 h: 1440 polls (144 failed), 0 events</title>"), svg)
+        // A poll older than the hours kept is not counted; a gap of more than a day clears them.
+        log.record("a", .init(at: Date(timeIntervalSince1970: start), seconds: 0, error: nil, events: 0))
+        XCTAssertEqual(log.hours("a").polls.reduce(0, +), 1440)
+        log.record("a", .init(at: Date(timeIntervalSince1970: start + 5 * 86_400), seconds: 0, error: nil, events: 0))
+        XCTAssertEqual(log.hours("a").polls.reduce(0, +), 1)
     }
 
     func testOffWithStatusPageFalseAndTheOverviewRenders() async throws {
@@ -249,12 +274,13 @@ final class StatusPageTests: XCTestCase {
                 id: UUID().uuidString, source: "s", provider: "p", kind: "item", event: .new, key: "k", title: "t", body: "",
                 url: nil, severity: .info, observedAt: now.addingTimeInterval(-ago), data: .null)
         }
-        let polls = [
-            RecentPolls.Poll(at: now.addingTimeInterval(-5), seconds: 0.2, error: nil, events: 2),
-            RecentPolls.Poll(at: now.addingTimeInterval(-7200), seconds: 0.3, error: "HTTP 500", events: 0),
+        let log = RecentPolls()
+        for poll in [
             RecentPolls.Poll(at: now.addingTimeInterval(-90_000), seconds: 0.1, error: nil, events: 0),
-        ]
-        let svg = StatusChart.hours(events: [event(10), event(20), event(3 * 3600 + 5), event(2 * 86_400)], polls: polls, now: now)
+            RecentPolls.Poll(at: now.addingTimeInterval(-7200), seconds: 0.3, error: "HTTP 500", events: 0),
+            RecentPolls.Poll(at: now.addingTimeInterval(-5), seconds: 0.2, error: nil, events: 2),
+        ] { log.record("s", poll) }
+        let svg = StatusChart.hours(events: [event(10), event(20), event(3 * 3600 + 5), event(2 * 86_400)], polls: log.hours("s"), now: now)
         XCTAssertTrue(svg.contains("<title>last 24 h: 2 polls (1 failed), 3 events</title>"), svg)
         // The axis; polls in two hours, one of them failed; events in two hours.
         XCTAssertEqual(svg.components(separatedBy: "<rect").count - 1, 1 + 2 + 1 + 2, svg)
