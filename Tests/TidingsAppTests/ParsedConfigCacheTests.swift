@@ -64,8 +64,43 @@ final class ParsedConfigCacheTests: XCTestCase {
         let first = try errors()
         XCTAssertEqual(first.count, 1)
         XCTAssertTrue(first[0].contains("plugins.d/a.toml:4: source \"a\": unknown key 'bogus'"), first[0])
-        XCTAssertEqual(ParsedConfigCache(path: try cachePath(dir)).stored.count, 1, "the file that parsed is cached")
+        XCTAssertEqual(ParsedConfigCache(path: try cachePath(dir)).stored.count, 0, "a table that built no source is not kept")
         XCTAssertEqual(try errors(), first)
+    }
+
+    /// A secret written in a plugin file (a credential header, a password in a URL) is never
+    /// copied into the cache, and an entry holding one in an older cache file is dropped from it;
+    /// a file that names its secret's file is cached.
+    func testASecretWrittenInAPluginFileIsNeverCopiedIntoTheCache() throws {
+        let header = "sekrit-header-value-1"
+        let password = "pa55word-in-url-2"
+        let (dir, loader) = try setUpConfig([
+            "a.toml": plugin("1m", extra: "headers = { Authorization = \"Bearer \(header)\" }\n"),
+            "b.toml": "provider = \"http-json\"\nurl = \"http://user:\(password)@127.0.0.1:9/b\"\n",
+            "c.toml": plugin("1m", extra: "headers = { Authorization_file = \"token\" }\n"),
+            "d.toml": plugin("2m"),
+        ])
+        try write("Bearer from-a-file-3", to: "\(dir)/plugins.d/token")
+        func cacheText() throws -> String {
+            String(decoding: try XCTUnwrap(FileManager.default.contents(atPath: try cachePath(dir))), as: UTF8.self)
+        }
+        XCTAssertEqual(try loader.load(file: "\(dir)/tidings.toml").sources.count, 4)
+        XCTAssertEqual(ParsedConfigCache(path: try cachePath(dir)).stored.count, 2, "c and d are cached")
+        var text = try cacheText()
+        XCTAssertFalse(text.contains(header), "the header's secret is not in the cache")
+        XCTAssertFalse(text.contains(password), "the URL's password is not in the cache")
+        XCTAssertTrue(text.contains("Authorization_file"), "c's table is")
+
+        // A cache written before this rule, holding a.toml's table: the next load drops it.
+        let old = ParsedConfigCache(path: try cachePath(dir))
+        let bytes = Array(try XCTUnwrap(FileManager.default.contents(atPath: "\(dir)/plugins.d/a.toml")))
+        old.keep(try XCTUnwrap(old.table(bytes, file: "\(dir)/plugins.d/a.toml").key))
+        old.save()
+        XCTAssertTrue(try cacheText().contains(header), "the old cache holds the secret")
+        XCTAssertEqual(try loader.load(file: "\(dir)/tidings.toml").sources.count, 4)
+        text = try cacheText()
+        XCTAssertFalse(text.contains(header), "the next load dropped it")
+        XCTAssertEqual(ParsedConfigCache(path: try cachePath(dir)).stored.count, 2)
     }
 
     func testACachedTableIsTheParsedTable() throws {

@@ -68,3 +68,37 @@ def test_errors_from_cached_plugin_files_keep_file_and_line(tidings):
         r = tidings.run("config", "check")
         assert (r.code, r.stdout, r.stderr) == (uncached.code, uncached.stdout, uncached.stderr)
     assert len(cache_files(tidings)) == 1
+
+
+def test_a_secret_written_in_a_plugin_file_is_not_copied_into_the_cache(tidings):
+    """A plugin file holding an inline secret (a credential header, a password in its URL) is read
+    on every load and never cached; one that names its secret's file is."""
+    tidings.write_config("""
+        [sinks.console]
+        type = "stdout"
+    """)
+    plugins(tidings, 3)
+    tidings.write_plugin("header.toml", """
+        provider = "http-json"
+        url = "http://127.0.0.1:9/h"
+        headers = { Authorization = "Bearer inline-header-s3cret" }
+    """)
+    tidings.write_plugin("password.toml", """
+        provider = "http-json"
+        url = "http://reader:inline-url-s3cret@127.0.0.1:9/p"
+    """)
+    key = tidings.write_secret("key", "from-a-file-s3cret")
+    tidings.write_plugin("filed.toml", f"""
+        provider = "http-json"
+        url = "http://127.0.0.1:9/f"
+        headers = {{ Authorization_file = "{key}" }}
+    """)
+    for _ in range(2):  # fills the cache, then is served from it
+        outs = outputs(tidings, None)
+        assert outs[0][0] == 0 and "OK: 6 sources" in outs[0][1], outs
+    files = cache_files(tidings)
+    assert len(files) == 1, files
+    blob = (tidings.root / "cache" / "tidings" / files[0]).read_bytes()
+    assert b"inline-header-s3cret" not in blob and b"inline-url-s3cret" not in blob
+    assert str(key).encode() in blob, "the file naming its secret's file is cached"
+    assert b"from-a-file-s3cret" not in blob

@@ -276,7 +276,8 @@ package struct ConfigLoader: Sendable {
                     guard let s = try t.subtable(name) else { return }
                     addSource(
                         name: name, table: s.table,
-                        built: buildSource(name: name, table: s.table, baseDir: s.baseDirectory, implicitExec: nil, defaults: sourceDefaults, pluginsDir: sourcesDir))
+                        built: buildSource(
+                            name: name, table: s.table, baseDir: s.baseDirectory, implicitExec: nil, defaults: sourceDefaults, pluginsDir: sourcesDir))
                 }
             }
         }
@@ -291,6 +292,8 @@ package struct ConfigLoader: Sendable {
                     guard Self.isValidSourceName(name) else { return BuiltSource() }
                     return buildSource(name: name, table: table, baseDir: sourcesDir, implicitExec: exec, defaults: sourceDefaults, pluginsDir: sourcesDir)
                 },
+                // A table is kept in the parse cache only if it built a source and holds no secret.
+                cacheable: { $0.source != nil && !$0.readInlineSecret },
                 each: { name, table, _, built in addSource(name: name, table: table, built: built) })
         }
 
@@ -339,6 +342,8 @@ package struct ConfigLoader: Sendable {
         var source: SourceConfig?
         var errors: [ConfigError] = []
         var warnings: [String] = []
+        /// Its table holds a secret written inline (``OptionReader/readInlineSecret``).
+        var readInlineSecret = false
     }
 
     /// Builds a source from its table on its own (it touches no list of the load, so plugins
@@ -365,7 +370,11 @@ package struct ConfigLoader: Sendable {
         } catch {
             out.withLock { $0.errors.append(ConfigError(file: table.file, line: nil, "\(error)")) }
         }
-        return out.withLock { $0 }
+        let inline = r.readInlineSecret
+        return out.withLock {
+            $0.readInlineSecret = inline
+            return $0
+        }
     }
 
     private func buildSource(
@@ -413,8 +422,12 @@ package struct ConfigLoader: Sendable {
     /// executable must be safe from other users (``FileTrust``); a plugin refused for that is
     /// still handed over, so that `config check` reports its other errors too.
     /// `prepare` runs on the parsing workers, for each plugin that parsed; `each` gets its result.
+    /// `cache` keeps a parsed table for the next load when `cacheable` says so of what `prepare`
+    /// made of it.
     func scanPlugins<Prepared: Sendable>(
-        _ dir: String, cache: ParsedConfigCache = ParsedConfigCache(path: nil), explicit: (String, Int?)?, prepare: @Sendable (String, ConfigTable, String?) -> Prepared,
+        _ dir: String, cache: ParsedConfigCache = ParsedConfigCache(path: nil), explicit: (String, Int?)?,
+        prepare: @Sendable (String, ConfigTable, String?) -> Prepared,
+        cacheable: @Sendable (Prepared) -> Bool = { _ in false },
         each: (String, ConfigTable, String?, Prepared) -> Void
     ) throws {
         var st = stat()
@@ -428,7 +441,8 @@ package struct ConfigLoader: Sendable {
         var errors = trust.directoryProblems
         let entries = try Self.listDirectory(dir).filter { e in
             let n = e.name
-            return !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.firstRange(of: ".dpkg-") != nil
+            return
+                !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.firstRange(of: ".dpkg-") != nil
                 || n.hasSuffix(".rpmnew") || n.hasSuffix(".rpmsave") || n.hasSuffix(".swp"))
         }.sorted { $0.name < $1.name }
         let names = entries.map(\.name)
@@ -448,9 +462,10 @@ package struct ConfigLoader: Sendable {
             DispatchQueue.concurrentPerform(iterations: count) { k in
                 let result = parsePlugin(dir: dir, dirfd: dirfd, entry: tomls[base + k], present: present, trust: trust, cache: cache)
                 let prepared = result.table.map { prepare(result.name, $0, result.implicitCommand) }
+                if let key = result.cacheKey, let prepared, cacheable(prepared) { cache.keep(key) }
                 parsed.withLock { $0[k] = (result, prepared) }
             }
-            for case let (result, prepared)? in parsed.withLock({ $0 }) {
+            for case (let result, let prepared)? in parsed.withLock({ $0 }) {
                 errors += result.errors
                 if let table = result.table, let prepared { each(result.name, table, result.implicitCommand, prepared) }
             }
@@ -473,6 +488,8 @@ package struct ConfigLoader: Sendable {
         /// `./NAME` when an executable `NAME` is beside it.
         var implicitCommand: String?
         var errors: [ConfigError]
+        /// Where the parse cache has `table`, for ``ParsedConfigCache/keep(_:)``.
+        var cacheKey: ParsedConfigCache.Key? = nil
     }
 
     /// One entry of a directory: its name and `d_type` (`DT_UNKNOWN` where the file system does not say).
@@ -505,7 +522,8 @@ package struct ConfigLoader: Sendable {
 
     /// Reads and parses one `NAME.toml`; an executable `NAME` beside it (`present` lists the
     /// directory) is its command.
-    private func parsePlugin(dir: String, dirfd: Int32, entry: DirectoryEntry, present: Set<String>, trust: PluginTrust, cache: ParsedConfigCache
+    private func parsePlugin(
+        dir: String, dirfd: Int32, entry: DirectoryEntry, present: Set<String>, trust: PluginTrust, cache: ParsedConfigCache
     ) -> ParsedPlugin {
         let file = entry.name
         let name = String(file.dropLast(5))
@@ -527,7 +545,9 @@ package struct ConfigLoader: Sendable {
                 }
                 bytes = Array(data)
             }
-            result.table = try cache.table(bytes, file: path)
+            let parsed = try cache.table(bytes, file: path)
+            result.table = parsed.table
+            result.cacheKey = parsed.key
         } catch let e as ConfigError {
             result.errors.append(e)
         } catch {

@@ -12,23 +12,27 @@ import TidingsPluginAPI
 /// cached: every file is still opened, read and checked (``PluginTrust``) on every load, and
 /// its table gets the file's current path. The cache file (0600, ours, written atomically by
 /// rename) is ignored when it is not ours, is writable by others, is of another version or
-/// fails its checksum; failing to write it is never an error. Only the entries used by this
-/// load are written back, so it holds one entry per plugin file and no more.
+/// fails its checksum; failing to write it is never an error. Only the entries this load kept
+/// (``keep(_:)``) are written back, so it holds one entry per plugin file and no more, and none
+/// for a file that holds a secret: the loader keeps only tables whose source was built and read
+/// no inline secret (``OptionReader/readInlineSecret``), so a password written in a plugin file
+/// is never copied into the cache.
 package final class ParsedConfigCache: Sendable {
     /// Where the cache is, or nil for none.
     package let path: String?
     let stored: [Key: [UInt8]]
-    private let state = Mutex<(used: [Key: [UInt8]], changed: Bool)>(([:], false))
+    /// Entries read or parsed by this load (`offered`), and those the loader kept.
+    private let state = Mutex<(offered: [Key: [UInt8]], used: [Key: [UInt8]], changed: Bool)>(([:], [:], false))
 
     /// A SHA-256 as four words: hashed and compared as 4 words, not 32 bytes one at a time.
-    struct Key: Hashable, Comparable {
+    package struct Key: Hashable, Comparable, Sendable {
         var a: UInt64, b: UInt64, c: UInt64, d: UInt64
         init(_ digest: [UInt8]) {
             func word(_ i: Int) -> UInt64 { (0..<8).reduce(0) { $0 << 8 | UInt64(digest[8 * i + $1]) } }
             (a, b, c, d) = (word(0), word(1), word(2), word(3))
         }
         var bytes: [UInt8] { [a, b, c, d].flatMap { w in (0..<8).map { UInt8(truncatingIfNeeded: w >> (56 - 8 * UInt64($0))) } } }
-        static func < (l: Key, r: Key) -> Bool { (l.a, l.b, l.c, l.d) < (r.a, r.b, r.c, r.d) }
+        package static func < (l: Key, r: Key) -> Bool { (l.a, l.b, l.c, l.d) < (r.a, r.b, r.c, r.d) }
     }
 
     static let magic: [UInt8] = Array("TIDINGS-CONFIG-CACHE".utf8)
@@ -59,26 +63,34 @@ package final class ParsedConfigCache: Sendable {
         return "\(folder)/config-cache-\(Fingerprint.of([pluginsDir])).bin"
     }
 
-    /// The table of a file whose bytes are `bytes`, from the cache or parsed (and then kept).
-    /// Parse errors are thrown as ``ConfigTable/parse(_:file:)`` throws them, and not kept.
-    package func table(_ bytes: [UInt8], file: String) throws -> ConfigTable {
-        guard path != nil else { return try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: file) }
+    /// The table of a file whose bytes are `bytes`, from the cache or parsed, and the key under
+    /// which ``keep(_:)`` keeps it for the next load (nil: no cache). Parse errors are thrown as
+    /// ``ConfigTable/parse(_:file:)`` throws them, and not kept.
+    package func table(_ bytes: [UInt8], file: String) throws -> (table: ConfigTable, key: Key?) {
+        guard path != nil else { return (try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: file), nil) }
         let key = Key(SHA256.hash(bytes))
         if let blob = stored[key] {
             var reader = Reader(bytes: blob)
             if let table = try? reader.table(file: file), reader.atEnd {
-                state.withLock { $0.used[key] = blob }
-                return table
+                state.withLock { $0.offered[key] = blob }
+                return (table, key)
             }
         }
         let table = try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: file)
         var w = Writer()
         w.table(table)
+        state.withLock { $0.offered[key] = w.bytes }
+        return (table, key)
+    }
+
+    /// Keeps the table ``table(_:file:)`` returned under `key` for the next load. A table not
+    /// kept is not written (and an entry of the old file not kept is dropped from it).
+    package func keep(_ key: Key) {
         state.withLock {
-            $0.used[key] = w.bytes
-            $0.changed = true
+            guard let blob = $0.offered[key], $0.used[key] == nil else { return }
+            $0.used[key] = blob
+            if stored[key] == nil { $0.changed = true }
         }
-        return table
     }
 
     /// Writes the entries used since ``init(path:)`` back, if they differ from those read.
@@ -86,6 +98,8 @@ package final class ParsedConfigCache: Sendable {
     package func save() {
         guard let path else { return }
         let (used, changed) = state.withLock { ($0.used, $0.changed) }
+        // Entries of the old file not kept by this load (a file gone, edited, or now holding a
+        // secret) make it differ too: then `used` has fewer of them.
         guard changed || used.count != stored.count else { return }
         var body = Writer()
         body.u32(UInt32(used.count))
@@ -179,16 +193,28 @@ package final class ParsedConfigCache: Sendable {
         mutating func node(_ n: ConfigNode) {
             line(n.line)
             switch n.value {
-            case .string(let s): bytes.append(0); string(s)
-            case .int(let i): bytes.append(1); i64(Int64(i))
-            case .double(let d): bytes.append(2); i64(Int64(bitPattern: d.bitPattern))
-            case .bool(let b): bytes.append(3); bytes.append(b ? 1 : 0)
+            case .string(let s):
+                bytes.append(0)
+                string(s)
+            case .int(let i):
+                bytes.append(1)
+                i64(Int64(i))
+            case .double(let d):
+                bytes.append(2)
+                i64(Int64(bitPattern: d.bitPattern))
+            case .bool(let b):
+                bytes.append(3)
+                bytes.append(b ? 1 : 0)
             case .array(let a):
                 bytes.append(4)
                 u32(UInt32(a.count))
                 for e in a { node(e) }
-            case .table(let t): bytes.append(5); table(t)
-            case .other(let o): bytes.append(6); string(o)
+            case .table(let t):
+                bytes.append(5)
+                table(t)
+            case .other(let o):
+                bytes.append(6)
+                string(o)
             }
         }
     }

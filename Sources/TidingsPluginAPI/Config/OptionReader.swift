@@ -24,6 +24,14 @@ package final class OptionReader {
     /// Set by a ``SecretPolicy/lenient`` load: receives each secret that cannot be read, which
     /// then reads as a placeholder (see ``secret(_:required:)``). Nil: such a secret is an error.
     package var lenientSecrets: ((ConfigError) -> Void)?
+    /// Whether this reader, or a table read through it (``subtable(_:)``), was asked for a secret
+    /// written inline (`X = "…"`, or a password in a URL): its table then holds a secret, and is
+    /// not to be copied anywhere (the parse cache keeps no such table).
+    package var readInlineSecret: Bool { inlineSecret.seen }
+    /// Shared with the readers of its subtables.
+    private var inlineSecret = InlineSecretMark()
+    /// Notes that an inline secret was asked for (``readInlineSecret``).
+    func markInlineSecret() { inlineSecret.seen = true }
     /// Receives ``warning(_:_:)``s (the loader's: `config check` and the daemon show them).
     package var warnings: ((ConfigError) -> Void)?
     /// A disabled source's table: a secret file still holding the example's `CHANGE-ME…` is
@@ -160,6 +168,7 @@ package final class OptionReader {
         guard case .table(let t) = n.value else { throw typeError(key, expected: "a table", got: n) }
         let sub = OptionReader(t, what: "\(what) '\(key)'", baseDirectory: baseDirectory)
         sub.lenientSecrets = lenientSecrets
+        sub.inlineSecret = inlineSecret
         sub.warnings = warnings
         sub.placeholdersExpected = placeholdersExpected
         return sub
@@ -265,6 +274,7 @@ package final class OptionReader {
             throw error(key, "\(what): '\(key)' must be an http:// or https:// URL, not \"\(given.shown)\"")
         }
         guard let decoded = given.password else { return url }
+        if !given.isSecret { markInlineSecret() }
         if decoded.count < SecretForms.minimumLength { throw tooShortError(key, what: "the password in '\(key)'") }
         // The token of the Basic header libcurl sends; not the user name, which is no secret.
         _ = Secret(Data("\(given.user ?? ""):\(decoded)".utf8).base64EncodedString())
@@ -316,6 +326,7 @@ package final class OptionReader {
     private func readSecret(_ key: String, required: Bool, inline: InlineSecret) throws -> String? {
         let given = SecretSource.allCases.filter { table[$0.key(key)] != nil }
         SecretSource.allCases.forEach { markConsumed($0.key(key)) }
+        if given.contains(.inline) { markInlineSecret() }
         if given.count > 1 {
             throw error(given[1].key(key), "\(what): set only one of \(SecretSource.allCases.map { "'\($0.key(key))'" }.joined(separator: ", "))")
         }
@@ -482,4 +493,9 @@ package enum PathResolver {
         let home = ProcessInfo.processInfo.environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path
         return home + s.dropFirst()
     }
+}
+
+/// ``OptionReader/readInlineSecret``'s flag, one per source's table and its subtables.
+private final class InlineSecretMark {
+    var seen = false
 }

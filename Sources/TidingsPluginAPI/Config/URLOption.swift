@@ -77,11 +77,17 @@ extension OptionReader {
     /// that a password in one is registered with the ``Redactor`` as soon as it is read, and
     /// errors about the value quote ``ConfigURL/shown``.
     package func configURL(_ key: String) throws -> ConfigURL? {
-        try string(key).map { ConfigURL($0) }
+        try string(key).map { notingPassword(ConfigURL($0)) }
     }
 
     package func requiredConfigURL(_ key: String) throws -> ConfigURL {
-        ConfigURL(try requiredString(key))
+        notingPassword(ConfigURL(try requiredString(key)))
+    }
+
+    /// A URL written inline: a password in it makes its table one that holds a secret.
+    private func notingPassword(_ url: ConfigURL) -> ConfigURL {
+        if url.password != nil { markInlineSecret() }
+        return url
     }
 
     /// A URL option that may also be given as a secret: `X` (inline, a plain option), or
