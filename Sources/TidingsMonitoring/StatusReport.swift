@@ -95,7 +95,7 @@ package struct StatusReport: Sendable {
             daemon.instances = try store.database.read { try LeaseBook.liveInstanceLeases($0, within: liveWindow, now: now) }
         }
 
-        let statuses = try store.statuses()
+        let statuses = try store.statuses(countingItems: false)  // the report shows no item counts
         var counts = Dictionary(uniqueKeysWithValues: SourceHealth.allCases.map { ($0, 0) })
         var problems: [Problem] = []
         for s in config.sources {

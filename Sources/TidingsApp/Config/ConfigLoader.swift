@@ -32,6 +32,14 @@ package struct ConfigLoader: Sendable {
     /// Where ``ParsedConfigCache/location(pluginsDir:stateDir:environment:)`` looks for the
     /// cache of parsed plugin files (tests point it at their own folder, or turn it off).
     package var cacheEnvironment: [String: String] = ProcessInfo.processInfo.environment
+    /// A listing load, for commands that show the sources but never poll them (`tidings
+    /// sources`, `tidings status`): each source's shared settings (`provider`, `interval`,
+    /// `enabled`, `group`, …) are read and checked as in any load, and so is everything else
+    /// but the provider's own options: no provider is made (``ListedProvider`` stands in), unless
+    /// the source's table may hold a secret (``OptionReader/mayHoldSecrets(_:)``), whose
+    /// warnings and config hash need the provider that reads it. Errors in a provider's own
+    /// options are then left to `tidings config check` and to the commands that poll.
+    package var listing = false
 
     package init(
         providers: ProviderRegistry, sinks: SinkRegistry, http: any HTTPClient, mail: any MailTransport,
@@ -383,16 +391,26 @@ package struct ConfigLoader: Sendable {
         let flap = try r.duration("flap_window") ?? factory.defaultFlapWindow
         r.implicitCommand = implicitExec
         r.placeholdersExpected = !settings.enabled
+        let mayHoldSecrets = OptionReader.mayHoldSecrets(table)
+        if listing && !mayHoldSecrets {
+            // Reading the table reads no secret, so its hash is the one a built provider gives;
+            // worked out only where the state holds one to compare (``TidingsConfig/completeConfigHashes(for:)``).
+            return SourceConfig(
+                name: name, provider: providerName, settings: settings, flapWindow: flap,
+                instance: ListedProvider(configHash: { Fingerprint.of([providerName, Self.describe(table)]) }),
+                file: table.file, line: table.line, configHash: "")
+        }
         let setup = ProviderSetup(sourceName: name, pluginsDir: pluginsDir, interval: settings.interval)
         let instance = try factory.make(r, setup, warn)
         try r.finish()
+        assert(r.secretHashes.isEmpty || mayHoldSecrets, "\(what): provider \(providerName) read a secret OptionReader.mayHoldSecrets does not see")
         return SourceConfig(
             name: name, provider: providerName, settings: settings, flapWindow: flap, instance: instance,
-            file: table.file, line: table.line, configHash: Fingerprint.of([providerName, describe(table)] + r.secretHashes))
+            file: table.file, line: table.line, configHash: Fingerprint.of([providerName, Self.describe(table)] + r.secretHashes))
     }
 
     /// Stable text of a table's contents (for change detection on reload).
-    private func describe(_ t: ConfigTable) -> String {
+    private static func describe(_ t: ConfigTable) -> String {
         t.keys.map { k -> String in
             guard let n = t[k] else { return k }
             switch n.value {
@@ -400,7 +418,7 @@ package struct ConfigLoader: Sendable {
             case .int(let i): return "\(k)=\(i)"
             case .double(let d): return "\(k)=\(d)"
             case .bool(let b): return "\(k)=\(b)"
-            case .table(let sub): return "\(k)={\(describe(sub))}"
+            case .table(let sub): return "\(k)={\(Self.describe(sub))}"
             case .array(let a): return "\(k)=[\(a.count):\(a.map { "\($0.value)" }.joined(separator: ","))]"
             case .other(let o): return "\(k)=\(o)"
             }
@@ -428,7 +446,7 @@ package struct ConfigLoader: Sendable {
         var errors = trust.directoryProblems
         let entries = try Self.listDirectory(dir).filter { e in
             let n = e.name
-            return !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.firstRange(of: ".dpkg-") != nil
+            return !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.containsBytes(of: ".dpkg-")
                 || n.hasSuffix(".rpmnew") || n.hasSuffix(".rpmsave") || n.hasSuffix(".swp"))
         }.sorted { $0.name < $1.name }
         let names = entries.map(\.name)
@@ -604,5 +622,31 @@ package struct PluginTrust: Sendable {
             }
         }
         return trust.check(path, as: role, stopAt: vouched).map(\.configError)
+    }
+}
+
+/// What a listing load (``ConfigLoader/listing``) holds in place of a provider it did not make:
+/// such a configuration is shown, never polled, and a poll of it fails. Its source's
+/// ``SourceConfig/configHash`` is left empty (it matches no stored hash) until
+/// ``TidingsConfig/completeConfigHashes(for:)`` works it out.
+package struct ListedProvider: Provider {
+    /// The source's config hash, as a full load gives it.
+    let configHash: @Sendable () -> String
+
+    package func poll(_ context: PollContext) async throws -> PollResult {
+        throw PollError(.transient, "this source was loaded for a listing, not to be polled")
+    }
+}
+
+extension TidingsConfig {
+    /// Gives each source of a listing load named in `names` (those whose stored state holds an
+    /// auth-failed hash: ``StateStore/authFailedSources()``) the config hash a full load gives it,
+    /// so that ``SourceHealth`` tells `auth-failed` as for any load. Hashing every source would
+    /// cost a listing of 10,000 of them a tenth of its time.
+    package mutating func completeConfigHashes(for names: Set<String>) {
+        guard !names.isEmpty else { return }
+        for i in sources.indices where names.contains(sources[i].name) {
+            if let listed = sources[i].instance as? ListedProvider { sources[i].configHash = listed.configHash() }
+        }
     }
 }

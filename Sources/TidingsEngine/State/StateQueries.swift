@@ -26,12 +26,16 @@ package struct StoredHealth: Sendable, Equatable, StoredHealthFields {
 }
 
 extension StateStore {
-    package func statuses() throws -> [String: SourceStatus] {
+    /// `countingItems`: false leaves every ``SourceStatus/items`` 0 and skips counting them (a
+    /// pass over every stored item, the dearest part where sources keep many).
+    package func statuses(countingItems: Bool = true) throws -> [String: SourceStatus] {
         try database.read { db in
-            let counts = Dictionary(
-                uniqueKeysWithValues: try db.fetchAll("SELECT source, count(*) FROM item WHERE state != \(StoredItem.State.gone.sql) GROUP BY source").map {
-                    (try $0[0] as String, try $0[1] as Int)
-                })
+            let counts =
+                countingItems
+                ? Dictionary(
+                    uniqueKeysWithValues: try db.fetchAll("SELECT source, count(*) FROM item WHERE state != \(StoredItem.State.gone.sql) GROUP BY source").map {
+                        (try $0[0] as String, try $0[1] as Int)
+                    }) : [:]
             let owners = database.isShared ? try LeaseBook.sourceOwners(db, now: Date()) : [:]
             var out: [String: SourceStatus] = [:]
             for r in try db.fetchAll(
@@ -44,6 +48,13 @@ extension StateStore {
                     owner: owners[name], minInterval: try r[8])
             }
             return out
+        }
+    }
+
+    /// The sources whose stored state holds an auth-failed hash (see ``TidingsConfig/completeConfigHashes(for:)``).
+    package func authFailedSources() throws -> Set<String> {
+        try database.read { db in
+            Set(try db.fetchAll("SELECT source FROM source_state WHERE auth_failed_hash IS NOT NULL").map { try $0[0] as String })
         }
     }
 

@@ -19,10 +19,13 @@ struct SourcesCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let app = try App.load(common, logLevel: .warning, secrets: .lenient)
+        var app = try App.load(common, logLevel: .warning, secrets: .lenient, listing: true)
         let store = try app.openStore()
-        let statuses = try store.statuses()
+        let statuses = try store.statuses(countingItems: json)  // only the JSON shows them
+        app.config.completeConfigHashes(for: Set(statuses.values.filter { $0.authFailedHash != nil }.map(\.source)))
         let shared = store.database.isShared
+        var out = EmitBatch()
+        defer { out.flush() }
         for s in app.config.sources {
             let st = statuses[s.name]
             let health = SourceHealth(s, st)
@@ -44,7 +47,7 @@ struct SourcesCommand: AsyncParsableCommand {
                     // `group`: a label (a feed reader's folder), null when none.
                     "group": s.settings.group.map { .string($0) } ?? .null,
                 ]
-                emit(obj.jsonString())
+                out.emit(obj.jsonString())
             } else {
                 var line =
                     "\(TextEdits.padded(s.name, toUTF16: 20)) \(TextEdits.padded(s.provider, toUTF16: 12)) every \(TextEdits.padded(DurationParser.format(s.settings.interval), toUTF16: 6)) \(TextEdits.padded(state, toUTF16: 11))"
@@ -55,7 +58,7 @@ struct SourcesCommand: AsyncParsableCommand {
                 if let f = st?.failures, f > 0 { line += ", \(f) failure\(f == 1 ? "" : "s")" }
                 if let e = st?.lastError, state != "ok" { line += ", error: \(TerminalText.line(e))" }
                 if shared, s.settings.enabled { line += st?.owner.map { ", polled by \(TerminalText.line($0))" } ?? ", no instance polls it now" }
-                emit(line)
+                out.emit(line)
             }
         }
     }
