@@ -391,8 +391,7 @@ package struct ConfigLoader: Sendable {
         let flap = try r.duration("flap_window") ?? factory.defaultFlapWindow
         r.implicitCommand = implicitExec
         r.placeholdersExpected = !settings.enabled
-        let mayHoldSecrets = OptionReader.mayHoldSecrets(table)
-        if listing && !mayHoldSecrets {
+        if listing && !OptionReader.mayHoldSecrets(table) {
             // Reading the table reads no secret, so its hash is the one a built provider gives;
             // worked out only where the state holds one to compare (``TidingsConfig/completeConfigHashes(for:)``).
             return SourceConfig(
@@ -403,7 +402,7 @@ package struct ConfigLoader: Sendable {
         let setup = ProviderSetup(sourceName: name, pluginsDir: pluginsDir, interval: settings.interval)
         let instance = try factory.make(r, setup, warn)
         try r.finish()
-        assert(r.secretHashes.isEmpty || mayHoldSecrets, "\(what): provider \(providerName) read a secret OptionReader.mayHoldSecrets does not see")
+        assert(r.secretHashes.isEmpty || OptionReader.mayHoldSecrets(table), "\(what): provider \(providerName) read a secret OptionReader.mayHoldSecrets does not see")
         return SourceConfig(
             name: name, provider: providerName, settings: settings, flapWindow: flap, instance: instance,
             file: table.file, line: table.line, configHash: Fingerprint.of([providerName, Self.describe(table)] + r.secretHashes))

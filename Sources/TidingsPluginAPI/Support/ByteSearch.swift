@@ -3,21 +3,24 @@ extension StringProtocol {
     /// answers for an ASCII word, without the substring searcher it sets up on each call (which,
     /// for each of 10,000 plugin files, cost more than reading the file).
     package func containsBytes(of word: String) -> Bool {
-        let w = Array(word.utf8)
-        guard let first = w.first else { return true }
-        let u = utf8
-        var i = u.startIndex
-        while i != u.endIndex {
-            if u[i] == first {
-                var j = i
-                var k = 0
-                while k < w.count, j != u.endIndex, u[j] == w[k] {
-                    u.formIndex(after: &j)
-                    k += 1
-                }
-                if k == w.count { return true }
+        var word = word
+        return word.withUTF8 { w in
+            if let found = utf8.withContiguousStorageIfAvailable({ Self.search(w, in: $0) }) { return found }
+            return Array(utf8).withUnsafeBufferPointer { Self.search(w, in: $0) }
+        }
+    }
+
+    private static func search(_ word: UnsafeBufferPointer<UInt8>, in text: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let first = word.first else { return true }
+        guard text.count >= word.count else { return false }
+        var i = 0
+        while i <= text.count - word.count {
+            if text[i] == first {
+                var k = 1
+                while k < word.count && text[i + k] == word[k] { k += 1 }
+                if k == word.count { return true }
             }
-            u.formIndex(after: &i)
+            i += 1
         }
         return false
     }
