@@ -334,9 +334,10 @@ package struct ConfigLoader: Sendable {
     /// `^[A-Za-z0-9][A-Za-z0-9_.-]*$` without compiling a regular expression per source.
     static func isValidSourceName(_ name: String) -> Bool {
         func alnum(_ b: UInt8) -> Bool { (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) }
-        let u = Array(name.utf8)
-        guard let first = u.first, alnum(first) else { return false }
-        return u.dropFirst().allSatisfy { alnum($0) || $0 == 95 || $0 == 46 || $0 == 45 }
+        // On the UTF-8 view itself: a copy of it into an array, for each of 10,000 plugins, cost
+        // a third of taking the plugin's result in.
+        guard let first = name.utf8.first, alnum(first) else { return false }
+        return name.utf8.dropFirst().allSatisfy { alnum($0) || $0 == 95 || $0 == 46 || $0 == 45 }
     }
 
     /// `FILE:LINE` of a table, or `FILE`.

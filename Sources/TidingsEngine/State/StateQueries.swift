@@ -37,10 +37,11 @@ extension StateStore {
                         (try $0[0] as String, try $0[1] as Int)
                     }) : [:]
             let owners = database.isShared ? try LeaseBook.sourceOwners(db, now: Date()) : [:]
-            var out: [String: SourceStatus] = [:]
-            for r in try db.fetchAll(
+            let rows = try db.fetchAll(
                 "SELECT source, last_success, last_error, last_error_at, failures, next_due, auth_failed_hash, baseline_at, min_interval FROM source_state")
-            {
+            var out: [String: SourceStatus] = [:]
+            out.reserveCapacity(rows.count)  // growing it rehashed every name several times
+            for r in rows {
                 let name: String = try r[0]
                 out[name] = SourceStatus(
                     source: name, lastSuccess: try r[1], lastError: try r[2], lastErrorAt: try r[3], failures: try r[4],
