@@ -289,11 +289,13 @@ package struct ConfigLoader: Sendable {
             }
         }
         collect { try main.finish() }
-        let cache = ParsedConfigCache(path: ParsedConfigCache.location(pluginsDir: pluginsDir, stateDir: stateDir, environment: cacheEnvironment))
-        defer { cache.save() }
+        // Reading the cache (decoding an entry per plugin file, on one core) runs beside the
+        // listing of plugins.d, and is waited for when the first file is parsed.
+        let cache = CacheRead(path: ParsedConfigCache.location(pluginsDir: pluginsDir, stateDir: stateDir, environment: cacheEnvironment))
+        defer { cache.value.save() }
         collect {
             try scanPlugins(
-                pluginsDir, cache: cache, explicit: main.has("plugins_dir") ? (file, root["plugins_dir"]?.line) : nil,
+                pluginsDir, cache: cache.value, explicit: main.has("plugins_dir") ? (file, root["plugins_dir"]?.line) : nil,
                 prepare: { name, table, exec in
                     // A name refused below is not built (nor are its errors reported): skip the work.
                     guard Self.isValidSourceName(name) else { return BuiltSource() }
@@ -432,7 +434,7 @@ package struct ConfigLoader: Sendable {
     /// still handed over, so that `config check` reports its other errors too.
     /// `prepare` runs on the parsing workers, for each plugin that parsed; `each` gets its result.
     func scanPlugins<Prepared: Sendable>(
-        _ dir: String, cache: ParsedConfigCache = ParsedConfigCache(path: nil), explicit: (String, Int?)?, prepare: @Sendable (String, ConfigTable, String?) -> Prepared,
+        _ dir: String, cache readCache: @autoclosure () -> ParsedConfigCache = ParsedConfigCache(path: nil), explicit: (String, Int?)?, prepare: @Sendable (String, ConfigTable, String?) -> Prepared,
         each: (String, ConfigTable, String?, Prepared) -> Void
     ) throws {
         var st = stat()
@@ -455,6 +457,7 @@ package struct ConfigLoader: Sendable {
         // a time, and each chunk is handed over and dropped before the next, so 10,000 plugin
         // files are never all held in memory as parsed tables at once.
         let tomls = entries.filter { $0.name.hasSuffix(".toml") }
+        let cache = readCache()
         // Entries are opened relative to the directory: one lookup of the name, not of every
         // component of the path again (-1, if it cannot be opened: then by path).
         let dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
@@ -552,6 +555,29 @@ package struct ConfigLoader: Sendable {
             result.errors.append(ConfigError(file: path, line: nil, "\(error)"))
         }
         return result
+    }
+}
+
+/// The ``ParsedConfigCache`` at a path, read on another thread from when this is made; ``value``
+/// waits for it.
+final class CacheRead: Sendable {
+    private let read = Mutex<ParsedConfigCache?>(nil)
+    private let done = DispatchGroup()
+
+    init(path: String?) {
+        guard let path else {
+            read.withLock { $0 = ParsedConfigCache(path: nil) }
+            return
+        }
+        DispatchQueue.global().async(group: done) {
+            let cache = ParsedConfigCache(path: path)
+            self.read.withLock { $0 = cache }
+        }
+    }
+
+    var value: ParsedConfigCache {
+        done.wait()
+        return read.withLock { $0! }
     }
 }
 
