@@ -63,21 +63,3 @@ func complain(_ message: String, level: Logger.Level = .error) {
 func emit(_ line: String) {
     StandardStreams.write(line + "\n", to: STDOUT_FILENO)
 }
-
-/// Writes results on stdout a block at a time, for a listing of many lines (10,000 sources in a
-/// few write(2)s, not one each): ``flush()`` after the last line.
-struct EmitBatch {
-    private var text = ""
-
-    mutating func emit(_ line: String) {
-        text += line
-        text += "\n"
-        if text.utf8.count >= 1 << 16 { flush() }
-    }
-
-    mutating func flush() {
-        guard !text.isEmpty else { return }
-        StandardStreams.write(text, to: STDOUT_FILENO)
-        text = ""
-    }
-}
