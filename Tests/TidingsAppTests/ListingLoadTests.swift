@@ -11,7 +11,9 @@ import XCTest
 /// errors (at FILE:LINE) as the load every other command does, on the same files.
 final class ListingLoadTests: XCTestCase {
     /// A full load and a listing load of one directory: both lenient, as `sources` is.
-    func loadBoth(_ text: String, plugins: [String: String]) throws -> (full: Result<TidingsConfig, ConfigErrors>, listing: Result<TidingsConfig, ConfigErrors>) {
+    func loadBoth(
+        _ text: String, plugins: [String: String]
+    ) throws -> (full: Result<TidingsConfig, ConfigErrors>, listing: Result<TidingsConfig, ConfigErrors>) {
         let dir = try scratchDirectory()
         try write(text, to: "\(dir)/tidings.toml")
         try write("", to: "\(dir)/plugins.d/.keep")
@@ -84,7 +86,9 @@ final class ListingLoadTests: XCTestCase {
         guard case .failure(let f) = full, case .failure(let l) = listing else { return XCTFail("both loads must fail: \(full) \(listing)") }
         XCTAssertEqual(l.errors.map(\.description), f.errors.map(\.description))
         let lines = l.errors.map { e in "\(PathText.lastComponent(e.file)):\(e.line.map(String.init) ?? "-")" }
-        XCTAssertEqual(lines, ["a.toml:3", "b.toml:1", "bad name.toml:-", "c.toml:-", "e.toml:3", "twice.toml:-", "d.toml:2"], l.errors.map(\.description).joined(separator: "\n"))
+        XCTAssertEqual(
+            lines, ["a.toml:3", "b.toml:1", "bad name.toml:-", "c.toml:-", "e.toml:3", "twice.toml:-", "d.toml:2"],
+            l.errors.map(\.description).joined(separator: "\n"))
     }
 
     /// What only a provider checks is left to `config check` and to the commands that poll.

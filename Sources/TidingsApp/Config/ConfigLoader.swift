@@ -405,7 +405,9 @@ package struct ConfigLoader: Sendable {
         let setup = ProviderSetup(sourceName: name, pluginsDir: pluginsDir, interval: settings.interval)
         let instance = try factory.make(r, setup, warn)
         try r.finish()
-        assert(r.secretHashes.isEmpty || OptionReader.mayHoldSecrets(table), "\(what): provider \(providerName) read a secret OptionReader.mayHoldSecrets does not see")
+        assert(
+            r.secretHashes.isEmpty || OptionReader.mayHoldSecrets(table),
+            "\(what): provider \(providerName) read a secret OptionReader.mayHoldSecrets does not see")
         return SourceConfig(
             name: name, provider: providerName, settings: settings, flapWindow: flap, instance: instance,
             file: table.file, line: table.line, configHash: Fingerprint.of([providerName, Self.describe(table)] + r.secretHashes))
