@@ -95,10 +95,12 @@ package struct StatusReport: Sendable {
             daemon.instances = try store.database.read { try LeaseBook.liveInstanceLeases($0, within: liveWindow, now: now) }
         }
 
-        let statuses = try store.statuses()
+        let statuses = try store.statuses(countingItems: false)  // the report shows no item counts
         var counts = Dictionary(uniqueKeysWithValues: SourceHealth.allCases.map { ($0, 0) })
         var problems: [Problem] = []
+        var enabled = 0
         for s in config.sources {
+            if s.settings.enabled { enabled += 1 }
             let st = statuses[s.name]
             let health = SourceHealth(s, st)
             counts[health, default: 0] += 1
@@ -127,7 +129,7 @@ package struct StatusReport: Sendable {
 
         return StatusReport(
             backend: store.database.isShared ? "postgres" : "sqlite", location: store.path, now: now, daemon: daemon,
-            enabledSources: config.sources.filter { $0.settings.enabled }.count, counts: counts, problems: problems, sinks: sinks,
+            enabledSources: enabled, counts: counts, problems: problems, sinks: sinks,
             silences: try SilenceStore.all(store).filter { $0.state(at: now) == .active },
             notices: try NoticeBook.pending(store, now: now),
             events: try store.history(source: nil, limit: Self.eventCount))

@@ -24,6 +24,10 @@ final class TextEditsTests: XCTestCase {
         XCTAssertEqual(TextEdits.padded("a😀b", toUTF16: 3), "a😀")
         // "e" + combining acute: two units, cut between them as NSString cut.
         XCTAssertEqual(TextEdits.padded("e\u{301}x", toUTF16: 1), "e")
+        // The String overload (the listings' fast path) pads and cuts as the generic one.
+        for (text, length) in [("é", 3), ("😀", 4), ("a😀b", 3), ("e\u{301}x", 1), ("ok", 6), ("auth-failed-long", 11), ("", 0)] {
+            XCTAssertEqual(TextEdits.padded(text, toUTF16: length), TextEdits.padded(text[...], toUTF16: length), text)
+        }
     }
 
     func testTrimmingDropsTheSetAtBothEndsOnly() {

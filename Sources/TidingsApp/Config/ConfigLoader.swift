@@ -32,6 +32,14 @@ package struct ConfigLoader: Sendable {
     /// Where ``ParsedConfigCache/location(pluginsDir:stateDir:environment:)`` looks for the
     /// cache of parsed plugin files (tests point it at their own folder, or turn it off).
     package var cacheEnvironment: [String: String] = ProcessInfo.processInfo.environment
+    /// A listing load, for commands that show the sources but never poll them (`tidings
+    /// sources`, `tidings status`): each source's shared settings (`provider`, `interval`,
+    /// `enabled`, `group`, …) are read and checked as in any load, and so is everything else
+    /// but the provider's own options: no provider is made (``ListedProvider`` stands in), unless
+    /// the source's table may hold a secret (``OptionReader/mayHoldSecrets(_:)``), whose
+    /// warnings and config hash need the provider that reads it. Errors in a provider's own
+    /// options are then left to `tidings config check` and to the commands that poll.
+    package var listing = false
 
     package init(
         providers: ProviderRegistry, sinks: SinkRegistry, http: any HTTPClient, mail: any MailTransport,
@@ -282,11 +290,13 @@ package struct ConfigLoader: Sendable {
             }
         }
         collect { try main.finish() }
-        let cache = ParsedConfigCache(path: ParsedConfigCache.location(pluginsDir: pluginsDir, stateDir: stateDir, environment: cacheEnvironment))
-        defer { cache.save() }
+        // Reading the cache (decoding an entry per plugin file, on one core) runs beside the
+        // listing of plugins.d, and is waited for when the first file is parsed.
+        let cache = CacheRead(path: ParsedConfigCache.location(pluginsDir: pluginsDir, stateDir: stateDir, environment: cacheEnvironment))
+        defer { cache.value.save() }
         collect {
             try scanPlugins(
-                pluginsDir, cache: cache, explicit: main.has("plugins_dir") ? (file, root["plugins_dir"]?.line) : nil,
+                pluginsDir, cache: cache.value, explicit: main.has("plugins_dir") ? (file, root["plugins_dir"]?.line) : nil,
                 prepare: { name, table, exec in
                     // A name refused below is not built (nor are its errors reported): skip the work.
                     guard Self.isValidSourceName(name) else { return BuiltSource() }
@@ -329,9 +339,10 @@ package struct ConfigLoader: Sendable {
     /// `^[A-Za-z0-9][A-Za-z0-9_.-]*$` without compiling a regular expression per source.
     static func isValidSourceName(_ name: String) -> Bool {
         func alnum(_ b: UInt8) -> Bool { (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) }
-        let u = Array(name.utf8)
-        guard let first = u.first, alnum(first) else { return false }
-        return u.dropFirst().allSatisfy { alnum($0) || $0 == 95 || $0 == 46 || $0 == 45 }
+        // On the UTF-8 view itself: a copy of it into an array, for each of 10,000 plugins, cost
+        // a third of taking the plugin's result in.
+        guard let first = name.utf8.first, alnum(first) else { return false }
+        return name.utf8.dropFirst().allSatisfy { alnum($0) || $0 == 95 || $0 == 46 || $0 == 45 }
     }
 
     /// `FILE:LINE` of a table, or `FILE`.
@@ -392,16 +403,27 @@ package struct ConfigLoader: Sendable {
         let flap = try r.duration("flap_window") ?? factory.defaultFlapWindow
         r.implicitCommand = implicitExec
         r.placeholdersExpected = !settings.enabled
+        if listing && !OptionReader.mayHoldSecrets(table) {
+            // Reading the table reads no secret, so its hash is the one a built provider gives;
+            // worked out only where the state holds one to compare (``TidingsConfig/completeConfigHashes(for:)``).
+            return SourceConfig(
+                name: name, provider: providerName, settings: settings, flapWindow: flap,
+                instance: ListedProvider(configHash: { Fingerprint.of([providerName, Self.describe(table)]) }),
+                file: table.file, line: table.line, configHash: "")
+        }
         let setup = ProviderSetup(sourceName: name, pluginsDir: pluginsDir, interval: settings.interval)
         let instance = try factory.make(r, setup, warn)
         try r.finish()
+        assert(
+            r.secretHashes.isEmpty || OptionReader.mayHoldSecrets(table),
+            "\(what): provider \(providerName) read a secret OptionReader.mayHoldSecrets does not see")
         return SourceConfig(
             name: name, provider: providerName, settings: settings, flapWindow: flap, instance: instance,
-            file: table.file, line: table.line, configHash: Fingerprint.of([providerName, describe(table)] + r.secretHashes))
+            file: table.file, line: table.line, configHash: Fingerprint.of([providerName, Self.describe(table)] + r.secretHashes))
     }
 
     /// Stable text of a table's contents (for change detection on reload).
-    private func describe(_ t: ConfigTable) -> String {
+    private static func describe(_ t: ConfigTable) -> String {
         t.keys.map { k -> String in
             guard let n = t[k] else { return k }
             switch n.value {
@@ -409,7 +431,7 @@ package struct ConfigLoader: Sendable {
             case .int(let i): return "\(k)=\(i)"
             case .double(let d): return "\(k)=\(d)"
             case .bool(let b): return "\(k)=\(b)"
-            case .table(let sub): return "\(k)={\(describe(sub))}"
+            case .table(let sub): return "\(k)={\(Self.describe(sub))}"
             case .array(let a): return "\(k)=[\(a.count):\(a.map { "\($0.value)" }.joined(separator: ","))]"
             case .other(let o): return "\(k)=\(o)"
             }
@@ -425,7 +447,7 @@ package struct ConfigLoader: Sendable {
     /// `cache` keeps a parsed table for the next load when `cacheable` says so of what `prepare`
     /// made of it.
     func scanPlugins<Prepared: Sendable>(
-        _ dir: String, cache: ParsedConfigCache = ParsedConfigCache(path: nil), explicit: (String, Int?)?,
+        _ dir: String, cache readCache: @autoclosure () -> ParsedConfigCache = ParsedConfigCache(path: nil), explicit: (String, Int?)?,
         prepare: @Sendable (String, ConfigTable, String?) -> Prepared,
         cacheable: @Sendable (Prepared) -> Bool = { _ in false },
         each: (String, ConfigTable, String?, Prepared) -> Void
@@ -441,8 +463,7 @@ package struct ConfigLoader: Sendable {
         var errors = trust.directoryProblems
         let entries = try Self.listDirectory(dir).filter { e in
             let n = e.name
-            return
-                !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.firstRange(of: ".dpkg-") != nil
+            return !(n.hasPrefix(".") || n.hasSuffix("~") || n.hasSuffix(".disabled") || n.containsBytes(of: ".dpkg-")
                 || n.hasSuffix(".rpmnew") || n.hasSuffix(".rpmsave") || n.hasSuffix(".swp"))
         }.sorted { $0.name < $1.name }
         let names = entries.map(\.name)
@@ -451,6 +472,7 @@ package struct ConfigLoader: Sendable {
         // a time, and each chunk is handed over and dropped before the next, so 10,000 plugin
         // files are never all held in memory as parsed tables at once.
         let tomls = entries.filter { $0.name.hasSuffix(".toml") }
+        let cache = readCache()
         // Entries are opened relative to the directory: one lookup of the name, not of every
         // component of the path again (-1, if it cannot be opened: then by path).
         let dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
@@ -557,6 +579,29 @@ package struct ConfigLoader: Sendable {
     }
 }
 
+/// The ``ParsedConfigCache`` at a path, read on another thread from when this is made; ``value``
+/// waits for it.
+final class CacheRead: Sendable {
+    private let read = Mutex<ParsedConfigCache?>(nil)
+    private let done = DispatchGroup()
+
+    init(path: String?) {
+        guard let path else {
+            read.withLock { $0 = ParsedConfigCache(path: nil) }
+            return
+        }
+        DispatchQueue.global().async(group: done) {
+            let cache = ParsedConfigCache(path: path)
+            self.read.withLock { $0 = cache }
+        }
+    }
+
+    var value: ParsedConfigCache {
+        done.wait()
+        return read.withLock { $0! }
+    }
+}
+
 /// ``FileTrust`` for one `plugins_dir`: the directory (and those above it) once, then each
 /// entry; an entry that is a symbolic link is checked where it leads.
 package struct PluginTrust: Sendable {
@@ -624,5 +669,31 @@ package struct PluginTrust: Sendable {
             }
         }
         return trust.check(path, as: role, stopAt: vouched).map(\.configError)
+    }
+}
+
+/// What a listing load (``ConfigLoader/listing``) holds in place of a provider it did not make:
+/// such a configuration is shown, never polled, and a poll of it fails. Its source's
+/// ``SourceConfig/configHash`` is left empty (it matches no stored hash) until
+/// ``TidingsConfig/completeConfigHashes(for:)`` works it out.
+package struct ListedProvider: Provider {
+    /// The source's config hash, as a full load gives it.
+    let configHash: @Sendable () -> String
+
+    package func poll(_ context: PollContext) async throws -> PollResult {
+        throw PollError(.transient, "this source was loaded for a listing, not to be polled")
+    }
+}
+
+extension TidingsConfig {
+    /// Gives each source of a listing load named in `names` (those whose stored state holds an
+    /// auth-failed hash: ``StateStore/authFailedSources()``) the config hash a full load gives it,
+    /// so that ``SourceHealth`` tells `auth-failed` as for any load. Hashing every source would
+    /// cost a listing of 10,000 of them a tenth of its time.
+    package mutating func completeConfigHashes(for names: Set<String>) {
+        guard !names.isEmpty else { return }
+        for i in sources.indices where names.contains(sources[i].name) {
+            if let listed = sources[i].instance as? ListedProvider { sources[i].configHash = listed.configHash() }
+        }
     }
 }

@@ -26,17 +26,22 @@ package struct StoredHealth: Sendable, Equatable, StoredHealthFields {
 }
 
 extension StateStore {
-    package func statuses() throws -> [String: SourceStatus] {
+    /// `countingItems`: false leaves every ``SourceStatus/items`` 0 and skips counting them (a
+    /// pass over every stored item, the dearest part where sources keep many).
+    package func statuses(countingItems: Bool = true) throws -> [String: SourceStatus] {
         try database.read { db in
-            let counts = Dictionary(
-                uniqueKeysWithValues: try db.fetchAll("SELECT source, count(*) FROM item WHERE state != \(StoredItem.State.gone.sql) GROUP BY source").map {
-                    (try $0[0] as String, try $0[1] as Int)
-                })
+            let counts =
+                countingItems
+                ? Dictionary(
+                    uniqueKeysWithValues: try db.fetchAll("SELECT source, count(*) FROM item WHERE state != \(StoredItem.State.gone.sql) GROUP BY source").map {
+                        (try $0[0] as String, try $0[1] as Int)
+                    }) : [:]
             let owners = database.isShared ? try LeaseBook.sourceOwners(db, now: Date()) : [:]
-            var out: [String: SourceStatus] = [:]
-            for r in try db.fetchAll(
+            let rows = try db.fetchAll(
                 "SELECT source, last_success, last_error, last_error_at, failures, next_due, auth_failed_hash, baseline_at, min_interval FROM source_state")
-            {
+            var out: [String: SourceStatus] = [:]
+            out.reserveCapacity(rows.count)  // growing it rehashed every name several times
+            for r in rows {
                 let name: String = try r[0]
                 out[name] = SourceStatus(
                     source: name, lastSuccess: try r[1], lastError: try r[2], lastErrorAt: try r[3], failures: try r[4],
@@ -44,6 +49,13 @@ extension StateStore {
                     owner: owners[name], minInterval: try r[8])
             }
             return out
+        }
+    }
+
+    /// The sources whose stored state holds an auth-failed hash (see ``TidingsConfig/completeConfigHashes(for:)``).
+    package func authFailedSources() throws -> Set<String> {
+        try database.read { db in
+            Set(try db.fetchAll("SELECT source FROM source_state WHERE auth_failed_hash IS NOT NULL").map { try $0[0] as String })
         }
     }
 

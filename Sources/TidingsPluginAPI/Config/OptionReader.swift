@@ -449,6 +449,38 @@ package final class OptionReader {
     }
 }
 
+extension OptionReader {
+    /// Whether reading `table` may read a secret, as far as its keys tell: a key of a secret's
+    /// form (`X_file`, `X_env`, `X_credential`), one naming a password, token, secret, key (but
+    /// an item's `key`) or auth (`token`, `bearer_token`, `api_key`: the inline forms), a
+    /// `headers` table, or a string
+    /// value with a password in a URL (`https://user:pass@…`), in the table or any table in it.
+    /// A table for which this is false makes no ``secretHashes`` and no lenient warning, whatever
+    /// reads it: a listing load (`tidings sources`, `tidings status`) makes no provider of it,
+    /// and a debug build checks that every provider it does make agrees.
+    package static func mayHoldSecrets(_ table: ConfigTable) -> Bool {
+        table.entries.contains { key, node in secretShaped(key) || holdsSecret(node) }
+    }
+
+    /// Words of a secret option's name (matched ignoring ASCII case).
+    private static let secretWords = ["password", "passwd", "token", "secret", "key", "credential", "auth", "_file", "_env", "headers"]
+
+    private static func secretShaped(_ key: String) -> Bool {
+        let k = key.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) ? key.lowercased() : key
+        if k == "key" { return false }  // a provider's item key (`key = "/id"`)
+        return secretWords.contains { k.containsBytes(of: $0) }
+    }
+
+    private static func holdsSecret(_ node: ConfigNode) -> Bool {
+        switch node.value {
+        case .string(let s): return s.utf8.contains(UInt8(ascii: "@")) && s.utf8.contains(UInt8(ascii: ":"))
+        case .table(let t): return mayHoldSecrets(t)
+        case .array(let items): return items.contains(where: holdsSecret)
+        case .int, .double, .bool, .other: return false
+        }
+    }
+}
+
 /// The ways a secret option `X` can be given: the key it is written under.
 enum SecretSource: CaseIterable {
     case inline, file, environment, credential

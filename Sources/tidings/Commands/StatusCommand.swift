@@ -53,7 +53,7 @@ struct StatusCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let app = try App.load(common, logLevel: .warning, secrets: .lenient)
+        var app = try App.load(common, logLevel: .warning, secrets: .lenient, listing: true)
         let store: StateStore
         let lock: StateLock.Probe
         do {
@@ -69,6 +69,7 @@ struct StatusCommand: AsyncParsableCommand {
         }
         let report: StatusReport
         do {
+            app.config.completeConfigHashes(for: try store.authFailedSources())
             report = try StatusReport.read(config: app.config, store: store, lock: lock, pulse: DaemonPulse.read(stateDirectory: app.stateDir))
         } catch {
             complain("cannot read the state \(store.path): \(Redactor.shared.scrub("\(error)"))")
