@@ -14,7 +14,8 @@ HTTP 304), twice over 5 feeds and 5 pages (benchmark 6's), all served by nginx o
 first-seen order, one name a line: first those compiled with -function-sections (ours and the
 packages', a section each, so each moves alone), then those of the prebuilt Swift runtime and
 FoundationEssentials (their archives hold whole-object .text sections: listing one of those
-moves its object's whole .text, so they go after the code that moves function by function).
+moves its object's whole .text, so they go after the code that moves function by function, and
+a name the binary defines more than once, a local helper of many objects, is left out for them).
 
 The result depends on the code, not the machine or the clock, up to the daemon's timing (which
 idle wake-ups SECONDS holds). Names the binary no longer has are skipped by lld
@@ -61,8 +62,13 @@ def functions(path):
 
 
 def defined(path):
+    """Name -> how many definitions (local symbols of the same name in several objects count apart)."""
     out = subprocess.run(["nm", "--defined-only", path], capture_output=True, text=True).stdout
-    return {p[-1] for p in (line.split() for line in out.splitlines()) if len(p) >= 2}
+    counts = {}
+    for p in (line.split() for line in out.splitlines()):
+        if len(p) >= 2:
+            counts[p[-1]] = counts.get(p[-1], 0) + 1
+    return counts
 
 
 def main():
@@ -100,12 +106,18 @@ def main():
     ours = defined(plain)
     runtime = set()
     for a in glob.glob(RUNTIME_ARCHIVES):
-        runtime |= defined(a)
+        runtime |= defined(a).keys()
     seen, first, last = set(), [], []
     for n in names:
         if n in ours and n not in seen:
             seen.add(n)
-            (last if n in runtime else first).append(n)
+            if n not in runtime:
+                first.append(n)
+            # lld moves every section that defines the name: a local helper that many objects
+            # define (__swift_instantiateConcreteTypeFromMangledName, a specialization) would
+            # bring whole runtime objects' .text along (_RegexParser.o's 476 KB, never run).
+            elif ours[n] == 1:
+                last.append(n)
     with open(out, "w") as f:
         f.write("".join(f"{n}\n" for n in first + last))
     print(f"{len(first)} + {len(last)} (runtime) functions -> {out}")
