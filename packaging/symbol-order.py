@@ -10,8 +10,8 @@ Profiles (valgrind --tool=callgrind), in this order: `--version`; `check -q` twi
 http-json sources (benchmark 1's: the first fills the state, the second finds them unchanged,
 HTTP 304), twice over 5 feeds and 5 pages (benchmark 6's), all served by nginx on loopback
 (bench/bench.py's helpers); `run` on a copy of the shipped etc/ and plugins.d/ for SECONDS
-(default 20), then SIGTERM. Writes every function with a cost that the binary defines, in
-first-seen order, one name a line: first those compiled with -function-sections (ours and the
+(default 20), then SIGTERM. Writes every function with a cost that the binary defines, run by
+run (those new to each run sorted by name), one name a line: first those compiled with -function-sections (ours and the
 packages', a section each, so each moves alone), then those of the prebuilt Swift runtime and
 FoundationEssentials (their archives hold whole-object .text sections: listing one of those
 moves its object's whole .text, so they go after the code that moves function by function, and
@@ -99,7 +99,10 @@ def main():
             rc = profile(cmd, os.path.join(d, f"{i}.out"), secs)
             got = functions(os.path.join(d, f"{i}.out"))
             print(f"{' '.join(cmd[1:3])}: exit {rc}, {len(set(got))} functions")
-            names += got
+            # Sorted by name within a run: callgrind's order follows the layout of the binary
+            # profiled, so this keeps the file the same from one profile to the next (and
+            # mangled names sort by module and type, neighbours in the code too).
+            names += sorted(set(got) - set(names))
     finally:
         if nginx:
             nginx.stop()
