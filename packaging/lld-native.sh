@@ -27,4 +27,7 @@ for a in "$@"; do
     *) args+=("$a") ;;
   esac
 done
-"$(dirname "$(command -v swiftc)")/ld.lld" "${args[@]}"
+# The toolchain's lld, beside the clang that runs this script (PATH may lack the toolchain).
+lld=$(dirname "$(readlink -f "/proc/$PPID/exe")")/ld.lld
+[ -x "$lld" ] || lld=$(command -v ld.lld)
+"$lld" "${args[@]}"
