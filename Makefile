@@ -65,7 +65,7 @@ MAN_DATE    := $(shell git log -1 --format=%cs 2>/dev/null || date +%F)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build format native-guard installed-guard unit-build unit-run private-secrets run test test-calendar test-install unit e2e deps test-deps test-venv clean bench fuzz soak release man install uninstall deb
+.PHONY: all build text-order format native-guard installed-guard unit-build unit-run private-secrets run test test-calendar test-install unit e2e deps test-deps test-venv clean bench fuzz soak release man install uninstall deb
 
 all: build
 
@@ -171,18 +171,40 @@ e2e: test-venv
 # The binary `make install` installs: release, with the Swift runtime linked statically, so it
 # runs on a machine without the Swift toolchain (its shared libraries are Debian's); no
 # RUNPATH ($ORIGIN would let a library beside the binary be loaded); relocations bound at start
-# (BIND_NOW, so they can be made read-only) and packed (RELR: linked by GNU ld with
-# -z pack-relative-relocs, set in Package.swift's linkerSettings of `tidings` for release builds
+# (BIND_NOW, so they can be made read-only) and packed (RELR: linked by lld, through
+# packaging/lld-native.sh, with -z pack-relative-relocs and the ordering file
+# packaging/text-order.txt, set in Package.swift's linkerSettings of `tidings` for release builds
 # because a link-only linker choice cannot be given here); no exported symbol (packaging/exports.map); stripped,
 # its debug symbols kept apart in
 # $(RELEASE_BIN).debug (packaging/split-debug.sh; `make deb` packages them as tidings-dbgsym).
 release: $(RELEASE_BIN)
 
-$(RELEASE_BIN): $(SWIFT_INPUTS) Makefile packaging/split-debug.sh packaging/exports.map | deps
+# Every function (Swift and C) in a section of its own, so that the linker can place the code that
+# start-up, `check` and the idle daemon run together (packaging/text-order.txt, issue 31).
+# -internalize-at-link: the binary exports nothing (packaging/exports.map), so a public Swift
+# function need not be kept when nothing calls it; without it each one goes in llvm.used and its
+# section carries SHF_GNU_RETAIN, which --gc-sections must keep.
+RELEASE_SECTIONS := -Xswiftc -Xfrontend -Xswiftc -function-sections -Xswiftc -Xfrontend -Xswiftc -internalize-at-link \
+                    -Xcc -ffunction-sections -Xcxx -ffunction-sections
+
+# The link is no input of SwiftPM's: a new ordering file or linker script relinks by removing the
+# linked binary first.
+RELEASE_LINK_INPUTS := packaging/exports.map packaging/text-order.txt packaging/lld-native.sh
+
+$(RELEASE_BIN): $(SWIFT_INPUTS) Makefile packaging/split-debug.sh $(RELEASE_LINK_INPUTS) | deps
+	@for f in $(RELEASE_LINK_INPUTS); do [ $$f -nt $(STATIC_BUILD)/release/tidings ] && rm -f $(STATIC_BUILD)/release/tidings; done; true
 	$(SWIFT) build -c release --scratch-path $(STATIC_BUILD) --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now \
-	  -Xlinker --version-script=$(CURDIR)/packaging/exports.map --product tidings
+	  $(RELEASE_SECTIONS) -Xlinker --version-script=$(CURDIR)/packaging/exports.map --product tidings
 	mkdir -p $(@D)
 	packaging/split-debug.sh $(STATIC_BUILD)/release/tidings $@
+
+# packaging/text-order.txt, the release link's symbol ordering file (checked in): the functions
+# that `--version`, `check` (benchmarks 1 and 6's sources, on a private nginx) and 10 s of the idle
+# daemon run, profiled with callgrind on the release build (packaging/symbol-order.py; a few
+# minutes). Regenerate after large changes to the code: a stale file costs resident memory,
+# never correctness (lld skips the names the binary no longer has). Then `make release` relinks.
+text-order: $(RELEASE_BIN)
+	$(PYTHON) packaging/symbol-order.py $(STATIC_BUILD)/release/tidings packaging/text-order.txt 10
 
 # tidings(1) and one page per subcommand, tidings-SUBCOMMAND(1) as git and systemd name theirs,
 # generated from the argument parser of the debug build by swift-argument-parser's

@@ -216,13 +216,25 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
-            // Release only (`make release`): link with GNU ld, not the toolchain's default gold, so
-            // that the 75,000 relative relocations go into a packed RELR table (glibc >= 2.36):
-            // fewer pages touched by the loader at start (docs/engineering/benchmarks.md, issue 31).
-            // Link-only flags here, so the compile commands (and the build folders) are unchanged.
+            // Release only (`make release`): link with lld (through packaging/lld-native.sh, which
+            // keeps corelibs Foundation out of the link), not the toolchain's default gold:
+            // - the 75,000 relative relocations go into a packed RELR table (glibc >= 2.36): fewer
+            //   pages touched by the loader at start;
+            // - the functions that start-up, `check` and the idle daemon run sit together at the
+            //   start of .text (packaging/text-order.txt, made by `make text-order`; the release
+            //   compiles each function into a section of its own), so the kernel's fault-around
+            //   brings in code that runs instead of its neighbours. A name the file lists that the
+            //   binary lacks is skipped: a stale file costs memory, never correctness.
+            // (docs/engineering/benchmarks.md, issue 31.) Link-only flags here, so the compile
+            // commands (and the build folders) are unchanged.
             linkerSettings: [
                 .unsafeFlags(
-                    ["-use-ld=bfd", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
+                    [
+                        "-use-ld=\(Context.packageDirectory)/packaging/lld-native.sh",
+                        "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                        "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/packaging/text-order.txt",
+                        "-Xlinker", "--no-warn-symbol-ordering",
+                    ],
                     .when(platforms: [.linux], configuration: .release)),
             ]
         ),

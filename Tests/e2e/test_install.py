@@ -13,8 +13,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -134,6 +136,47 @@ def test_installed_binary_runs_without_the_toolchain(staged, tmp_path):
     init = subprocess.run([str(binary), "config", "init", "--config", str(tmp_path / "tidings.toml")],
                           capture_output=True, text=True, env=system_env())
     assert init.returncode == 0 and f"the examples in {staged}/usr/share/doc/tidings/examples/" in init.stdout, init
+
+
+def test_release_binary_crash_backtrace_names_functions(tmp_path):
+    """The release link (lld, a section per function, packaging/text-order.txt, stripped with its
+    symbols in tidings.debug beside it) keeps crashes readable: a SIGSEGV to the idle daemon under
+    the Swift runtime's backtracer names the control thread's frames."""
+    binary = ROOT / ".build/install/tidings"
+    swift = shutil.which("swift")
+    backtracer = Path(swift).resolve().parent.parent / "libexec/swift/linux/swift-backtrace-static" if swift else None
+    if backtracer is None or not backtracer.exists():
+        pytest.skip("needs the toolchain's swift-backtrace-static")
+    shutil.copytree(ROOT / "plugins.d", tmp_path / "plugins.d")
+    for secret in (tmp_path / "plugins.d/secrets").iterdir():
+        secret.chmod(0o600)
+    (tmp_path / "etc").mkdir()
+    shutil.copy(ROOT / "etc/tidings.toml", tmp_path / "etc")
+    state, log = tmp_path / "state", tmp_path / "stderr"
+    env = system_env(SWIFT_BACKTRACE=f"enable=yes,interactive=no,swift-backtrace={backtracer}")
+    with open(log, "w") as err:
+        daemon = subprocess.Popen([str(binary), "run", "--config", str(tmp_path / "etc/tidings.toml"), "--state-dir", str(state)],
+                                  stdout=subprocess.DEVNULL, stderr=err, env=env)
+    try:
+        # The control thread is parked in accept(2) once the control socket exists.
+        for _ in range(600):
+            if any(p.is_socket() for p in state.rglob("*")) if state.exists() else False:
+                break
+            assert daemon.poll() is None, log.read_text()
+            time.sleep(0.05)
+        else:
+            pytest.fail("no control socket: " + log.read_text())
+        daemon.send_signal(signal.SIGSEGV)
+        for _ in range(1200):
+            if "Backtrace took" in log.read_text() or daemon.poll() is not None:
+                break
+            time.sleep(0.05)
+    finally:
+        daemon.kill()
+        daemon.wait()
+    text = log.read_text()
+    assert "Backtrace took" in text, text
+    assert "UnixSocket.accept(timeout:)" in text and "ControlServer.acceptLoop()" in text, text
 
 
 def test_installed_binary_runs_with_the_toolchain_hidden(staged, tmp_path):
