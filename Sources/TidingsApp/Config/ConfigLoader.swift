@@ -32,6 +32,9 @@ package struct ConfigLoader: Sendable {
     /// Where ``ParsedConfigCache/location(pluginsDir:stateDir:environment:)`` looks for the
     /// cache of parsed plugin files (tests point it at their own folder, or turn it off).
     package var cacheEnvironment: [String: String] = ProcessInfo.processInfo.environment
+    /// The daemon's loads: where `[state]` is a shared PostgreSQL, sources without secrets are
+    /// kept as recipes and built when their lease is taken (SourceRecipes.swift, issue 33).
+    package var recipesWhereShared = false
 
     package init(
         providers: ProviderRegistry, sinks: SinkRegistry, http: any HTTPClient, mail: any MailTransport,
@@ -254,6 +257,7 @@ package struct ConfigLoader: Sendable {
         // are built on the workers that parse them; `addSource` then takes it in file order.
         let sourceDefaults = defaults
         let sourcesDir = pluginsDir
+        let recipes = recipesWhereShared && state.isPostgres
         func addSource(name: String, table: ConfigTable, built: @autoclosure () -> BuiltSource) {
             collect {
                 if let first = declared[name] {
@@ -276,7 +280,8 @@ package struct ConfigLoader: Sendable {
                     guard let s = try t.subtable(name) else { return }
                     addSource(
                         name: name, table: s.table,
-                        built: buildSource(name: name, table: s.table, baseDir: s.baseDirectory, implicitExec: nil, defaults: sourceDefaults, pluginsDir: sourcesDir))
+                        built: buildSource(name: name, table: s.table, baseDir: s.baseDirectory, implicitExec: nil, defaults: sourceDefaults, pluginsDir: sourcesDir,
+                            asRecipe: recipes))
                 }
             }
         }
@@ -289,7 +294,8 @@ package struct ConfigLoader: Sendable {
                 prepare: { name, table, exec in
                     // A name refused below is not built (nor are its errors reported): skip the work.
                     guard Self.isValidSourceName(name) else { return BuiltSource() }
-                    return buildSource(name: name, table: table, baseDir: sourcesDir, implicitExec: exec, defaults: sourceDefaults, pluginsDir: sourcesDir)
+                    return buildSource(
+                        name: name, table: table, baseDir: sourcesDir, implicitExec: exec, defaults: sourceDefaults, pluginsDir: sourcesDir, asRecipe: recipes)
                 },
                 each: { name, table, _, built in addSource(name: name, table: table, built: built) })
         }
@@ -313,6 +319,7 @@ package struct ConfigLoader: Sendable {
             historyDays: historyDays, shutdownTimeout: shutdownTimeout, deliveryMaxAge: deliveryMaxAge, http: monitoring,
             warnings: warnings, state: state)
         config.deadLetterDays = deadLetterDays
+        if recipes { config.builder = RecipeBuilder(loader: self, defaults: defaults, pluginsDir: pluginsDir) }
         return config
     }
 
@@ -343,8 +350,10 @@ package struct ConfigLoader: Sendable {
 
     /// Builds a source from its table on its own (it touches no list of the load, so plugins
     /// are built in parallel): a source declared twice or misnamed is refused by the caller.
+    /// `asRecipe`: kept as a recipe once built, unless it has secrets (SourceRecipes.swift).
     func buildSource(
-        name: String, table: ConfigTable, baseDir: String, implicitExec: String?, defaults: SourceSettings, pluginsDir: String
+        name: String, table: ConfigTable, baseDir: String, implicitExec: String?, defaults: SourceSettings, pluginsDir: String,
+        asRecipe: Bool = false
     ) -> BuiltSource {
         let out = Mutex(BuiltSource())
         let where_ = Self.location(table)
@@ -357,7 +366,8 @@ package struct ConfigLoader: Sendable {
             let src = try buildSource(
                 name: name, reader: r, implicitExec: implicitExec, defaults: defaults, pluginsDir: pluginsDir,
                 warn: { w in out.withLock { $0.warnings.append("\(where_): \(w)") } })
-            out.withLock { $0.source = src }
+            let kept = asRecipe && r.secretHashes.isEmpty ? Self.recipe(src, table: table, reader: r, implicitExec: implicitExec, pluginsDir: pluginsDir) : src
+            out.withLock { $0.source = kept }
         } catch let e as ConfigError {
             out.withLock { $0.errors.append(e) }
         } catch let e as ConfigErrors {

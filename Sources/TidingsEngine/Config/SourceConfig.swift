@@ -62,6 +62,11 @@ package struct SourceConfig: Sendable {
     package var line: Int?
     /// Hash of the source's declaration: a reload with a different hash clears `auth-failed`.
     package var configHash: String
+    /// Set where daemons share a PostgreSQL state (issue 33): the source as loaded, in the
+    /// compact form its provider is built from again (``SourceBuilder``) when this instance
+    /// takes its lease; `instance` is then ``UnbuiltProvider`` (the scheduler attaches the
+    /// built provider while it holds the lease). Nil: `instance` is the provider.
+    package var recipe: [UInt8]?
 
     package init(
         name: String, provider: String, settings: SourceSettings, flapWindow: TimeInterval, instance: any Provider,
@@ -76,4 +81,20 @@ package struct SourceConfig: Sendable {
         self.line = line
         self.configHash = configHash
     }
+}
+
+/// Builds the provider of a source kept as a ``SourceConfig/recipe``, as the load that made the
+/// recipe built it (the same settings and config hash; no file is read again).
+package protocol SourceBuilder: Sendable {
+    /// `source` with its provider built and no recipe.
+    func build(_ source: SourceConfig) throws -> SourceConfig
+}
+
+/// The provider of a source kept as a recipe, until one is built: polling it is an error that
+/// says so (the scheduler builds the provider before any poll).
+/// With `why`, the reason it could not be built (every poll fails with it).
+package struct UnbuiltProvider: Provider {
+    package var why: String
+    package init(why: String = "this source's provider is not built (it is built when this instance takes its lease)") { self.why = why }
+    package func poll(_ context: PollContext) async throws -> PollResult { throw PollError(.transient, why) }
 }

@@ -57,6 +57,10 @@ package actor Scheduler {
     /// Where daemons share the state: the sources whose leases this instance holds (the only
     /// ones it polls on schedule). Nil: it polls every source.
     private var leased: Set<String>?
+    /// Where sources are kept as recipes (``SourceConfig/recipe``: daemons sharing a PostgreSQL
+    /// state, issue 33): the providers of those whose leases this instance holds, built when it
+    /// takes the lease and dropped when it loses it (a poll in flight keeps its own).
+    private var providers: [String: any Provider] = [:]
     /// How often the scheduler logs one `scheduler: polls=…` line at info level.
     package static let reportInterval: TimeInterval = 60
     /// The daemon's timer slack: the loop sleeps at least this long between timed wake-ups
@@ -112,6 +116,9 @@ package actor Scheduler {
         self.limits = PollLimits(config)
         self.wakeup = Wakeup(env: env)
         self.lastWake = env.now()
+        for name in leases?.sources ?? [] {
+            if let i = self.byName[name], config.sources[i].recipe != nil { providers[name] = Self.build(config.sources[i], config.builder, logger: logger) }
+        }
     }
 
     /// Polls until cancelled or ``stop()``; then waits for in-flight polls to finish.
@@ -162,7 +169,8 @@ package actor Scheduler {
                     _ = queue.pop()
                     inFlight.insert(top.name)
                     let due = top.due
-                    group.addTask { await self.execute(source, due: due) }
+                    let polled = provided(source)
+                    group.addTask { await self.execute(polled, due: due) }
                 }
                 let sleep =
                     host.pause == nil && !waitingForSlot ? max(min(queue.peek.map { $0.due.timeIntervalSince(now) } ?? 1, 1), timerSlack) : 1
@@ -218,7 +226,7 @@ package actor Scheduler {
             return .unrecorded(Self.stoppingError, retry: nil)
         }
         inFlight.insert(source.name)
-        let outcome = await limitedPoll(source, options: requestOptions)
+        let outcome = await limitedPoll(provided(source), options: requestOptions)
         if !outcome.record.events.isEmpty { onEvents() }
         finished(source.name)
         if deferred.remove(source.name) != nil, !stopping {
@@ -291,10 +299,43 @@ package actor Scheduler {
     package func leasesChanged(_ sources: Set<String>) async {
         guard let before = leased, before != sources, !stopping else { return }
         leased = sources
+        for name in before.subtracting(sources) { providers[name] = nil }
+        for name in sources.subtracting(before) where providers[name] == nil {
+            if let i = byName[name], config.sources[i].recipe != nil { providers[name] = Self.build(config.sources[i], config.builder, logger: logger) }
+        }
         let gained = sources.subtracting(before).filter { !inFlight.contains($0) }
         guard !gained.isEmpty else { return }
         await schedule(Array(gained), takeover: true)
         wakeup.signal()
+    }
+
+    /// Whether a provider is built for `name` now (tests: held sources kept as recipes have one).
+    func hasProvider(_ name: String) -> Bool { byName[name].map { config.sources[$0].recipe == nil } == true || providers[name] != nil }
+
+    /// `source` with its provider: as loaded; for one kept as a recipe, the one built when this
+    /// instance took its lease, or one built now (a poll on request of a source it does not hold).
+    private func provided(_ source: SourceConfig) -> SourceConfig {
+        guard source.recipe != nil else { return source }
+        var s = source
+        s.instance = providers[source.name] ?? Self.build(source, config.builder, logger: logger)
+        s.recipe = nil
+        return s
+    }
+
+    /// The provider of a source kept as a recipe, built as its load built it; if that fails (it
+    /// should not: the load built it once), a provider whose polls fail with the reason.
+    private static func build(_ source: SourceConfig, _ builder: (any SourceBuilder)?, logger: Logger) -> any Provider {
+        do {
+            guard let builder else { throw PollError(.transient, "no builder for sources kept as recipes") }
+            let built = try builder.build(source)
+            if built.configHash != source.configHash {
+                logger.warning("source \(source.name): its provider was built again from its declaration as loaded, but the hash differs (a secret changed?)")
+            }
+            return built.instance
+        } catch {
+            logger.error("source \(source.name): cannot build its provider again: \(error)")
+            return UnbuiltProvider(why: "cannot build this source's provider again: \(error)")
+        }
     }
 
     /// After a suspend or a clock jump: overdue sources are polled soon, spread; dates

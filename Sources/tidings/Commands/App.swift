@@ -35,12 +35,14 @@ struct App {
     /// Loads the configuration, or reports every error as `FILE:LINE: message` and exits 78.
     /// Commands that only read the state pass `secrets: .lenient`: a secret they cannot read
     /// (the daemon's, say) is then a warning, not a reason to refuse.
-    static func load(_ options: CommonOptions, logLevel: Logger.Level, secrets: SecretPolicy = .required) throws -> App {
+    /// `recipes`: the daemon's load (``ConfigLoader/recipesWhereShared``).
+    static func load(_ options: CommonOptions, logLevel: Logger.Level, secrets: SecretPolicy = .required, recipes: Bool = false) throws -> App {
         Log.bootstrap(level: options.logLevel(default: logLevel))
         let file = ConfigLoader.locate(explicit: options.config)
         let config: TidingsConfig
         var loader = Self.loader
         loader.secrets = secrets
+        loader.recipesWhereShared = recipes
         do {
             config = try loader.load(file: file)
         } catch let e as ConfigErrors {
