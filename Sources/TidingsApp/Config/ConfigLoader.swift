@@ -258,6 +258,7 @@ package struct ConfigLoader: Sendable {
         let sourceDefaults = defaults
         let sourcesDir = pluginsDir
         let recipes = recipesWhereShared && state.isPostgres
+        var recipeStore: [UInt8] = []
         func addSource(name: String, table: ConfigTable, built: @autoclosure () -> BuiltSource) {
             collect {
                 if let first = declared[name] {
@@ -270,7 +271,7 @@ package struct ConfigLoader: Sendable {
                 let b = built()
                 warnings += b.warnings
                 errors += b.errors
-                if let src = b.source { sources.append(src) }
+                if let src = b.source { sources.append(b.recipe.map { Self.keep(src, recipe: $0, in: &recipeStore) } ?? src) }
             }
         }
         collect {
@@ -312,14 +313,19 @@ package struct ConfigLoader: Sendable {
         }
 
         if !errors.isEmpty { throw ConfigErrors(Self.unique(errors), warnings: warnings) }
-        sources.sort { $0.name < $1.name }
+        // A new array of the exact size: the one appended to has up to twice the capacity
+        // (~230 bytes a source: 1.5 MB of 10,000 sources' 3.8 MB, heaptrack, issue 33).
+        sources = sources.sorted { $0.name < $1.name }
         var config = TidingsConfig(
             file: file, pluginsDir: pluginsDir, stateDir: stateDir, defaults: defaults, sources: sources,
             sinks: sinkConfigs, routes: routes, maxConcurrent: maxConcurrent, maxPerHost: maxPerHost,
             historyDays: historyDays, shutdownTimeout: shutdownTimeout, deliveryMaxAge: deliveryMaxAge, http: monitoring,
             warnings: warnings, state: state)
         config.deadLetterDays = deadLetterDays
-        if recipes { config.builder = RecipeBuilder(loader: self, defaults: defaults, pluginsDir: pluginsDir) }
+        if recipes {
+            config.builder = RecipeBuilder(
+                loader: self, defaults: defaults, pluginsDir: pluginsDir, recipes: recipeStore.withUnsafeBufferPointer { Array($0) })
+        }
         return config
     }
 
@@ -344,6 +350,8 @@ package struct ConfigLoader: Sendable {
     /// One source built: the source, or the errors that refused it, and its warnings in order.
     struct BuiltSource: Sendable {
         var source: SourceConfig?
+        /// Its recipe, where it is to be kept as one (``keep(_:recipe:in:)``).
+        var recipe: [UInt8]?
         var errors: [ConfigError] = []
         var warnings: [String] = []
     }
@@ -366,8 +374,11 @@ package struct ConfigLoader: Sendable {
             let src = try buildSource(
                 name: name, reader: r, implicitExec: implicitExec, defaults: defaults, pluginsDir: pluginsDir,
                 warn: { w in out.withLock { $0.warnings.append("\(where_): \(w)") } })
-            let kept = asRecipe && r.secretHashes.isEmpty ? Self.recipe(src, table: table, reader: r, implicitExec: implicitExec, pluginsDir: pluginsDir) : src
-            out.withLock { $0.source = kept }
+            let recipe = asRecipe && r.secretHashes.isEmpty ? Self.recipe(table: table, reader: r, implicitExec: implicitExec, pluginsDir: pluginsDir) : nil
+            out.withLock {
+                $0.source = src
+                $0.recipe = recipe
+            }
         } catch let e as ConfigError {
             out.withLock { $0.errors.append(e) }
         } catch let e as ConfigErrors {

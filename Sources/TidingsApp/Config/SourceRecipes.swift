@@ -12,26 +12,40 @@ import TidingsPluginAPI
 /// reload. A source with secrets (`X_file`, `X_env`, a password in a URL) stays built, since
 /// building it again would read them again.
 extension ConfigLoader {
-    /// `source`, just built from `table` (read by `reader`), kept as a recipe.
-    static func recipe(_ source: SourceConfig, table: ConfigTable, reader: OptionReader, implicitExec: String?, pluginsDir: String) -> SourceConfig {
+    /// The recipe of a source built from `table` (read by `reader`): the flags, the base folder
+    /// if it is not `pluginsDir`, the table (``ParsedConfigCache/Writer``).
+    static func recipe(table: ConfigTable, reader: OptionReader, implicitExec: String?, pluginsDir: String) -> [UInt8] {
         var w = ParsedConfigCache.Writer()
         let ownBase = reader.baseDirectory != pluginsDir
         w.bytes.append((implicitExec != nil ? 1 : 0) | (ownBase ? 2 : 0))
         if ownBase { w.string(reader.baseDirectory) }
         w.table(table)
+        return w.bytes
+    }
+
+    /// `source` kept as `recipe`, which goes to `store`. Called in file order on the loading
+    /// thread, once the workers have built the source: what stays (the recipe, and fresh
+    /// copies of the strings the worker made) is not left among the workers' freed memory,
+    /// which then goes back to the system whole (``FreeMemory``).
+    static func keep(_ source: SourceConfig, recipe: [UInt8], in store: inout [UInt8]) -> SourceConfig {
         var kept = source
         kept.instance = UnbuiltProvider()
-        kept.recipe = w.bytes
+        kept.recipe = SourceRecipe(offset: UInt32(store.count), count: UInt32(recipe.count))
+        store += recipe
+        kept.name = String(decoding: Array(source.name.utf8), as: UTF8.self)
+        kept.file = String(decoding: Array(source.file.utf8), as: UTF8.self)
+        kept.configHash = String(decoding: Array(source.configHash.utf8), as: UTF8.self)
         return kept
     }
 }
 
 /// Builds sources kept as recipes as the load that kept them built them: the same loader,
-/// defaults and plugins directory.
+/// defaults and plugins directory; `recipes` holds every recipe of the load.
 struct RecipeBuilder: SourceBuilder {
     var loader: ConfigLoader
     var defaults: SourceSettings
     var pluginsDir: String
+    var recipes: [UInt8]
 
     struct Unreadable: Error, CustomStringConvertible {
         var description: String { "its recipe is unreadable" }
@@ -39,7 +53,10 @@ struct RecipeBuilder: SourceBuilder {
 
     func build(_ source: SourceConfig) throws -> SourceConfig {
         guard let recipe = source.recipe else { return source }
-        var r = ParsedConfigCache.Reader(bytes: recipe)
+        let start = Int(recipe.offset)
+        let end = start + Int(recipe.count)
+        guard end <= recipes.count else { throw Unreadable() }
+        var r = ParsedConfigCache.Reader(bytes: Array(recipes[start..<end]))
         let flags = try r.byte()
         let baseDir = flags & 2 != 0 ? try r.string() : pluginsDir
         let table = try r.table(file: source.file)

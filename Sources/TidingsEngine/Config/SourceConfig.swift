@@ -62,11 +62,11 @@ package struct SourceConfig: Sendable {
     package var line: Int?
     /// Hash of the source's declaration: a reload with a different hash clears `auth-failed`.
     package var configHash: String
-    /// Set where daemons share a PostgreSQL state (issue 33): the source as loaded, in the
-    /// compact form its provider is built from again (``SourceBuilder``) when this instance
+    /// Set where daemons share a PostgreSQL state (issue 33): where the source as loaded is, in
+    /// the compact form its provider is built from again (``SourceBuilder``) when this instance
     /// takes its lease; `instance` is then ``UnbuiltProvider`` (the scheduler attaches the
     /// built provider while it holds the lease). Nil: `instance` is the provider.
-    package var recipe: [UInt8]?
+    package var recipe: SourceRecipe?
 
     package init(
         name: String, provider: String, settings: SourceSettings, flapWindow: TimeInterval, instance: any Provider,
@@ -80,6 +80,17 @@ package struct SourceConfig: Sendable {
         self.file = file
         self.line = line
         self.configHash = configHash
+    }
+}
+
+/// Where a source's recipe is among the bytes its configuration's ``SourceBuilder`` keeps
+/// (all of a load's recipes in one array: no allocation per source).
+package struct SourceRecipe: Sendable, Equatable {
+    package var offset: UInt32
+    package var count: UInt32
+    package init(offset: UInt32, count: UInt32) {
+        self.offset = offset
+        self.count = count
     }
 }
 
