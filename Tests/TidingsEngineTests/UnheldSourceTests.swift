@@ -167,3 +167,44 @@ final class UnheldSourceTests: XCTestCase {
         XCTAssertTrue(built.instance is ExecProvider)
     }
 }
+
+/// What every source keeps, compactly (issue 33): shared settings, its file as folder and name,
+/// its hash in 8 bytes; each reads back as it was given.
+final class CompactSourceTests: XCTestCase {
+    func source(file: String, hash: String, interval: TimeInterval = 300) -> SourceConfig {
+        var settings = SourceSettings()
+        settings.interval = interval
+        return SourceConfig(name: "s", provider: "http-json", settings: settings, flapWindow: 0, instance: UnbuiltProvider(), file: file, configHash: hash)
+    }
+
+    func testFieldsReadBackAsGiven() {
+        for file in ["/etc/tidings/plugins.d/a.toml", "/a.toml", "a.toml", "rel/dir/b.toml", "", "/"] {
+            XCTAssertEqual(source(file: file, hash: "h").file, file)
+        }
+        let hex = Fingerprint.of(["x"])
+        XCTAssertEqual(hex.utf8.count, 16)
+        for hash in [hex, "000000000000000a", "h1", "", "ABCDEF0123456789", "0123456789abcdefg"] {
+            XCTAssertEqual(source(file: "f", hash: hash).configHash, hash)
+        }
+        var s = source(file: "/x/y.toml", hash: hex)
+        s.settings.jitter = 0.3
+        s.file = "/z/w.toml"
+        s.configHash = "h2"
+        XCTAssertEqual(s.settings.jitter, 0.3)
+        XCTAssertEqual(s.settings.interval, 300)
+        XCTAssertEqual(s.file, "/z/w.toml")
+        XCTAssertEqual(s.configHash, "h2")
+    }
+
+    func testSourcesWithEqualSettingsShareThem() {
+        let a = source(file: "/p/a.toml", hash: "h")
+        let b = source(file: "/p/b.toml", hash: "h")
+        let c = source(file: "/p/c.toml", hash: "h", interval: 60)
+        XCTAssertTrue(a.sharesSettings(with: b))
+        XCTAssertFalse(a.sharesSettings(with: c))
+        var d = c
+        d.settings.interval = 300
+        XCTAssertTrue(d.sharesSettings(with: a), "settings changed to equal ones share again")
+        XCTAssertEqual(c.settings.interval, 60, "the copy's change leaves the original alone")
+    }
+}

@@ -25,16 +25,15 @@ extension ConfigLoader {
 
     /// `source` kept as `recipe`, which goes to `store`. Called in file order on the loading
     /// thread, once the workers have built the source: what stays (the recipe, and fresh
-    /// copies of the strings the worker made) is not left among the workers' freed memory,
-    /// which then goes back to the system whole (``FreeMemory``).
+    /// copies of the strings the worker made: its name, its file's name) is not left among the
+    /// workers' freed memory, which then goes back to the system whole (``FreeMemory``).
     static func keep(_ source: SourceConfig, recipe: [UInt8], in store: inout [UInt8]) -> SourceConfig {
         var kept = source
         kept.instance = UnbuiltProvider()
         kept.recipe = SourceRecipe(offset: UInt32(store.count), count: UInt32(recipe.count))
         store += recipe
         kept.name = String(decoding: Array(source.name.utf8), as: UTF8.self)
-        kept.file = String(decoding: Array(source.file.utf8), as: UTF8.self)
-        kept.configHash = String(decoding: Array(source.configHash.utf8), as: UTF8.self)
+        kept.file = source.file
         return kept
     }
 }
