@@ -139,6 +139,21 @@ final class UnheldSourceTests: XCTestCase {
         XCTAssertEqual(tally.builds[name], (builds[name] ?? 0) + 1)
         let kept2 = await scheduler.hasProvider(name)
         XCTAssertFalse(kept2)
+
+        // A scheduler that starts holding leases builds their providers when it starts polling.
+        let theirs = other.sources.subtracting(["secret"])
+        XCTAssertFalse(theirs.isEmpty)
+        let starting = Scheduler(
+            config: config, runner: PollRunner(store: store, http: testHTTP, env: env), router: Router(routes: [], allSinks: []), env: env,
+            host: HostConditions(), leases: other, logger: quietLogger, onEvents: {})
+        let task = Task { await starting.run() }
+        try await idle(starting, env)
+        for n in ["a", "b", "c"] {
+            let has = await starting.hasProvider(n)
+            XCTAssertEqual(has, theirs.contains(n), "\(n): built at the start exactly when held")
+        }
+        await starting.stop()
+        await task.value
     }
 
     func testOnlyTheDaemonsLoadOnASharedStateKeepsRecipes() throws {

@@ -116,9 +116,6 @@ package actor Scheduler {
         self.limits = PollLimits(config)
         self.wakeup = Wakeup(env: env)
         self.lastWake = env.now()
-        for name in leases?.sources ?? [] {
-            if let i = self.byName[name], config.sources[i].recipe != nil { providers[name] = Self.build(config.sources[i], config.builder, logger: logger) }
-        }
     }
 
     /// Polls until cancelled or ``stop()``; then waits for in-flight polls to finish.
@@ -258,7 +255,15 @@ package actor Scheduler {
     /// Queues every enabled source: a stored due time is kept only if it fits the settings
     /// now loaded (``StoredSchedule``); new sources start spread; removed ones are not queued.
     private func seed() async {
+        attach(leased ?? [])
         await schedule(leased.map(Array.init))
+    }
+
+    /// Builds the providers of the sources kept as recipes among `names` (leases just taken).
+    private func attach(_ names: Set<String>) {
+        for name in names where providers[name] == nil {
+            if let i = byName[name], config.sources[i].recipe != nil { providers[name] = Self.build(config.sources[i], config.builder, logger: logger) }
+        }
     }
 
     /// Queues `names` (nil: every source) from their stored schedules. `takeover`: sources
@@ -300,9 +305,7 @@ package actor Scheduler {
         guard let before = leased, before != sources, !stopping else { return }
         leased = sources
         for name in before.subtracting(sources) { providers[name] = nil }
-        for name in sources.subtracting(before) where providers[name] == nil {
-            if let i = byName[name], config.sources[i].recipe != nil { providers[name] = Self.build(config.sources[i], config.builder, logger: logger) }
-        }
+        attach(sources.subtracting(before))
         let gained = sources.subtracting(before).filter { !inFlight.contains($0) }
         guard !gained.isEmpty else { return }
         await schedule(Array(gained), takeover: true)
