@@ -109,17 +109,24 @@ final class UnheldSourceTests: XCTestCase {
         XCTAssertFalse(taken.isEmpty, "this instance took its share")
         for name in ["a", "b", "c"] {
             let has = await scheduler.hasProvider(name)
-            XCTAssertEqual(has, taken.contains(name), "\(name): a provider exactly while held")
-            XCTAssertEqual(tally.builds[name], (before[name] ?? 0) + (taken.contains(name) ? 1 : 0), "\(name): built once when its lease was taken")
+            XCTAssertFalse(has, "\(name): built at its first poll, not at the takeover")
         }
+        XCTAssertEqual(tally.builds, before)
 
-        // A held source is polled with the provider built at the takeover (no other build).
+        // A held source's first poll builds its provider, from the declaration as loaded; the
+        // next poll uses the same one.
         let name = try XCTUnwrap(taken.filter { $0 != "secret" }.sorted().first)
         let source = try XCTUnwrap(config.source(named: name))
-        let builds = tally.builds
         let outcome = await scheduler.pollNow([source])
         XCTAssertNil(outcome.first?.error)
         XCTAssertEqual(tally.polls[name], 1)
+        XCTAssertEqual(tally.builds[name], (before[name] ?? 0) + 1, "built once, at the first poll")
+        let keeps = await scheduler.hasProvider(name)
+        XCTAssertTrue(keeps, "kept while the lease is held")
+        let builds = tally.builds
+        let second = await scheduler.pollNow([source])
+        XCTAssertNil(second.first?.error)
+        XCTAssertEqual(tally.polls[name], 2)
         XCTAssertEqual(tally.builds, builds, "the held provider is the one polled")
 
         // The lease is lost (this instance stopped renewing; the other took it when it expired):
@@ -135,22 +142,27 @@ final class UnheldSourceTests: XCTestCase {
         // A poll on request of a source not held builds its provider for that poll only.
         let again = await scheduler.pollNow([source])
         XCTAssertNil(again.first?.error)
-        XCTAssertEqual(tally.polls[name], 2)
+        XCTAssertEqual(tally.polls[name], 3)
         XCTAssertEqual(tally.builds[name], (builds[name] ?? 0) + 1)
         let kept2 = await scheduler.hasProvider(name)
         XCTAssertFalse(kept2)
 
-        // A scheduler that starts holding leases builds their providers when it starts polling.
+        // A scheduler that starts holding leases builds their providers at their scheduled
+        // polls (the start-up spread: within seconds here), and only theirs.
         let theirs = other.sources.subtracting(["secret"])
         XCTAssertFalse(theirs.isEmpty)
         let starting = Scheduler(
             config: config, runner: PollRunner(store: store, http: testHTTP, env: env), router: Router(routes: [], allSinks: []), env: env,
             host: HostConditions(), leases: other, logger: quietLogger, onEvents: {})
         let task = Task { await starting.run() }
-        try await idle(starting, env)
+        let settle = { try await idle(starting, env) }
+        try await settle()
+        let polls = tally.polls
+        try await env.advance(by: 10, settle: settle)
         for n in ["a", "b", "c"] {
             let has = await starting.hasProvider(n)
-            XCTAssertEqual(has, theirs.contains(n), "\(n): built at the start exactly when held")
+            XCTAssertEqual(has, theirs.contains(n), "\(n): built at its first scheduled poll exactly when held")
+            XCTAssertEqual(tally.polls[n, default: 0], polls[n, default: 0] + (theirs.contains(n) ? 1 : 0))
         }
         await starting.stop()
         await task.value

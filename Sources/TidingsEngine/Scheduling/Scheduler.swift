@@ -58,8 +58,11 @@ package actor Scheduler {
     /// ones it polls on schedule). Nil: it polls every source.
     private var leased: Set<String>?
     /// Where sources are kept as recipes (``SourceConfig/recipe``: daemons sharing a PostgreSQL
-    /// state, issue 33): the providers of those whose leases this instance holds, built when it
-    /// takes the lease and dropped when it loses it (a poll in flight keeps its own).
+    /// state, issue 33): the providers of those whose leases this instance holds, built at the
+    /// first poll after it took the lease and dropped when it loses it (a poll in flight keeps
+    /// its own). Not at the takeover itself: the first daemon to start holds every lease for
+    /// a round or two, and a takeover after a kill -9 would build thousands on the actor at once;
+    /// polls come spread over the interval, and so do the builds.
     private var providers: [String: any Provider] = [:]
     /// How often the scheduler logs one `scheduler: polls=…` line at info level.
     package static let reportInterval: TimeInterval = 60
@@ -255,15 +258,7 @@ package actor Scheduler {
     /// Queues every enabled source: a stored due time is kept only if it fits the settings
     /// now loaded (``StoredSchedule``); new sources start spread; removed ones are not queued.
     private func seed() async {
-        attach(leased ?? [])
         await schedule(leased.map(Array.init))
-    }
-
-    /// Builds the providers of the sources kept as recipes among `names` (leases just taken).
-    private func attach(_ names: Set<String>) {
-        for name in names where providers[name] == nil {
-            if let i = byName[name], config.sources[i].recipe != nil { providers[name] = Self.build(config.sources[i], config.builder, logger: logger) }
-        }
     }
 
     /// Queues `names` (nil: every source) from their stored schedules. `takeover`: sources
@@ -305,7 +300,6 @@ package actor Scheduler {
         guard let before = leased, before != sources, !stopping else { return }
         leased = sources
         for name in before.subtracting(sources) { providers[name] = nil }
-        attach(sources.subtracting(before))
         let gained = sources.subtracting(before).filter { !inFlight.contains($0) }
         guard !gained.isEmpty else { return }
         await schedule(Array(gained), takeover: true)
@@ -315,12 +309,17 @@ package actor Scheduler {
     /// Whether a provider is built for `name` now (tests: held sources kept as recipes have one).
     func hasProvider(_ name: String) -> Bool { byName[name].map { config.sources[$0].recipe == nil } == true || providers[name] != nil }
 
-    /// `source` with its provider: as loaded; for one kept as a recipe, the one built when this
-    /// instance took its lease, or one built now (a poll on request of a source it does not hold).
+    /// `source` with its provider: as loaded; for one kept as a recipe, the one built for it
+    /// since this instance took its lease, else one built now (and kept while the lease is).
     private func provided(_ source: SourceConfig) -> SourceConfig {
         guard source.recipe != nil else { return source }
         var s = source
-        s.instance = providers[source.name] ?? Self.build(source, config.builder, logger: logger)
+        if let p = providers[source.name] {
+            s.instance = p
+        } else {
+            s.instance = Self.build(source, config.builder, logger: logger)
+            if leased?.contains(source.name) == true { providers[source.name] = s.instance }
+        }
         s.recipe = nil
         return s
     }
