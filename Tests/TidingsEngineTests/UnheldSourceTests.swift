@@ -68,8 +68,10 @@ final class UnheldSourceTests: XCTestCase {
         XCTAssertEqual(kept, ["a", "b", "c"], "a source with a secret stays built (building it again would read the secret again)")
         for s in config.sources where s.recipe != nil { XCTAssertTrue(s.instance is UnbuiltProvider) }
 
-        // Built again from its recipe: the same source as the load built.
+        // Built again from its recipe: the same source as the load built, even after its file
+        // was edited (the running configuration is the loaded one until a reload).
         let a = try XCTUnwrap(config.source(named: "a"))
+        try write("provider = \"tallied\"\nlabel = \"edited\"\n", to: a.file)
         let rebuilt = try XCTUnwrap(config.builder).build(a)
         XCTAssertNil(rebuilt.recipe)
         XCTAssertEqual(rebuilt.configHash, a.configHash)
