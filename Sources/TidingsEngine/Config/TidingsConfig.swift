@@ -28,6 +28,8 @@ package struct TidingsConfig: Sendable {
     package var warnings: [String]
     /// `[state]`: SQLite in the state directory (the default) or a shared PostgreSQL database.
     package var state: StateSettings = .sqlite
+    /// Builds the providers of sources kept as recipes (``SourceConfig/recipe``); nil where none is.
+    package var builder: (any SourceBuilder)?
 
     package func source(named name: String) -> SourceConfig? { sources.first { $0.name == name } }
     package func sink(named name: String) -> SinkConfig? { sinks.first { $0.name == name } }

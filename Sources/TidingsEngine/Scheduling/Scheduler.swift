@@ -57,6 +57,13 @@ package actor Scheduler {
     /// Where daemons share the state: the sources whose leases this instance holds (the only
     /// ones it polls on schedule). Nil: it polls every source.
     private var leased: Set<String>?
+    /// Where sources are kept as recipes (``SourceConfig/recipe``: daemons sharing a PostgreSQL
+    /// state, issue 33): the providers of those whose leases this instance holds, built at the
+    /// first poll after it took the lease and dropped when it loses it (a poll in flight keeps
+    /// its own). Not at the takeover itself: the first daemon to start holds every lease for
+    /// a round or two, and a takeover after a kill -9 would build thousands on the actor at once;
+    /// polls come spread over the interval, and so do the builds.
+    private var providers: [String: any Provider] = [:]
     /// How often the scheduler logs one `scheduler: polls=…` line at info level.
     package static let reportInterval: TimeInterval = 60
     /// The daemon's timer slack: the loop sleeps at least this long between timed wake-ups
@@ -162,7 +169,8 @@ package actor Scheduler {
                     _ = queue.pop()
                     inFlight.insert(top.name)
                     let due = top.due
-                    group.addTask { await self.execute(source, due: due) }
+                    let polled = provided(source)
+                    group.addTask { await self.execute(polled, due: due) }
                 }
                 let sleep =
                     host.pause == nil && !waitingForSlot ? max(min(queue.peek.map { $0.due.timeIntervalSince(now) } ?? 1, 1), timerSlack) : 1
@@ -218,7 +226,7 @@ package actor Scheduler {
             return .unrecorded(Self.stoppingError, retry: nil)
         }
         inFlight.insert(source.name)
-        let outcome = await limitedPoll(source, options: requestOptions)
+        let outcome = await limitedPoll(provided(source), options: requestOptions)
         if !outcome.record.events.isEmpty { onEvents() }
         finished(source.name)
         if deferred.remove(source.name) != nil, !stopping {
@@ -291,10 +299,45 @@ package actor Scheduler {
     package func leasesChanged(_ sources: Set<String>) async {
         guard let before = leased, before != sources, !stopping else { return }
         leased = sources
+        for name in before.subtracting(sources) { providers[name] = nil }
         let gained = sources.subtracting(before).filter { !inFlight.contains($0) }
         guard !gained.isEmpty else { return }
         await schedule(Array(gained), takeover: true)
         wakeup.signal()
+    }
+
+    /// Whether a provider is built for `name` now (tests: held sources kept as recipes have one).
+    func hasProvider(_ name: String) -> Bool { byName[name].map { config.sources[$0].recipe == nil } == true || providers[name] != nil }
+
+    /// `source` with its provider: as loaded; for one kept as a recipe, the one built for it
+    /// since this instance took its lease, else one built now (and kept while the lease is).
+    private func provided(_ source: SourceConfig) -> SourceConfig {
+        guard source.recipe != nil else { return source }
+        var s = source
+        if let p = providers[source.name] {
+            s.instance = p
+        } else {
+            s.instance = Self.build(source, config.builder, logger: logger)
+            if leased?.contains(source.name) == true { providers[source.name] = s.instance }
+        }
+        s.recipe = nil
+        return s
+    }
+
+    /// The provider of a source kept as a recipe, built as its load built it; if that fails (it
+    /// should not: the load built it once), a provider whose polls fail with the reason.
+    private static func build(_ source: SourceConfig, _ builder: (any SourceBuilder)?, logger: Logger) -> any Provider {
+        do {
+            guard let builder else { throw PollError(.transient, "no builder for sources kept as recipes") }
+            let built = try builder.build(source)
+            if built.configHash != source.configHash {
+                logger.warning("source \(source.name): its provider was built again from its declaration as loaded, but the hash differs (a secret changed?)")
+            }
+            return built.instance
+        } catch {
+            logger.error("source \(source.name): cannot build its provider again: \(error)")
+            return UnbuiltProvider(why: "cannot build this source's provider again: \(error)")
+        }
     }
 
     /// After a suspend or a clock jump: overdue sources are polled soon, spread; dates

@@ -23,7 +23,7 @@ package enum RedirectPolicy: Sendable, Equatable {
 /// Whether a redirect may lead to a private address (a source's `refuse_private_redirects`):
 /// a public server that is taken over must not turn tidings into a client of the machines
 /// behind it. Checked on the address each redirected hop actually connects to, never on a name.
-package enum PrivateRedirects: Sendable, Equatable {
+package enum PrivateRedirects: Sendable, Hashable {
     /// Unset: refused when the request's first hop (the configured URL) connected to a public
     /// address; a source on a private or loopback server may redirect within its network.
     case auto

@@ -36,13 +36,17 @@ struct App {
     /// Commands that only read the state pass `secrets: .lenient`: a secret they cannot read
     /// (the daemon's, say) is then a warning, not a reason to refuse. Commands that list the
     /// sources and never poll them pass `listing: true` (``ConfigLoader/listing``).
-    static func load(_ options: CommonOptions, logLevel: Logger.Level, secrets: SecretPolicy = .required, listing: Bool = false) throws -> App {
+    /// `recipes`: the daemon's load (``ConfigLoader/recipesWhereShared``).
+    static func load(
+        _ options: CommonOptions, logLevel: Logger.Level, secrets: SecretPolicy = .required, listing: Bool = false, recipes: Bool = false
+    ) throws -> App {
         Log.bootstrap(level: options.logLevel(default: logLevel))
         let file = ConfigLoader.locate(explicit: options.config)
         let config: TidingsConfig
         var loader = Self.loader
         loader.secrets = secrets
         loader.listing = listing
+        loader.recipesWhereShared = recipes
         do {
             config = try loader.load(file: file)
         } catch let e as ConfigErrors {

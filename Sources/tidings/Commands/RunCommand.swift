@@ -35,12 +35,21 @@ struct RunCommand: AsyncParsableCommand {
     /// How long a starting daemon waits for `tidings check` runs that work on the state.
     static let checkPatience: Duration = .seconds(300)
 
+    /// The daemon's loader, for its start and its reloads: sources it does not hold are kept as
+    /// recipes where the state is a shared PostgreSQL (``ConfigLoader/recipesWhereShared``).
+    static var daemonLoader: ConfigLoader {
+        var loader = App.loader
+        loader.recipesWhereShared = true
+        return loader
+    }
+
     func run() async throws {
         // Trap the stop and reload signals before anything else: their default actions would
         // kill the process. A stop before the daemon runs ends it cleanly at its next step.
         let stops = await StopSignals()
         let hangups = await UnixSignalsSequence(trapping: .sighup)
-        let app = try App.load(common, logLevel: .info)
+        // Where daemons share a PostgreSQL state, sources this one does not hold are kept as recipes.
+        let app = try App.load(common, logLevel: .info, recipes: true)
         let logger = Log.logger("tidings")
         // An unsafe state directory is refused before the lock file and the socket go into it.
         do { try StateDirectory.prepare(app.stateDir) } catch {
@@ -83,7 +92,7 @@ struct RunCommand: AsyncParsableCommand {
         // Sleep and network (logind, NetworkManager); without a system bus, polling as scheduled.
         let (host, hostChanges) = await SystemBusWatcher(logger: Log.logger("system-bus")).start()
         let daemon = DaemonService(
-            initial: app.config, configFile: app.configFile, loader: App.loader, http: App.http,
+            initial: app.config, configFile: app.configFile, loader: Self.daemonLoader, http: App.http,
             limitConnectionsPerHost: { App.http.limitConnectionsPerHost($0) }, store: store,
             host: host, notifications: notifications, endpoint: endpoint, logger: logger, pulse: pulse, pulseDirectory: app.stateDir)
         // The status page reads this state and polls through the daemon, as `tidings check` does.
