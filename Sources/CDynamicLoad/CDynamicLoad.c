@@ -2,6 +2,7 @@
 #include "CDynamicLoad.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <sys/mman.h>
 #include <stdio.h>
@@ -78,5 +79,71 @@ static int advise_object(struct dl_phdr_info *info, size_t size, void *data) {
 size_t tidings_dl_advise_read_only(int advice, const uintptr_t *clean, size_t count) {
     struct advise_request r = {advice, clean, count, (uintptr_t)sysconf(_SC_PAGESIZE), 0};
     dl_iterate_phdr(advise_object, &r);
+    return r.advised;
+}
+
+// The executable's read-only sections that its link put in a writable segment (GNU ld puts
+// .eh_frame, .eh_frame_hdr, Swift's metadata sections and .gcc_except_table in the RW PT_LOAD
+// with .data): a page that holds only such sections, and that /proc/self/pagemap shows present
+// and still the file's page (not copied on write), is advised. Nothing writes those sections
+// at run time (the loader's relocations, done before main, would have copied the page, which
+// the pagemap check then skips), so no write can land between the check and the advice.
+static int advise_executable_sections(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    struct advise_request *r = data;
+    int exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    ElfW(Ehdr) eh;
+    if (exe < 0 || pagemap < 0 || pread(exe, &eh, sizeof eh, 0) != (ssize_t)sizeof eh ||
+        eh.e_shentsize != sizeof(ElfW(Shdr)) || eh.e_shnum == 0 || eh.e_shnum > 4096) {
+        if (exe >= 0) close(exe);
+        if (pagemap >= 0) close(pagemap);
+        return 1;  // the executable is the first object: stop there
+    }
+    size_t bytes = (size_t)eh.e_shnum * sizeof(ElfW(Shdr));
+    ElfW(Shdr) *sh = malloc(bytes);
+    if (sh != NULL && pread(exe, sh, bytes, (off_t)eh.e_shoff) == (ssize_t)bytes) {
+        for (ElfW(Half) s = 0; s < eh.e_shnum; s++) {
+            if (!(sh[s].sh_flags & SHF_ALLOC) || (sh[s].sh_flags & (SHF_WRITE | SHF_EXECINSTR)) ||
+                sh[s].sh_type == SHT_NOBITS || sh[s].sh_size == 0)
+                continue;
+            uintptr_t lo = sh[s].sh_addr, hi = sh[s].sh_addr + sh[s].sh_size;
+            // Only inside a writable PT_LOAD (the read-only ones are advised whole above).
+            int inside = 0;
+            for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+                const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+                if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W) && lo >= ph->p_vaddr && hi <= ph->p_vaddr + ph->p_memsz)
+                    inside = 1;
+            }
+            if (!inside) continue;
+            // Whole pages only, and none that another (writable) section shares.
+            uintptr_t first = (lo + r->page - 1) & ~(r->page - 1), last = hi & ~(r->page - 1);
+            for (ElfW(Half) o = 0; o < eh.e_shnum; o++) {
+                if (!(sh[o].sh_flags & SHF_ALLOC) || !(sh[o].sh_flags & SHF_WRITE) || sh[o].sh_size == 0) continue;
+                uintptr_t olo = sh[o].sh_addr & ~(r->page - 1), ohi = (sh[o].sh_addr + sh[o].sh_size + r->page - 1) & ~(r->page - 1);
+                if (olo < last && ohi > first) {
+                    if (olo <= first) first = ohi > first ? ohi : first;
+                    else last = olo;
+                }
+            }
+            for (uintptr_t page = first; page < last; page += r->page) {
+                uintptr_t at = info->dlpi_addr + page;
+                uint64_t entry = 0;
+                if (pread(pagemap, &entry, sizeof entry, (off_t)(at / r->page * sizeof entry)) != (ssize_t)sizeof entry) break;
+                // Bit 63: present; bit 61: a file page (a private copy is anonymous).
+                if (!(entry >> 63 & 1) || !(entry >> 61 & 1)) continue;
+                if (madvise((void *)at, r->page, r->advice) == 0) r->advised += r->page;
+            }
+        }
+    }
+    free(sh);
+    close(exe);
+    close(pagemap);
+    return 1;
+}
+
+size_t tidings_dl_advise_executable_read_only_sections(int advice) {
+    struct advise_request r = {advice, NULL, 0, (uintptr_t)sysconf(_SC_PAGESIZE), 0};
+    dl_iterate_phdr(advise_executable_sections, &r);
     return r.advised;
 }

@@ -71,6 +71,9 @@ final class FreeMemoryTests: XCTestCase {
         XCTAssertEqual(counter, 0x5eed)
         XCTAssertEqual(written.reduce(0, +), 499_500)
         XCTAssertEqual(local["k99"], 9801)
+        // Swift metadata (in GNU ld's writable segment, dropped page by page) reads back whole.
+        XCTAssertEqual(Mirror(reflecting: dropped).children.compactMap(\.label), ["advised", "residentBefore", "residentAfter"])
+        XCTAssertEqual(String(describing: type(of: dropped)), "Dropped")
         // Again, with the code that just ran mapped back by its faults.
         let again = try XCTUnwrap(FreeMemory.dropStartupPages())
         XCTAssertGreaterThan(again.advised, 0)

@@ -38,3 +38,9 @@ __attribute__((noreturn)) void *tidings_dl_unloaded(const char *function);
 /// that object's file mapping. Objects with text relocations (their code is written at load)
 /// are left alone. Returns the bytes advised (a failed madvise is skipped).
 size_t tidings_dl_advise_read_only(int advice, const uintptr_t *clean, size_t count);
+
+/// madvise(`advice`) over the executable's pages that hold only sections without write
+/// permission but sit in a writable segment (GNU ld's layout: `.eh_frame`, Swift metadata…),
+/// page by page where /proc/self/pagemap shows the page present and still the file's (never one
+/// copied on write). Returns the bytes advised.
+size_t tidings_dl_advise_executable_read_only_sections(int advice);

@@ -43,7 +43,12 @@ enum FreeMemory {
     /// - inside those, only the pages of `PT_LOAD` segments that the ELF headers mark not
     ///   writable, of objects without text relocations, advised inside `dl_iterate_phdr`
     ///   (CDynamicLoad's `tidings_dl_advise_read_only`), where the loader holds its lock: no
-    ///   dlopen or dlclose can map or unmap an object between the check and the advice.
+    ///   dlopen or dlclose can map or unmap an object between the check and the advice;
+    /// - in the executable's writable segment (where GNU ld puts `.eh_frame`, `.eh_frame_hdr`,
+    ///   Swift's metadata sections beside `.data`), only whole pages of sections without write
+    ///   permission that /proc/self/pagemap shows still the file's (not copied): nothing writes
+    ///   those sections at run time, so no write can land between that check and the advice
+    ///   (`tidings_dl_advise_executable_read_only_sections`).
     static func dropStartupPages() -> Dropped? {
         let fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
@@ -53,6 +58,7 @@ enum FreeMemory {
         let before = residentBytes()
         let flat = cleanFileRanges(smaps: String(decoding: bytes, as: UTF8.self)).flatMap { [$0.start, $0.end] }
         let advised = flat.withUnsafeBufferPointer { tidings_dl_advise_read_only(MADV_DONTNEED, $0.baseAddress, flat.count / 2) }
+            + tidings_dl_advise_executable_read_only_sections(MADV_DONTNEED)
         return Dropped(advised: Int(advised), residentBefore: before, residentAfter: residentBytes())
     }
 
