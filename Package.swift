@@ -179,7 +179,7 @@ let package = Package(
             name: "TidingsApp",
             dependencies: [
                 "TidingsPluginAPI", "TidingsEngine", "TidingsSQLite", "TidingsPostgres", "TidingsPOSIX", "TidingsIPC",
-                "TidingsMonitoring", "TidingsSystemBus", "TidingsProviders", "TidingsYAML", "TidingsCrypto",
+                "TidingsMonitoring", "TidingsSystemBus", "TidingsProviders", "TidingsYAML", "TidingsCrypto", "CDynamicLoad",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -160,3 +160,35 @@ def test_crash_between_commit_and_delivery_loses_nothing(tidings):
     assert [e["id"] for e in lines] == [event_id]
     d2.send_signal(signal.SIGTERM)
     assert d2.wait(timeout=20) == 0
+
+
+def test_daemon_releases_code_pages_and_goes_on_polling_reloading_and_answering(tidings):
+    """Issue 31: once a generation is ready (start, each reload) the daemon unmaps its clean
+    code and read-only data pages (FreeMemory.dropStartupPages); what runs next maps back."""
+    import re
+    tidings.write_config(CONSOLE)
+    data = lister(tidings)
+    d = tidings.start_daemon("-v")
+    released = re.compile(r"released code pages \(loaded\): (\d+) KiB of code and read-only data advised, resident (\d+) → (\d+) KiB")
+    wait_for(lambda: released.search(read_log(d)), what="the code pages released once loaded")
+    advised, before, after = map(int, released.search(read_log(d)).groups())
+    assert advised > 1024 and after < before, read_log(d)
+    wait_for(lambda: "baseline" in read_log(d), what="the baseline poll")
+    data.write_text('{"key": "a", "title": "Alpha"}\n')
+    wait_for(lambda: [e["key"] for e in json_events(d)] == ["a"], what="event a delivered on schedule")
+
+    # The control socket answers: `check` asks the running daemon to poll now.
+    data.write_text('{"key": "a", "title": "Alpha"}\n{"key": "b", "title": "Bravo"}\n')
+    r = tidings.run("check", "lister")
+    assert "owns the state" in r.stderr + r.stdout, r
+    wait_for(lambda: "b" in [e["key"] for e in json_events(d)], what="event b")
+
+    # A reload releases them again, and the new generation polls.
+    d.send_signal(signal.SIGHUP)
+    wait_for(lambda: len(released.findall(read_log(d))) == 2, what="the code pages released after the reload")
+    data.write_text('{"key": "a", "title": "Alpha"}\n{"key": "b", "title": "Bravo"}\n{"key": "c", "title": "Charlie"}\n')
+    wait_for(lambda: "c" in [e["key"] for e in json_events(d)], what="event c after the reload")
+
+    d.send_signal(signal.SIGTERM)
+    assert d.wait(timeout=20) == 0
+    assert sorted(e["key"] for e in json_events(d)) == ["a", "b", "c"]

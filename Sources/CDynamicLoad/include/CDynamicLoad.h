@@ -3,6 +3,7 @@
 // (CLibXML2, CLibnotify) opens them with this and calls through the pointers it resolves.
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
 
 /// Opens `soname` and resolves each of `names` into `slots` (the library stays loaded for the
 /// process's life). Returns 0, or -1 with a message in `error` that names the library, the
@@ -28,3 +29,18 @@ __attribute__((noreturn)) void *tidings_dl_unloaded(const char *function);
 #define CALL(f) ((__typeof__(f) *)(slots[slot_##f] ? slots[slot_##f] : tidings_dl_unloaded(#f)))
 #define TIDINGS_DL_SAME_TYPE(f) \
     _Static_assert(__builtin_types_compatible_p(__typeof__(tidings_##f), __typeof__(f)), #f);
+
+/// madvise(`advice`) over the pages of each loaded object's (the executable's, ld.so's, every
+/// library's) read-only `PT_LOAD` segments (code, read-only data) that lie inside one of the
+/// `count` ranges `clean` (start, end pairs: what the caller read from /proc/self/smaps as clean
+/// private file pages). It runs inside `dl_iterate_phdr`, which holds the loader's lock: no
+/// dlopen or dlclose maps or unmaps an object meanwhile, so every address advised is still
+/// that object's file mapping. Objects with text relocations (their code is written at load)
+/// are left alone. Returns the bytes advised (a failed madvise is skipped).
+size_t tidings_dl_advise_read_only(int advice, const uintptr_t *clean, size_t count);
+
+/// madvise(`advice`) over the executable's pages that hold only sections without write
+/// permission but sit in a writable segment (GNU ld's layout: `.eh_frame`, Swift metadata…),
+/// page by page where /proc/self/pagemap shows the page present and still the file's (never one
+/// copied on write). Returns the bytes advised.
+size_t tidings_dl_advise_executable_read_only_sections(int advice);

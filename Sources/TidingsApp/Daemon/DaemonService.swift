@@ -28,6 +28,10 @@ package final class DaemonService: Service, Sendable {
         var config: TidingsConfig
         var scheduler: Scheduler
         var outbox: OutboxWorker
+        /// When it was ready, and whether the pages its first polls ran were released since
+        /// (``dropCodePages(pass:)``).
+        var ready = ContinuousClock.now
+        var settled = false
     }
 
     /// What is running and what the host says, under one lock: a scheduler built during a
@@ -68,6 +72,8 @@ package final class DaemonService: Service, Sendable {
     static let generationWait: Duration = .seconds(30)
     /// How often the status line and the outbox gauges are brought up to date.
     static let statusInterval: Double = 5
+    /// How long after a generation is ready its code pages are released again (``dropCodePages(pass:)``).
+    static let settleTime = Duration.seconds(30)
     /// The scheduler loop's passes and the polls overrunning their timeout, across reloads.
     private let pulse: PulseKeeper
     /// Where the pulse is written every ``statusInterval`` for `tidings status` (nil: nowhere).
@@ -236,8 +242,11 @@ package final class DaemonService: Service, Sendable {
             return (scheduler, l.host.pause)
         }
         notifications.ready(DaemonStatus(config, state, pause: pause))
-        // What loading the configuration freed goes back to the kernel (``FreeMemory``).
+        // What loading the configuration freed goes back to the kernel, and the pages of code
+        // and read-only data start-up and the load ran leave the RSS: what the polls run maps back
+        // (``FreeMemory``).
         FreeMemory.release()
+        dropCodePages("loaded")
         let rounds = leases.map { keeper in
             Task {
                 await keeper.run { _, _ in
@@ -306,6 +315,32 @@ package final class DaemonService: Service, Sendable {
         TidingsMetrics.forget(sinks: Set(old.sinks.map(\.name)).subtracting(fresh.sinks.map(\.name)))
     }
 
+    /// A generation's first polls and deliveries run code its idle loop does not (baselines,
+    /// parsers, schema checks, TLS set-up, the first status pass): at the first pass at least
+    /// ``settleTime`` after it was ready with no poll in flight, once per generation, the pages
+    /// of code and read-only data go again; then hourly (what a rare path mapped back).
+    private func dropCodePages(pass: Int) async {
+        guard let (scheduler, ready, settled) = live.withLock({ l in l.generation.map { ($0.scheduler, $0.ready, $0.settled) } })
+        else { return }
+        if settled {
+            if pass % Int(3600 / Self.statusInterval) == 0 { dropCodePages("hourly") }
+            return
+        }
+        guard ContinuousClock.now - ready >= Self.settleTime, await scheduler.pollsInFlight == 0 else { return }
+        let first = live.withLock { l in
+            guard let g = l.generation, g.scheduler === scheduler, !g.settled else { return false }
+            l.generation?.settled = true
+            return true
+        }
+        if first { dropCodePages("first polls done") }
+    }
+
+    /// ``FreeMemory/dropStartupPages()``, logged at debug level.
+    private func dropCodePages(_ when: String) {
+        guard let d = FreeMemory.dropStartupPages() else { return }
+        logger.debug("released code pages (\(when)): \(d.advised >> 10) KiB of code and read-only data advised, resident \(d.residentBefore >> 10) → \(d.residentAfter >> 10) KiB")
+    }
+
     /// The state as the status line and gauges show it; nil (after logging why) when it cannot be read.
     private func snapshot() async -> StateSnapshot? {
         do {
@@ -327,6 +362,7 @@ package final class DaemonService: Service, Sendable {
             passes += 1
             // Once a minute: free heap pages (a reload's load, the first polls, lease changes) leave the RSS.
             if passes % 12 == 0 { FreeMemory.release() }
+            await dropCodePages(pass: passes)
             let current = pulse.pulse()
             TidingsMetrics.overrunning(current.overrunning.count)
             TidingsMetrics.behind(seconds: current.lateness ?? 0)

@@ -186,8 +186,9 @@ package actor Scheduler {
     }
 
     /// Polls in flight, scheduled or on request (a test on a virtual clock waits for none
-    /// before it moves the clock on or asserts that nothing was polled).
-    var pollsInFlight: Int { inFlight.count }
+    /// before it moves the clock on or asserts that nothing was polled; the daemon releases the
+    /// pages its first polls ran once none is).
+    package var pollsInFlight: Int { inFlight.count }
 
     private static let stoppingError = PollError(.transient, "not polled: the daemon is stopping or reloading its configuration; try again")
 
