@@ -10,7 +10,7 @@ import TidingsPluginAPI
 /// trims only the top of the main heap by itself). The daemon calls ``release()`` once a
 /// generation is running and then every minute: free memory leaves the RSS, live memory is
 /// untouched.
-enum FreeMemory {
+package enum FreeMemory {
     @_silgen_name("malloc_trim")
     private static func malloc_trim(_ pad: Int) -> Int32
 
@@ -19,7 +19,7 @@ enum FreeMemory {
     }
 
     /// What ``dropStartupPages()`` did: bytes advised, and the resident set before and after (bytes).
-    struct Dropped: Equatable {
+    package struct Dropped: Equatable {
         var advised: Int
         var residentBefore: Int
         var residentAfter: Int
@@ -29,7 +29,8 @@ enum FreeMemory {
     /// that only what runs next maps back (issue 31: idle, the daemon held 13 MiB of `.text`
     /// resident for 1.7 MiB of code ever run; the kernel maps 64 KiB around each fault, and
     /// start-up and the configuration load run code all over the binary). Called once a
-    /// generation is running (start and each reload). Nil when /proc/self/smaps cannot be read.
+    /// generation is running (start and each reload), and by `tidings check` between loading
+    /// the configuration and polling. Nil when /proc/self/smaps cannot be read.
     ///
     /// Why it is safe while other threads run: `MADV_DONTNEED` over a private file mapping whose
     /// pages are all unmodified file pages only drops their page-table entries; the pages stay
@@ -49,7 +50,7 @@ enum FreeMemory {
     ///   permission that /proc/self/pagemap shows still the file's (not copied): nothing writes
     ///   those sections at run time, so no write can land between that check and the advice
     ///   (`tidings_dl_advise_executable_read_only_sections`).
-    static func dropStartupPages() -> Dropped? {
+    package static func dropStartupPages() -> Dropped? {
         let fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         let bytes = readBytes(fd, upTo: 64 << 20)
