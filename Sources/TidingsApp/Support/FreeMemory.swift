@@ -14,7 +14,7 @@ package enum FreeMemory {
     @_silgen_name("malloc_trim")
     private static func malloc_trim(_ pad: Int) -> Int32
 
-    static func release() {
+    package static func release() {
         _ = malloc_trim(0)
     }
 

@@ -61,6 +61,7 @@ struct CheckCommand: AsyncParsableCommand {
         // FreeMemory says why that is safe). Benchmark 1: peak 25.4 -> 22.6-23.0 MiB, wall
         // unchanged. A second drop once libcurl and its TLS libraries had initialised gave
         // 21 MiB but cost 6 ms of a 36 ms check (the polls' code mapped back): not taken.
+        FreeMemory.release()
         _ = FreeMemory.dropStartupPages()
         // Held until this process exits: a daemon that starts meanwhile waits for this check.
         let lock = dryRun ? nil : try await lockStateOrAskDaemon(stateDir: app.stateDir, selected: selected, logger: logger)
