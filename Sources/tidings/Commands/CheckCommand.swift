@@ -56,13 +56,6 @@ struct CheckCommand: AsyncParsableCommand {
         let app = try App.load(common, logLevel: .notice)
         let selected = try app.selectSources(sources)
         let logger = Log.logger("check")
-        // The code that read the configuration has run its course: its pages leave the
-        // resident set before the polls map theirs (issue 31, as the daemon does when ready;
-        // FreeMemory says why that is safe). Benchmark 1: peak 25.4 -> 22.6-23.0 MiB, wall
-        // unchanged. A second drop once libcurl and its TLS libraries had initialised gave
-        // 21 MiB but cost 6 ms of a 36 ms check (the polls' code mapped back): not taken.
-        FreeMemory.release()
-        _ = FreeMemory.dropStartupPages()
         // Held until this process exits: a daemon that starts meanwhile waits for this check.
         let lock = dryRun ? nil : try await lockStateOrAskDaemon(stateDir: app.stateDir, selected: selected, logger: logger)
         defer { withExtendedLifetime(lock) {} }
@@ -72,6 +65,13 @@ struct CheckCommand: AsyncParsableCommand {
     /// Polls in this process (no daemon owns the state, or --dry-run), prints, delivers with
     /// --deliver, and exits with the status.
     private func pollHere(_ app: App, selected: [SourceConfig], logger: Logger) async throws {
+        // The code that read the configuration has run its course: its pages leave the
+        // resident set before the polls map theirs (issue 31, as the daemon does when ready;
+        // FreeMemory says why that is safe). Benchmark 1: peak 25.4 -> 22.6-23.0 MiB, wall
+        // unchanged. A second drop once libcurl and its TLS libraries had initialised gave
+        // 21 MiB but cost 6 ms of a 36 ms check (the polls' code mapped back): not taken.
+        FreeMemory.release()
+        _ = FreeMemory.dropStartupPages()
         let store = try app.openStore()
         let runner = PollRunner(store: store, http: App.http)
         var options = RecordOptions(router: deliver ? app.router : nil, dryRun: dryRun)
