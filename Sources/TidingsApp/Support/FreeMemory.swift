@@ -57,8 +57,9 @@ package enum FreeMemory {
         close(fd)
         guard let bytes else { return nil }
         let before = residentBytes()
-        let flat = cleanFileRanges(smaps: String(decoding: bytes, as: UTF8.self)).flatMap { [$0.start, $0.end] }
-        let advised = flat.withUnsafeBufferPointer { tidings_dl_advise_read_only(MADV_DONTNEED, $0.baseAddress, flat.count / 2) }
+        let flat = bytes.withUnsafeBufferPointer { cleanFileRanges(smaps: $0) }.flatMap { [$0.start, $0.end] }
+        let advised =
+            flat.withUnsafeBufferPointer { tidings_dl_advise_read_only(MADV_DONTNEED, $0.baseAddress, flat.count / 2) }
             + tidings_dl_advise_executable_read_only_sections(MADV_DONTNEED)
         return Dropped(advised: Int(advised), residentBefore: before, residentAfter: residentBytes())
     }
@@ -72,34 +73,70 @@ package enum FreeMemory {
     /// The mappings of a /proc/PID/smaps text whose pages are all clean pages of a file: private
     /// (`p`), not writable, a path, and `Anonymous: 0 kB` (a mapping without that line is left out).
     static func cleanFileRanges(smaps: String) -> [AddressRange] {
+        var text = smaps
+        return text.withUTF8 { cleanFileRanges(smaps: $0) }
+    }
+
+    /// The same over the bytes as read: one pass, no strings (with libcurl's 33 libraries loaded
+    /// smaps is 160 KB; splitting it into lines and fields took 5.7 ms of a 35 ms `check`).
+    static func cleanFileRanges(smaps: UnsafeBufferPointer<UInt8>) -> [AddressRange] {
         var out: [AddressRange] = []
         var current: AddressRange? = nil
         var candidate = false
-        for line in smaps.split(separator: "\n") {
-            let fields = line.split(separator: " ")
-            guard let first = fields.first else { continue }
-            if first.hasSuffix(":") {
-                if first == "Anonymous:", candidate, let range = current, fields.count > 1, fields[1] == "0" {
+        let anonymous = Array("Anonymous:".utf8)
+        var lineStart = 0
+        while lineStart < smaps.count {
+            var lineEnd = lineStart
+            while lineEnd < smaps.count && smaps[lineEnd] != UInt8(ascii: "\n") { lineEnd += 1 }
+            defer { lineStart = lineEnd + 1 }
+            let line = UnsafeBufferPointer(rebasing: smaps[lineStart..<lineEnd])
+            guard let first = line.first else { continue }
+            if hexValue(first) == nil {
+                // A field line ("Name:   value kB"): only Anonymous counts.
+                guard line.starts(with: anonymous) else { continue }
+                let value = line.dropFirst(anonymous.count).drop(while: { $0 == UInt8(ascii: " ") })
+                if candidate, let range = current, value.first == UInt8(ascii: "0"),
+                    value.dropFirst().first == UInt8(ascii: " ")
+                {
                     out.append(range)
                 }
-                if first == "Anonymous:" { candidate = false }
-                continue
-            }
-            // A mapping's first line: START-END PERMS OFFSET DEV INODE [PATH]
-            let bounds = first.split(separator: "-")
-            guard fields.count >= 5, bounds.count == 2, let start = UInt(bounds[0], radix: 16),
-                  let end = UInt(bounds[1], radix: 16), start < end
-            else {
-                current = nil
                 candidate = false
                 continue
             }
-            let perms = Array(fields[1].utf8)
+            // A mapping's first line: START-END PERMS OFFSET DEV INODE [PATH]
+            current = nil
+            candidate = false
+            let fields = line.split(separator: UInt8(ascii: " "), maxSplits: 5, omittingEmptySubsequences: true)
+            guard fields.count >= 5, let dash = fields[0].firstIndex(of: UInt8(ascii: "-")),
+                let start = hexNumber(fields[0][..<dash]), let end = hexNumber(fields[0][(dash + 1)...]), start < end
+            else { continue }
             current = AddressRange(start: start, end: end)
-            candidate = perms.count == 4 && perms[1] != UInt8(ascii: "w") && perms[3] == UInt8(ascii: "p")
-                && fields.count >= 6 && fields[5].hasPrefix("/")
+            let perms = fields[1]
+            candidate =
+                perms.count == 4 && perms[perms.startIndex + 1] != UInt8(ascii: "w")
+                && perms[perms.startIndex + 3] == UInt8(ascii: "p")
+                && fields.count == 6 && fields[5].drop(while: { $0 == UInt8(ascii: " ") }).first == UInt8(ascii: "/")
         }
         return out
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt(c - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt(c - UInt8(ascii: "a") + 10)
+        default: nil
+        }
+    }
+
+    /// A lower-case hexadecimal number of at most 16 digits, nil otherwise.
+    private static func hexNumber(_ digits: Slice<UnsafeBufferPointer<UInt8>>) -> UInt? {
+        guard !digits.isEmpty, digits.count <= 16 else { return nil }
+        var n: UInt = 0
+        for c in digits {
+            guard let v = hexValue(c) else { return nil }
+            n = n << 4 | v
+        }
+        return n
     }
 
     /// The resident set now (bytes): /proc/self/statm's second field, in pages.
