@@ -32,6 +32,9 @@ package final class CurlHTTPClient: HTTPClient {
     /// Applies `max_per_host` (at start and on reload) to the transfers that start from now on.
     package func limitConnectionsPerHost(_ n: Int) { loop.limitPerHost(n) }
 
+    /// Loads libcurl now rather than with the first request (``CurlMultiLoop/prepare()``).
+    package func prepare() { loop.prepare() }
+
     package func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let deadline = ContinuousClock.now + .milliseconds(Int64(min(max(request.timeout, 0), 1e9) * 1000))
         var hop = request

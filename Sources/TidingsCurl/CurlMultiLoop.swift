@@ -136,6 +136,12 @@ final class CurlMultiLoop: @unchecked Sendable {
         if let queued { tidings_curl_multi_wakeup(queued) }
     }
 
+    /// Loads libcurl and makes the multi handle now instead of with the first job: the libraries
+    /// libcurl needs are mapped, relocated and initialised (OpenSSL's configuration, GnuTLS's
+    /// implicit init), so that a caller can then release their start-up pages (issue 31's
+    /// `check`). Nothing is started: the loop thread comes with the first job.
+    func prepare() { _ = inbox.withLock { $0.open() } }
+
     /// Ends the thread; transfers still running fail with `CancellationError`.
     package func stop() {
         let started = inbox.withLock { inbox -> UnsafeMutableRawPointer? in
