@@ -119,6 +119,46 @@ final class SQLiteWriteTests: XCTestCase {
         XCTAssertEqual(sqlite.group.unfinished, 0)
     }
 
+    /// Writes that queue a few milliseconds apart (polls finishing one after the other) are
+    /// written by one thread, not one thread each; that thread ends once no write has come for
+    /// its linger, so an idle process keeps none.
+    func testTheWriterThreadWritesBurstsThatComeCloseTogetherThenEnds() async throws {
+        let dir = try scratchDirectory()
+        let lingering = try SQLiteStateDatabase(path: dir + "/long.sqlite", busyTimeout: 10, writerLinger: .seconds(5))
+        try lingering.transaction(.write) { _ = try $0.execute("CREATE TABLE scratch(x INTEGER)") }
+        var writers = Set<String>()
+        for round in 0..<3 {
+            let results = try await whileWriterBusy(lingering, writes: 2) { i, db in
+                _ = try db.execute("INSERT INTO scratch(x) VALUES (?)", round * 10 + i)
+                return Self.currentThread()
+            }
+            for result in results { writers.insert(try result.get()) }
+        }
+        XCTAssertEqual(writers.count, 1, "three bursts, one writer thread: \(writers)")
+
+        let short = try SQLiteStateDatabase(path: dir + "/short.sqlite", busyTimeout: 10, writerLinger: .milliseconds(50))
+        try short.transaction(.write) { _ = try $0.execute("CREATE TABLE scratch(x INTEGER)") }
+        let results = try await whileWriterBusy(short, writes: 2) { i, db in
+            _ = try db.execute("INSERT INTO scratch(x) VALUES (?)", i)
+            return Self.currentThread()
+        }
+        let thread = try XCTUnwrap(results.first).get()
+        var gone = false
+        for _ in 0..<1000 where !gone {
+            gone = access("/proc/self/task/\(thread)", F_OK) != 0
+            if !gone { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        XCTAssertTrue(gone, "the writer thread \(thread) still runs 10 s after its last write")
+    }
+
+    /// This thread's id, from /proc/thread-self ("PID/task/TID").
+    private static func currentThread() -> String {
+        var buffer = [CChar](repeating: 0, count: 64)
+        let n = readlink("/proc/thread-self", &buffer, buffer.count - 1)
+        guard n > 0 else { return "?" }
+        return String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self).split(separator: "/").last.map(String.init) ?? "?"
+    }
+
     /// A write whose body throws, or whose statement fails, is rolled back to its savepoint and
     /// fails alone with its own error; the others of its batch are committed.
     func testAFailingWriteInABatchFailsAloneAndTheOthersCommit() async throws {
