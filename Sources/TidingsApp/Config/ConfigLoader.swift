@@ -505,7 +505,7 @@ package struct ConfigLoader: Sendable {
             DispatchQueue.concurrentPerform(iterations: count) { k in
                 let result = parsePlugin(dir: dir, dirfd: dirfd, entry: tomls[base + k], present: present, trust: trust, cache: cache)
                 let prepared = result.table.map { prepare(result.name, $0, result.implicitCommand) }
-                if let name = result.cacheKey, let prepared, cacheable(prepared) { cache.keep(name) }
+                if let offer = result.cacheOffer, let prepared, cacheable(prepared) { cache.keep(result.file, offer) }
                 parsed.withLock { $0[k] = (result, prepared) }
             }
             for case (let result, let prepared)? in parsed.withLock({ $0 }) {
@@ -526,13 +526,15 @@ package struct ConfigLoader: Sendable {
 
     /// One `NAME.toml` read: its table if it parsed, and what is wrong with it.
     struct ParsedPlugin {
+        /// `NAME.toml`, and NAME.
+        var file: String
         var name: String
         var table: ConfigTable?
         /// `./NAME` when an executable `NAME` is beside it.
         var implicitCommand: String?
         var errors: [ConfigError]
-        /// The file's name, under which the parse cache has `table`, for ``ParsedConfigCache/keep(_:)``.
-        var cacheKey: String? = nil
+        /// What the parse cache keeps of `table` under `file`, for ``ParsedConfigCache/keep(_:_:)``.
+        var cacheOffer: ParsedConfigCache.Offer? = nil
     }
 
     /// One entry of a directory: its name and `d_type` (`DT_UNKNOWN` where the file system does not say).
@@ -571,22 +573,21 @@ package struct ConfigLoader: Sendable {
         let file = entry.name
         let name = String(file.dropLast(5))
         let path = "\(dir)/\(file)"
-        let exe = "\(dir)/\(name)"
-        let hasExecutable = present.contains(name) && FilePermissions.isExecutableFile(exe)
+        let exe = present.contains(name) ? "\(dir)/\(name)" : nil
+        let hasExecutable = exe.map { FilePermissions.isExecutableFile($0) } ?? false
         var result = ParsedPlugin(
-            name: name, implicitCommand: hasExecutable ? "./\(name)" : nil,
-            errors: hasExecutable ? trust.problems(exe, as: .plugin) : [])
+            file: file, name: name, implicitCommand: hasExecutable ? "./\(name)" : nil,
+            errors: hasExecutable ? trust.problems(exe!, as: .plugin) : [])
         // A regular file the parse cache holds under its current status (one fstatat, not
         // followed: a symbolic link is read below) is neither opened nor read; its trust is
         // checked from that status.
         if cache.mayServeByStatus, dirfd >= 0, entry.type == UInt8(DT_REG) || entry.type == UInt8(DT_UNKNOWN), trust.realDirectory != nil {
             var st = stat()
             if fstatat(dirfd, file, &st, AT_SYMLINK_NOFOLLOW) == 0, st.st_mode & S_IFMT == S_IFREG,
-                let table = cache.fresh(name: file, status: st, file: path)
+                let cached = cache.fresh(name: file, status: st, file: path)
             {
                 result.errors = trust.entryProblems(file, status: st, as: .pluginConfig) + result.errors
-                result.table = table
-                result.cacheKey = file
+                (result.table, result.cacheOffer) = cached
                 return result
             }
         }
@@ -604,8 +605,7 @@ package struct ConfigLoader: Sendable {
                 }
                 bytes = Array(data)
             }
-            result.table = try cache.table(bytes, name: file, status: status, file: path)
-            result.cacheKey = file
+            (result.table, result.cacheOffer) = try cache.table(bytes, name: file, status: status, file: path)
         } catch let e as ConfigError {
             result.errors.append(e)
         } catch {

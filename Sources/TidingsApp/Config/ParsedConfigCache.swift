@@ -23,7 +23,7 @@ import TidingsPluginAPI
 ///
 /// The cache file (0600, ours, written atomically by rename) is ignored when it is not ours, is
 /// writable by others, is of another version or fails its checksum; failing to write it is never
-/// an error. Only the entries this load kept (``keep(_:)``) are written back, so it holds one
+/// an error. Only the entries this load kept (``keep(_:_:)``) are written back, so it holds one
 /// entry per plugin file and no more, and none for a file that holds a secret: the loader keeps
 /// only tables whose source was built and read no inline secret
 /// (``OptionReader/readInlineSecret``), so a password written in a plugin file is never copied
@@ -39,9 +39,10 @@ package final class ParsedConfigCache: Sendable {
     /// This load's clock (nanoseconds since the epoch), read before any plugin file is: what an
     /// entry checked by content now records as ``Stored/verifiedAt``.
     let now: Int64
-    /// Entries read or parsed by this load (`offered`), those the loader kept, and how each file
-    /// was served.
-    private let state = Mutex<(offered: [String: Offer], used: [String: Offer], changed: Bool, counts: Counts)>(([:], [:], false, Counts()))
+    /// The entries the loader kept (``keep(_:_:)``), and whether the file must be rewritten.
+    private let state: Mutex<(used: [String: Offer], changed: Bool)>
+    /// How this load's files were served (``counts``).
+    private let servedByStatus = Atomic<Int>(0), servedByContent = Atomic<Int>(0), parsedHere = Atomic<Int>(0)
 
     /// How long after a file was last modified or changed its entry is racy: 5 s, far above the
     /// file system's timestamp tick (the kernel's coarse clock, a few ms behind the one read
@@ -79,8 +80,9 @@ package final class ParsedConfigCache: Sendable {
         }
     }
 
-    /// An entry offered by this load: the stored one (re-dated if checked by content), or one just parsed.
-    struct Offer {
+    /// An entry offered by this load, for ``keep(_:_:)``: the stored one (re-dated if checked by
+    /// content), or one just parsed.
+    package struct Offer: Sendable {
         var identity: Identity
         var verifiedAt: Int64
         var key: Key
@@ -103,7 +105,9 @@ package final class ParsedConfigCache: Sendable {
             (self.byStatus, self.byContent, self.parsed) = (byStatus, byContent, parsed)
         }
     }
-    package var counts: Counts { state.withLock { $0.counts } }
+    package var counts: Counts {
+        Counts(byStatus: servedByStatus.load(ordering: .relaxed), byContent: servedByContent.load(ordering: .relaxed), parsed: parsedHere.load(ordering: .relaxed))
+    }
 
     /// A SHA-256 as four words: hashed and compared as 4 words, not 32 bytes one at a time.
     package struct Key: Hashable, Comparable, Sendable {
@@ -134,6 +138,9 @@ package final class ParsedConfigCache: Sendable {
         self.path = path
         self.now = now
         (storage, stored) = path.flatMap { Self.read($0) } ?? ([], [:])
+        var used: [String: Offer] = [:]
+        used.reserveCapacity(stored.count)
+        state = Mutex((used, false))
     }
 
     /// The cache file for `pluginsDir`: in `stateDir` when the config names one, else in
@@ -160,44 +167,35 @@ package final class ParsedConfigCache: Sendable {
 
     /// The table of the regular file `name` (at `file`), served by its status alone: if the
     /// cache holds an entry for it with the status `status` (one `fstatat`, not followed) and
-    /// that entry is not racy. Nil: read the file and hand its bytes to
-    /// ``table(_:name:status:file:)``.
-    package func fresh(name: String, status: stat, file: String) -> ConfigTable? {
+    /// that entry is not racy, with what ``keep(_:_:)`` keeps. Nil: read the file and hand its
+    /// bytes to ``table(_:name:status:file:)``.
+    package func fresh(name: String, status: stat, file: String) -> (table: ConfigTable, offer: Offer)? {
         guard path != nil, let entry = stored[name], !entry.racy, entry.identity == Identity(status),
             let table = decode(entry.table, file: file)
         else { return nil }
-        state.withLock {
-            $0.offered[name] = Offer(identity: entry.identity, verifiedAt: entry.verifiedAt, key: entry.key, table: .stored(entry.table))
-            $0.counts.byStatus += 1
-        }
-        return table
+        servedByStatus.add(1, ordering: .relaxed)
+        return (table, Offer(identity: entry.identity, verifiedAt: entry.verifiedAt, key: entry.key, table: .stored(entry.table)))
     }
 
     /// The table of the file `name` (at `file`) whose bytes are `bytes`, from the cache if its
-    /// entry was parsed from the same bytes, else parsed; ``keep(_:)`` keeps it under `name`
-    /// for the next load with `status` (the `fstat` of the descriptor the bytes were read
+    /// entry was parsed from the same bytes, else parsed, with what ``keep(_:_:)`` keeps under
+    /// `name` for the next load (nil: no cache): its `status` (the `fstat` of the descriptor the bytes were read
     /// through, taken before they were read; nil: none, the entry is then checked by content on
     /// every load). Parse errors are thrown as ``ConfigTable/parse(_:file:)`` throws them, and
     /// not kept.
-    package func table(_ bytes: [UInt8], name: String, status: stat?, file: String) throws -> ConfigTable {
-        guard path != nil else { return try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: file) }
+    package func table(_ bytes: [UInt8], name: String, status: stat?, file: String) throws -> (table: ConfigTable, offer: Offer?) {
+        guard path != nil else { return (try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: file), nil) }
         let key = Key(SHA256.hash(bytes))
         let identity = status.map(Identity.init) ?? .none
         if let entry = stored[name], entry.key == key, let table = decode(entry.table, file: file) {
-            state.withLock {
-                $0.offered[name] = Offer(identity: identity, verifiedAt: now, key: key, table: .stored(entry.table))
-                $0.counts.byContent += 1
-            }
-            return table
+            servedByContent.add(1, ordering: .relaxed)
+            return (table, Offer(identity: identity, verifiedAt: now, key: key, table: .stored(entry.table)))
         }
         let table = try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: file)
         var w = Writer()
         w.table(table)
-        state.withLock {
-            $0.offered[name] = Offer(identity: identity, verifiedAt: now, key: key, table: .parsed(w.bytes))
-            $0.counts.parsed += 1
-        }
-        return table
+        parsedHere.add(1, ordering: .relaxed)
+        return (table, Offer(identity: identity, verifiedAt: now, key: key, table: .parsed(w.bytes)))
     }
 
     /// The table of an entry, or nil if it does not decode.
@@ -207,15 +205,14 @@ package final class ParsedConfigCache: Sendable {
         return table
     }
 
-    /// Keeps the table ``table(_:name:status:file:)`` or ``fresh(name:status:file:)`` returned
+    /// Keeps the entry ``table(_:name:status:file:)`` or ``fresh(name:status:file:)`` offered
     /// for `name` for the next load. A table not kept is not written (and an entry of the old
     /// file not kept is dropped from it). The cache file is rewritten when an entry is new, its
     /// file's status or bytes changed, or it was racy and is no longer (re-dated, it will be
     /// served by status).
-    package func keep(_ name: String) {
+    package func keep(_ name: String, _ offer: Offer) {
         state.withLock {
-            guard let offer = $0.offered[name], $0.used[name] == nil else { return }
-            $0.used[name] = offer
+            guard $0.used.updateValue(offer, forKey: name) == nil else { return }
             guard let old = stored[name], let new = offer.asStored else {
                 $0.changed = true
                 return
