@@ -40,7 +40,7 @@ package final class ParsedConfigCache: Sendable {
     /// entry checked by content now records as ``Stored/verifiedAt``.
     let now: Int64
     /// The entries the loader kept (``keep(_:_:)``), and whether the file must be rewritten.
-    private let state: Mutex<(used: [String: Offer], changed: Bool)>
+    private let state: Mutex<(used: [(name: String, offer: Offer)], changed: Bool)>
     /// How this load's files were served (``counts``).
     private let servedByStatus = Atomic<Int>(0), servedByContent = Atomic<Int>(0), parsedHere = Atomic<Int>(0)
 
@@ -87,6 +87,8 @@ package final class ParsedConfigCache: Sendable {
         var verifiedAt: Int64
         var key: Key
         var table: Table
+        /// The stored entry as it was (keeping it alone calls for no rewrite).
+        var unchanged = false
         enum Table {
             case stored(Range<Int>)
             case parsed([UInt8])
@@ -138,7 +140,7 @@ package final class ParsedConfigCache: Sendable {
         self.path = path
         self.now = now
         (storage, stored) = path.flatMap { Self.read($0) } ?? ([], [:])
-        var used: [String: Offer] = [:]
+        var used: [(name: String, offer: Offer)] = []
         used.reserveCapacity(stored.count)
         state = Mutex((used, false))
     }
@@ -174,7 +176,7 @@ package final class ParsedConfigCache: Sendable {
             let table = decode(entry.table, file: file)
         else { return nil }
         servedByStatus.add(1, ordering: .relaxed)
-        return (table, Offer(identity: entry.identity, verifiedAt: entry.verifiedAt, key: entry.key, table: .stored(entry.table)))
+        return (table, Offer(identity: entry.identity, verifiedAt: entry.verifiedAt, key: entry.key, table: .stored(entry.table), unchanged: true))
     }
 
     /// The table of the file `name` (at `file`) whose bytes are `bytes`, from the cache if its
@@ -189,7 +191,10 @@ package final class ParsedConfigCache: Sendable {
         let identity = status.map(Identity.init) ?? .none
         if let entry = stored[name], entry.key == key, let table = decode(entry.table, file: file) {
             servedByContent.add(1, ordering: .relaxed)
-            return (table, Offer(identity: identity, verifiedAt: now, key: key, table: .stored(entry.table)))
+            var offer = Offer(identity: identity, verifiedAt: now, key: key, table: .stored(entry.table))
+            // Re-dated: rewritten if that makes it no longer racy.
+            offer.unchanged = identity == entry.identity && (!entry.racy || offer.asStored!.racy)
+            return (table, offer)
         }
         let table = try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: file)
         var w = Writer()
@@ -206,18 +211,14 @@ package final class ParsedConfigCache: Sendable {
     }
 
     /// Keeps the entry ``table(_:name:status:file:)`` or ``fresh(name:status:file:)`` offered
-    /// for `name` for the next load. A table not kept is not written (and an entry of the old
-    /// file not kept is dropped from it). The cache file is rewritten when an entry is new, its
-    /// file's status or bytes changed, or it was racy and is no longer (re-dated, it will be
-    /// served by status).
+    /// for `name` (once per name) for the next load. A table not kept is not written (and an
+    /// entry of the old file not kept is dropped from it). The cache file is rewritten when an
+    /// entry is new, its file's status or bytes changed, or it was racy and is no longer
+    /// (re-dated, it will be served by status).
     package func keep(_ name: String, _ offer: Offer) {
         state.withLock {
-            guard $0.used.updateValue(offer, forKey: name) == nil else { return }
-            guard let old = stored[name], let new = offer.asStored else {
-                $0.changed = true
-                return
-            }
-            if old.identity != new.identity || old.key != new.key || old.table != new.table || (old.racy && !new.racy) { $0.changed = true }
+            $0.used.append((name, offer))
+            if !offer.unchanged { $0.changed = true }
         }
     }
 
@@ -231,8 +232,7 @@ package final class ParsedConfigCache: Sendable {
         guard changed || used.count != stored.count else { return }
         var body = Writer()
         body.u32(UInt32(used.count))
-        for name in used.keys.sorted() {
-            let e = used[name]!
+        for (name, e) in used.sorted(by: { $0.name < $1.name }) {
             body.string(name)
             body.u64(e.identity.device)
             body.u64(e.identity.inode)
@@ -454,10 +454,14 @@ package final class ParsedConfigCache: Sendable {
             guard depth < 256 else { throw Corrupt() }
             let path = try string()
             let line = try line()
+            let keyCount = try count()
             var keys: [String] = []
-            for _ in 0..<(try count()) { keys.append(try string()) }
+            keys.reserveCapacity(keyCount)
+            for _ in 0..<keyCount { keys.append(try string()) }
+            let entryCount = try count()
             var entries: [String: ConfigNode] = [:]
-            for _ in 0..<(try count()) {
+            entries.reserveCapacity(entryCount)
+            for _ in 0..<entryCount {
                 let k = try string()
                 entries[k] = try node(file: file)
             }
