@@ -320,4 +320,21 @@ final class ParsedConfigCacheTests: XCTestCase {
         XCTAssertEqual(chmod(file, 0o600), 0)
         XCTAssertEqual(try scan(dir, now: try aMinuteAfter([file])).errors, [])
     }
+
+    /// A file whose status changed but not its bytes (`touch`): checked by content, re-dated
+    /// under its new status, then served by status again.
+    func testATouchedFileIsCheckedByContentThenServedByStatusAgain() throws {
+        let (dir, _) = try setUpConfig(["a.toml": plugin("1m")])
+        let file = "\(dir)/plugins.d/a.toml"
+        _ = try scan(dir, now: try aMinuteAfter([file]))
+        XCTAssertEqual(try scan(dir, now: try aMinuteAfter([file])).counts, .init(byStatus: 1))
+        let st = try status(file)
+        var times = [st.st_atim, st.st_mtim]
+        times[1].tv_sec += 1
+        XCTAssertEqual(times.withUnsafeBufferPointer { utimensat(AT_FDCWD, file, $0.baseAddress, 0) }, 0)
+        let later = try aMinuteAfter([file])
+        XCTAssertEqual(try scan(dir, now: later).counts, .init(byContent: 1))
+        XCTAssertEqual(try XCTUnwrap(ParsedConfigCache(path: try cachePath(dir)).stored["a.toml"]).identity, ParsedConfigCache.Identity(try status(file)))
+        XCTAssertEqual(try scan(dir, now: later).counts, .init(byStatus: 1))
+    }
 }
