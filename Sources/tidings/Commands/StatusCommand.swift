@@ -80,7 +80,9 @@ struct StatusCommand: AsyncParsableCommand {
         } else {
             for line in report.text(color: EventFormatter.wantsColor(fileDescriptor: STDOUT_FILENO)) { emit(line) }
         }
-        if !report.reasons.isEmpty { throw ExitCode(Exit.attention) }
+        // Everything is written (by write(2)) and the state was only read: the process ends
+        // here rather than free 10,000 sources one object at a time (as `sources` does).
+        Glibc.exit(report.reasons.isEmpty ? 0 : Exit.attention)
     }
 
     /// The SQLite state as it is: exit 2 (and nothing created) when there is none; a file
