@@ -332,6 +332,10 @@ final class ParsedConfigCacheTests: XCTestCase {
         var times = [st.st_atim, st.st_mtim]
         times[1].tv_sec += 1
         XCTAssertEqual(times.withUnsafeBufferPointer { utimensat(AT_FDCWD, file, $0.baseAddress, 0) }, 0)
+        // While racy: checked by content, and the entry of its old status stands.
+        let old = try XCTUnwrap(ParsedConfigCache(path: try cachePath(dir)).stored["a.toml"]).identity
+        XCTAssertEqual(try scan(dir, now: nanoseconds(try status(file).st_ctim)).counts, .init(byContent: 1))
+        XCTAssertEqual(try XCTUnwrap(ParsedConfigCache(path: try cachePath(dir)).stored["a.toml"]).identity, old)
         let later = try aMinuteAfter([file])
         XCTAssertEqual(try scan(dir, now: later).counts, .init(byContent: 1))
         XCTAssertEqual(try XCTUnwrap(ParsedConfigCache(path: try cachePath(dir)).stored["a.toml"]).identity, ParsedConfigCache.Identity(try status(file)))

@@ -192,8 +192,10 @@ package final class ParsedConfigCache: Sendable {
         if let entry = stored[name], entry.key == key, let table = decode(entry.table, file: file) {
             servedByContent.add(1, ordering: .relaxed)
             var offer = Offer(identity: identity, verifiedAt: now, key: key, table: .stored(entry.table))
-            // Re-dated: rewritten if that makes it no longer racy.
-            offer.unchanged = identity == entry.identity && (!entry.racy || offer.asStored!.racy)
+            // Rewritten once it is not racy, if its status changed or it was racy (re-dated, it will
+            // be served by status); while racy its file is checked by content on every load in
+            // any case, so the stored entry stands (its status and bytes went together).
+            offer.unchanged = offer.asStored!.racy || (identity == entry.identity && !entry.racy)
             return (table, offer)
         }
         let table = try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: file)
