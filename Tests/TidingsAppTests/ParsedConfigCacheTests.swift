@@ -5,8 +5,9 @@ import XCTest
 @testable import TidingsApp
 @testable import TidingsPluginAPI
 
-/// The cache of parsed plugin files (issue 33): keyed by the bytes read, so never stale; a cache
-/// file that is corrupt, of another version, not ours or writable by others is ignored.
+/// The cache of parsed plugin files (issue 33): an entry serves its file by the file's status
+/// only when not racy, else by the bytes read, so never stale; a cache file that is corrupt, of
+/// another version, not ours or writable by others is ignored.
 final class ParsedConfigCacheTests: XCTestCase {
     /// A main config and plugins.d in a scratch folder, and a loader whose cache is in it.
     func setUpConfig(_ plugins: [String: String]) throws -> (dir: String, loader: ConfigLoader) {
@@ -94,7 +95,7 @@ final class ParsedConfigCacheTests: XCTestCase {
         // A cache written before this rule, holding a.toml's table: the next load drops it.
         let old = ParsedConfigCache(path: try cachePath(dir))
         let bytes = Array(try XCTUnwrap(FileManager.default.contents(atPath: "\(dir)/plugins.d/a.toml")))
-        old.keep(try XCTUnwrap(old.table(bytes, file: "\(dir)/plugins.d/a.toml").key))
+        old.keep("a.toml", try XCTUnwrap(old.table(bytes, name: "a.toml", status: nil, file: "\(dir)/plugins.d/a.toml").offer))
         old.save()
         XCTAssertTrue(try cacheText().contains(header), "the old cache holds the secret")
         XCTAssertEqual(try loader.load(file: "\(dir)/tidings.toml").sources.count, 4)
@@ -166,5 +167,178 @@ final class ParsedConfigCacheTests: XCTestCase {
         unlink(cache)
         try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
         XCTAssertEqual(try loader.load(file: "\(dir)/tidings.toml").sources.map(\.settings.interval), [60, 120])
+    }
+
+    // MARK: served by status (one fstatat), never stale
+
+    /// plugins.d read through a cache whose clock says `now` (nanoseconds since the epoch, set
+    /// from the files' own times: these tests depend on no clock): each plugin's table as text,
+    /// how the cache served them, and the errors.
+    func scan(_ dir: String, now: Int64) throws -> (tables: [String: String], counts: ParsedConfigCache.Counts, errors: [String]) {
+        let cache = ParsedConfigCache(path: try cachePath(dir), now: now)
+        var tables: [String: String] = [:]
+        var errors: [String] = []
+        do {
+            try testLoader.scanPlugins(
+                "\(dir)/plugins.d", cache: cache, explicit: nil, prepare: { _, _, _ in true }, cacheable: { $0 },
+                each: { name, table, _, _ in tables[name] = self.dump(table) })
+        } catch let e as ConfigErrors {
+            errors = e.errors.map(\.description)
+        }
+        cache.save()
+        return (tables, cache.counts, errors)
+    }
+
+    /// Writes `text` into the file in place (same inode: `write(_:to:)` renames a new file over it).
+    func overwrite(_ path: String, _ text: String) throws {
+        let fd = open(path, O_WRONLY | O_TRUNC)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        let bytes = Array(text.utf8)
+        XCTAssertEqual(bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }, bytes.count)
+    }
+
+    func status(_ path: String) throws -> stat {
+        var st = stat()
+        XCTAssertEqual(stat(path, &st), 0)
+        return st
+    }
+
+    func nanoseconds(_ t: timespec) -> Int64 { Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec) }
+
+    /// A clock a minute after the files' last modification or change: their entries are not racy.
+    func aMinuteAfter(_ paths: [String]) throws -> Int64 {
+        try paths.map { p in
+            let st = try status(p)
+            return max(nanoseconds(st.st_mtim), nanoseconds(st.st_ctim))
+        }.max()! + 60_000_000_000
+    }
+
+    func testAnEntryIsReverifiedByContentWhileRacyThenServedByStatus() throws {
+        let (dir, _) = try setUpConfig(["a.toml": plugin("1m"), "b.toml": plugin("2m")])
+        let files = ["\(dir)/plugins.d/a.toml", "\(dir)/plugins.d/b.toml"]
+        let later = try aMinuteAfter(files)
+        let changed = nanoseconds(try status(files[0]).st_ctim)
+        // Recorded when the file had just changed: racy.
+        let first = try scan(dir, now: changed)
+        XCTAssertEqual(first.counts, .init(parsed: 2))
+        XCTAssertEqual(first.errors, [])
+        XCTAssertEqual(first.tables.count, 2)
+        var stored = try XCTUnwrap(ParsedConfigCache(path: try cachePath(dir)).stored["a.toml"])
+        XCTAssertTrue(stored.racy)
+        // Still racy: checked by content, and the cache is not rewritten for it.
+        XCTAssertEqual(try scan(dir, now: changed + 1_000_000_000).counts, .init(byContent: 2))
+        XCTAssertEqual(try XCTUnwrap(ParsedConfigCache(path: try cachePath(dir)).stored["a.toml"]).verifiedAt, changed)
+        // No longer racy once checked again: re-dated and rewritten.
+        let second = try scan(dir, now: later)
+        XCTAssertEqual(second.counts, .init(byContent: 2))
+        XCTAssertEqual(second.tables, first.tables)
+        stored = try XCTUnwrap(ParsedConfigCache(path: try cachePath(dir)).stored["a.toml"])
+        XCTAssertEqual(stored.verifiedAt, later)
+        XCTAssertFalse(stored.racy)
+        // Then served by status alone, and the cache is left as it is.
+        let bytes = try XCTUnwrap(FileManager.default.contents(atPath: try cachePath(dir)))
+        let third = try scan(dir, now: later + 60_000_000_000)
+        XCTAssertEqual(third.counts, .init(byStatus: 2))
+        XCTAssertEqual(third.tables, first.tables)
+        XCTAssertEqual(try XCTUnwrap(FileManager.default.contents(atPath: try cachePath(dir))), bytes)
+    }
+
+    /// Two writes in one timestamp tick to the same size leave the same status over other bytes:
+    /// the entry recorded between them is racy, so the second write is seen. (Forged: the cache
+    /// holds the first bytes' table under the file's status after the second write.)
+    func testASameSizeWriteInTheSameTickIsSeenBecauseTheEntryIsRacy() throws {
+        let (dir, _) = try setUpConfig(["a.toml": plugin("1m")])
+        let file = "\(dir)/plugins.d/a.toml"
+        let before = Array(try XCTUnwrap(FileManager.default.contents(atPath: file)))
+        try overwrite(file, plugin("2m"))
+        let st = try status(file)
+        XCTAssertEqual(Int(st.st_size), before.count)
+        let forged = ParsedConfigCache(path: try cachePath(dir), now: nanoseconds(st.st_ctim))
+        forged.keep("a.toml", try XCTUnwrap(forged.table(before, name: "a.toml", status: st, file: file).offer))
+        forged.save()
+        let stored = try XCTUnwrap(ParsedConfigCache(path: try cachePath(dir)).stored["a.toml"])
+        XCTAssertEqual(stored.identity, ParsedConfigCache.Identity(st))
+        XCTAssertTrue(stored.racy)
+        let after = try scan(dir, now: try aMinuteAfter([file]))
+        XCTAssertEqual(after.counts, .init(parsed: 1))
+        XCTAssertTrue(try XCTUnwrap(after.tables["a"]).contains("interval=@3string(\"2m\")"), after.tables["a"]!)
+    }
+
+    /// An entry that is not racy: a later write to the same size, its modification time set back,
+    /// moved the change time, which no one can set back: seen.
+    func testASameSizeWriteWithItsModificationTimeSetBackIsSeen() throws {
+        let (dir, _) = try setUpConfig(["a.toml": plugin("1m")])
+        let file = "\(dir)/plugins.d/a.toml"
+        let later = try aMinuteAfter([file])
+        XCTAssertEqual(try scan(dir, now: later).counts, .init(parsed: 1))
+        XCTAssertEqual(try scan(dir, now: later).counts, .init(byStatus: 1))
+        let st = try status(file)
+        try overwrite(file, plugin("2m"))
+        // Past the tick of the first write (ctime moves on a chmod too), then the times set back.
+        while nanoseconds(try status(file).st_ctim) == nanoseconds(st.st_ctim) { XCTAssertEqual(chmod(file, 0o600), 0) }
+        let times = [st.st_atim, st.st_mtim]
+        XCTAssertEqual(times.withUnsafeBufferPointer { utimensat(AT_FDCWD, file, $0.baseAddress, 0) }, 0)
+        let now = try status(file)
+        XCTAssertEqual(now.st_size, st.st_size)
+        XCTAssertEqual(now.st_ino, st.st_ino)
+        XCTAssertEqual(nanoseconds(now.st_mtim), nanoseconds(st.st_mtim))
+        let after = try scan(dir, now: later)
+        XCTAssertEqual(after.counts, .init(parsed: 1))
+        XCTAssertTrue(try XCTUnwrap(after.tables["a"]).contains("interval=@3string(\"2m\")"), after.tables["a"]!)
+    }
+
+    func testAFileReplacedByRenameIsSeen() throws {
+        let (dir, _) = try setUpConfig(["a.toml": plugin("1m")])
+        let file = "\(dir)/plugins.d/a.toml"
+        let later = try aMinuteAfter([file])
+        _ = try scan(dir, now: later)
+        XCTAssertEqual(try scan(dir, now: later).counts, .init(byStatus: 1))
+        let st = try status(file)
+        try write(plugin("2m"), to: "\(dir)/a.toml.new")
+        let times = [st.st_atim, st.st_mtim]
+        XCTAssertEqual(times.withUnsafeBufferPointer { utimensat(AT_FDCWD, "\(dir)/a.toml.new", $0.baseAddress, 0) }, 0)
+        XCTAssertEqual(rename("\(dir)/a.toml.new", file), 0)
+        let after = try scan(dir, now: later)
+        XCTAssertEqual(after.counts, .init(parsed: 1))
+        XCTAssertTrue(try XCTUnwrap(after.tables["a"]).contains("interval=@3string(\"2m\")"), after.tables["a"]!)
+    }
+
+    /// The trust check is made on every load from the status taken then, served by status or not.
+    func testAGroupWritableFileIsRefusedWhenServedByStatus() throws {
+        let (dir, _) = try setUpConfig(["a.toml": plugin("1m")])
+        let file = "\(dir)/plugins.d/a.toml"
+        XCTAssertEqual(try scan(dir, now: try aMinuteAfter([file])).errors, [])
+        XCTAssertEqual(chmod(file, 0o620), 0)
+        let later = try aMinuteAfter([file])
+        for served in [ParsedConfigCache.Counts(byContent: 1), .init(byStatus: 1)] {
+            let r = try scan(dir, now: later)
+            XCTAssertEqual(r.counts, served)
+            XCTAssertEqual(r.errors.count, 1)
+            XCTAssertTrue(r.errors.first?.contains("a.toml: plugin config is writable by group or others (mode 620)") == true, "\(r.errors)")
+        }
+        XCTAssertEqual(chmod(file, 0o600), 0)
+        XCTAssertEqual(try scan(dir, now: try aMinuteAfter([file])).errors, [])
+    }
+
+    /// A file whose status changed but not its bytes (`touch`): checked by content, re-dated
+    /// under its new status, then served by status again.
+    func testATouchedFileIsCheckedByContentThenServedByStatusAgain() throws {
+        let (dir, _) = try setUpConfig(["a.toml": plugin("1m")])
+        let file = "\(dir)/plugins.d/a.toml"
+        _ = try scan(dir, now: try aMinuteAfter([file]))
+        XCTAssertEqual(try scan(dir, now: try aMinuteAfter([file])).counts, .init(byStatus: 1))
+        let st = try status(file)
+        var times = [st.st_atim, st.st_mtim]
+        times[1].tv_sec += 1
+        XCTAssertEqual(times.withUnsafeBufferPointer { utimensat(AT_FDCWD, file, $0.baseAddress, 0) }, 0)
+        // While racy: checked by content, and the entry of its old status stands.
+        let old = try XCTUnwrap(ParsedConfigCache(path: try cachePath(dir)).stored["a.toml"]).identity
+        XCTAssertEqual(try scan(dir, now: nanoseconds(try status(file).st_ctim)).counts, .init(byContent: 1))
+        XCTAssertEqual(try XCTUnwrap(ParsedConfigCache(path: try cachePath(dir)).stored["a.toml"]).identity, old)
+        let later = try aMinuteAfter([file])
+        XCTAssertEqual(try scan(dir, now: later).counts, .init(byContent: 1))
+        XCTAssertEqual(try XCTUnwrap(ParsedConfigCache(path: try cachePath(dir)).stored["a.toml"]).identity, ParsedConfigCache.Identity(try status(file)))
+        XCTAssertEqual(try scan(dir, now: later).counts, .init(byStatus: 1))
     }
 }

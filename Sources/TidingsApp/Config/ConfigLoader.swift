@@ -505,7 +505,7 @@ package struct ConfigLoader: Sendable {
             DispatchQueue.concurrentPerform(iterations: count) { k in
                 let result = parsePlugin(dir: dir, dirfd: dirfd, entry: tomls[base + k], present: present, trust: trust, cache: cache)
                 let prepared = result.table.map { prepare(result.name, $0, result.implicitCommand) }
-                if let key = result.cacheKey, let prepared, cacheable(prepared) { cache.keep(key) }
+                if let offer = result.cacheOffer, let prepared, cacheable(prepared) { cache.keep(result.file, offer) }
                 parsed.withLock { $0[k] = (result, prepared) }
             }
             for case (let result, let prepared)? in parsed.withLock({ $0 }) {
@@ -526,13 +526,15 @@ package struct ConfigLoader: Sendable {
 
     /// One `NAME.toml` read: its table if it parsed, and what is wrong with it.
     struct ParsedPlugin {
+        /// `NAME.toml`, and NAME.
+        var file: String
         var name: String
         var table: ConfigTable?
         /// `./NAME` when an executable `NAME` is beside it.
         var implicitCommand: String?
         var errors: [ConfigError]
-        /// Where the parse cache has `table`, for ``ParsedConfigCache/keep(_:)``.
-        var cacheKey: ParsedConfigCache.Key? = nil
+        /// What the parse cache keeps of `table` under `file`, for ``ParsedConfigCache/keep(_:_:)``.
+        var cacheOffer: ParsedConfigCache.Offer? = nil
     }
 
     /// One entry of a directory: its name and `d_type` (`DT_UNKNOWN` where the file system does not say).
@@ -571,16 +573,31 @@ package struct ConfigLoader: Sendable {
         let file = entry.name
         let name = String(file.dropLast(5))
         let path = "\(dir)/\(file)"
-        let exe = "\(dir)/\(name)"
-        let hasExecutable = present.contains(name) && FilePermissions.isExecutableFile(exe)
+        let exe = present.contains(name) ? "\(dir)/\(name)" : nil
+        let hasExecutable = exe.map { FilePermissions.isExecutableFile($0) } ?? false
         var result = ParsedPlugin(
-            name: name, implicitCommand: hasExecutable ? "./\(name)" : nil,
-            errors: hasExecutable ? trust.problems(exe, as: .plugin) : [])
+            file: file, name: name, implicitCommand: hasExecutable ? "./\(name)" : nil,
+            errors: hasExecutable ? trust.problems(exe!, as: .plugin) : [])
+        // A regular file the parse cache holds under its current status (one fstatat, not
+        // followed: a symbolic link is read below) is neither opened nor read; its trust is
+        // checked from that status.
+        if cache.mayServeByStatus, dirfd >= 0, entry.type == UInt8(DT_REG) || entry.type == UInt8(DT_UNKNOWN), trust.realDirectory != nil {
+            var st = stat()
+            if fstatat(dirfd, file, &st, AT_SYMLINK_NOFOLLOW) == 0, st.st_mode & S_IFMT == S_IFREG,
+                let cached = cache.fresh(name: file, status: st, file: path)
+            {
+                result.errors = trust.entryProblems(file, status: st, as: .pluginConfig) + result.errors
+                (result.table, result.cacheOffer) = cached
+                return result
+            }
+        }
         do {
             let bytes: [UInt8]
-            if entry.type == UInt8(DT_REG), let read = trust.readEntry(file, in: dirfd, as: .pluginConfig) {
+            var status: stat? = nil
+            if entry.type == UInt8(DT_REG) || entry.type == UInt8(DT_UNKNOWN), let read = trust.readEntry(file, in: dirfd, as: .pluginConfig) {
                 result.errors = read.problems + result.errors
                 bytes = read.bytes
+                status = read.status
             } else {
                 result.errors = trust.problems(path, as: .pluginConfig) + result.errors
                 guard let data = FileManager.default.contents(atPath: path) else {
@@ -588,9 +605,7 @@ package struct ConfigLoader: Sendable {
                 }
                 bytes = Array(data)
             }
-            let parsed = try cache.table(bytes, file: path)
-            result.table = parsed.table
-            result.cacheKey = parsed.key
+            (result.table, result.cacheOffer) = try cache.table(bytes, name: file, status: status, file: path)
         } catch let e as ConfigError {
             result.errors.append(e)
         } catch {
@@ -647,7 +662,8 @@ package struct PluginTrust: Sendable {
     /// path took three. Nil where that does not apply (the directory has no real path, the entry
     /// is not a regular file, it cannot be opened or read): the caller falls back to those.
     /// `dirfd`: the directory opened, or -1 to open the entry by its path.
-    func readEntry(_ name: String, in dirfd: Int32 = -1, as role: FileTrust.Role) -> (bytes: [UInt8], problems: [ConfigError])? {
+    /// `status`: the `fstat` taken before the bytes were read.
+    func readEntry(_ name: String, in dirfd: Int32 = -1, as role: FileTrust.Role) -> (bytes: [UInt8], problems: [ConfigError], status: stat)? {
         guard let real = realDirectory else { return nil }
         let flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
         let fd = dirfd >= 0 ? openat(dirfd, name, flags) : open("\(directory)/\(name)", flags)
@@ -655,8 +671,19 @@ package struct PluginTrust: Sendable {
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, let bytes = Self.readRegular(fd, size: Int(st.st_size)) else { return nil }
-        let problems = trust.checkEntry(real == "/" ? "/\(name)" : "\(real)/\(name)", status: st, as: role).map(\.configError)
-        return (bytes, problems)
+        return (bytes, entryProblems(name, status: st, as: role, real: real), st)
+    }
+
+    /// What ``FileTrust/checkEntry(_:status:as:)`` finds wrong with the entry `name` of the
+    /// directory, from its status taken already; its real path is made only for a message.
+    func entryProblems(_ name: String, status st: stat, as role: FileTrust.Role) -> [ConfigError] {
+        guard let real = realDirectory else { return trust.check("\(directory)/\(name)", as: role, stopAt: vouched).map(\.configError) }
+        return entryProblems(name, status: st, as: role, real: real)
+    }
+
+    private func entryProblems(_ name: String, status st: stat, as role: FileTrust.Role, real: String) -> [ConfigError] {
+        if trust.trusts(st) { return [] }
+        return trust.checkEntry(real == "/" ? "/\(name)" : "\(real)/\(name)", status: st, as: role).map(\.configError)
     }
 
     /// All of a regular file whose `fstat` said `size` bytes: a read that returns less than it

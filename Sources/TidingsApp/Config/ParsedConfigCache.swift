@@ -7,30 +7,108 @@ import TidingsPluginAPI
 /// Parsed plugin files kept between runs (issue 33: parsing 10,000 `plugins.d` files was a
 /// quarter of `config check`, `sources` and `status`).
 ///
-/// Each entry is keyed by the SHA-256 of the bytes read, so it cannot be stale: a file edited in
-/// the same second to the same size has other bytes, hence another key. Only the parse is
-/// cached: every file is still opened, read and checked (``PluginTrust``) on every load, and
-/// its table gets the file's current path. The cache file (0600, ours, written atomically by
-/// rename) is ignored when it is not ours, is writable by others, is of another version or
-/// fails its checksum; failing to write it is never an error. Only the entries this load kept
-/// (``keep(_:)``) are written back, so it holds one entry per plugin file and no more, and none
-/// for a file that holds a secret: the loader keeps only tables whose source was built and read
-/// no inline secret (``OptionReader/readInlineSecret``), so a password written in a plugin file
-/// is never copied into the cache.
+/// An entry is kept under the file's name with what one `fstatat` says of it (device, inode,
+/// size, modification and change times in nanoseconds: its ``Identity``), the SHA-256 of the
+/// bytes it was parsed from, and when that was checked (``Stored/verifiedAt``, this machine's
+/// clock, read before the file was). A file whose status is the entry's is served without being
+/// opened (``fresh(name:status:file:)``), unless the entry is *racy* (git's rule): its file was
+/// modified or changed less than ``racyMargin`` before it was checked, so a second write in the
+/// same timestamp tick, to the same size, could have left the same status over other bytes. A
+/// file whose status differs, or whose entry is racy, is read and compared by content
+/// (``table(_:name:status:file:)``): same bytes, the entry is served and re-dated, and rewritten
+/// once no longer racy; other bytes, it is parsed again. A user cannot set a change time (any
+/// write, chmod, utime or rename moves it to the clock's now), so a file edited after an entry
+/// was checked never has its status. The file's trust (``PluginTrust``) is checked on every
+/// load from the status taken then, and its table gets the file's current path.
+///
+/// The cache file (0600, ours, written atomically by rename) is ignored when it is not ours, is
+/// writable by others, is of another version or fails its checksum; failing to write it is never
+/// an error. Only the entries this load kept (``keep(_:_:)``) are written back, so it holds one
+/// entry per plugin file and no more, and none for a file that holds a secret: the loader keeps
+/// only tables whose source was built and read no inline secret
+/// (``OptionReader/readInlineSecret``), so a password written in a plugin file is never copied
+/// into the cache, and such a file is read on every load.
 package final class ParsedConfigCache: Sendable {
     /// Where the cache is, or nil for none.
     package let path: String?
-    /// The cache file's bytes, and where in them each entry is: an entry is decoded when a file
-    /// with its key is loaded, not before (reading the cache is on the load's critical path).
+    /// The cache file's bytes, and its entries by file name (each entry's table is decoded from
+    /// ``storage`` when its file is loaded, not before: reading the cache is on the load's
+    /// critical path).
     let storage: [UInt8]
-    let stored: [Key: Range<Int>]
-    /// Entries read or parsed by this load (`offered`), and those the loader kept.
-    private let state = Mutex<(offered: [Key: Entry], used: [Key: Entry], changed: Bool)>(([:], [:], false))
+    let stored: [String: Stored]
+    /// This load's clock (nanoseconds since the epoch), read before any plugin file is: what an
+    /// entry checked by content now records as ``Stored/verifiedAt``.
+    let now: Int64
+    /// The entries the loader kept (``keep(_:_:)``), and whether the file must be rewritten.
+    private let state: Mutex<(used: [(name: String, offer: Offer)], changed: Bool)>
+    /// How this load's files were served (``counts``).
+    private let servedByStatus = Atomic<Int>(0), servedByContent = Atomic<Int>(0), parsedHere = Atomic<Int>(0)
 
-    /// An entry: where it is in ``storage``, or its bytes, just made.
-    enum Entry {
-        case stored(Range<Int>)
-        case parsed([UInt8])
+    /// How long after a file was last modified or changed its entry is racy: 5 s, far above the
+    /// file system's timestamp tick (the kernel's coarse clock, a few ms behind the one read
+    /// here) and any write still under way when its file was read, and a margin for a file
+    /// system whose clock is another machine's (NFS).
+    static let racyMargin: Int64 = 5_000_000_000
+
+    /// What one `fstatat` says of a file, compared whole.
+    package struct Identity: Equatable, Sendable {
+        var device: UInt64, inode: UInt64, size: Int64, modified: Int64, changed: Int64
+        package init(_ st: stat) {
+            device = UInt64(st.st_dev)
+            inode = UInt64(st.st_ino)
+            size = Int64(st.st_size)
+            modified = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+            changed = Int64(st.st_ctim.tv_sec) * 1_000_000_000 + Int64(st.st_ctim.tv_nsec)
+        }
+        init(device: UInt64, inode: UInt64, size: Int64, modified: Int64, changed: Int64) {
+            (self.device, self.inode, self.size, self.modified, self.changed) = (device, inode, size, modified, changed)
+        }
+        /// Of an entry recorded without a status (a file not read through its directory): matches no file.
+        static let none = Identity(device: 0, inode: 0, size: -1, modified: 0, changed: 0)
+    }
+
+    /// An entry of the cache file: its file's status and bytes when checked, and where its table is in ``storage``.
+    struct Stored: Sendable {
+        var identity: Identity
+        var verifiedAt: Int64
+        var key: Key
+        var table: Range<Int>
+        /// Modified or changed too close to when it was checked for its status to stand for its bytes.
+        var racy: Bool {
+            identity == .none || identity.modified >= verifiedAt - ParsedConfigCache.racyMargin
+                || identity.changed >= verifiedAt - ParsedConfigCache.racyMargin
+        }
+    }
+
+    /// An entry offered by this load, for ``keep(_:_:)``: the stored one (re-dated if checked by
+    /// content), or one just parsed.
+    package struct Offer: Sendable {
+        var identity: Identity
+        var verifiedAt: Int64
+        var key: Key
+        var table: Table
+        /// The stored entry as it was (keeping it alone calls for no rewrite).
+        var unchanged = false
+        enum Table {
+            case stored(Range<Int>)
+            case parsed([UInt8])
+        }
+        var asStored: Stored? {
+            guard case .stored(let range) = table else { return nil }
+            return Stored(identity: identity, verifiedAt: verifiedAt, key: key, table: range)
+        }
+    }
+
+    /// How this load's files were served: by their status alone, by content (read, same bytes as
+    /// the entry), or parsed.
+    package struct Counts: Equatable, Sendable {
+        package var byStatus = 0, byContent = 0, parsed = 0
+        package init(byStatus: Int = 0, byContent: Int = 0, parsed: Int = 0) {
+            (self.byStatus, self.byContent, self.parsed) = (byStatus, byContent, parsed)
+        }
+    }
+    package var counts: Counts {
+        Counts(byStatus: servedByStatus.load(ordering: .relaxed), byContent: servedByContent.load(ordering: .relaxed), parsed: parsedHere.load(ordering: .relaxed))
     }
 
     /// A SHA-256 as four words: hashed and compared as 4 words, not 32 bytes one at a time.
@@ -46,12 +124,25 @@ package final class ParsedConfigCache: Sendable {
 
     static let magic: [UInt8] = Array("TIDINGS-CONFIG-CACHE".utf8)
     /// 2: a 64-bit checksum (``checksum(_:)``) in place of a SHA-256 of the body.
-    static let version: UInt32 = 2
+    /// 3: entries by file name, with the file's status and when it was checked.
+    static let version: UInt32 = 3
 
-    /// A cache read from `path` (nil: no cache, everything is parsed).
-    package init(path: String?) {
+    /// This machine's clock, in nanoseconds since the epoch (the clock file times are taken from).
+    package static func clock() -> Int64 {
+        var t = timespec()
+        clock_gettime(CLOCK_REALTIME, &t)
+        return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
+    }
+
+    /// A cache read from `path` (nil: no cache, everything is parsed). `now`: this load's clock,
+    /// read before any plugin file is (tests give their own).
+    package init(path: String?, now: Int64 = ParsedConfigCache.clock()) {
         self.path = path
+        self.now = now
         (storage, stored) = path.flatMap { Self.read($0) } ?? ([], [:])
+        var used: [(name: String, offer: Offer)] = []
+        used.reserveCapacity(stored.count)
+        state = Mutex((used, false))
     }
 
     /// The cache file for `pluginsDir`: in `stateDir` when the config names one, else in
@@ -73,37 +164,67 @@ package final class ParsedConfigCache: Sendable {
         return "\(folder)/config-cache-\(Fingerprint.of([pluginsDir])).bin"
     }
 
-    /// The table of a file whose bytes are `bytes`, from the cache or parsed, and the key under
-    /// which ``keep(_:)`` keeps it for the next load (nil: no cache). Parse errors are thrown as
-    /// ``ConfigTable/parse(_:file:)`` throws them, and not kept.
-    package func table(_ bytes: [UInt8], file: String) throws -> (table: ConfigTable, key: Key?) {
+    /// Whether any entry may serve a file by its status (no `fstatat` is worth making otherwise).
+    package var mayServeByStatus: Bool { !stored.isEmpty }
+
+    /// The table of the regular file `name` (at `file`), served by its status alone: if the
+    /// cache holds an entry for it with the status `status` (one `fstatat`, not followed) and
+    /// that entry is not racy, with what ``keep(_:_:)`` keeps. Nil: read the file and hand its
+    /// bytes to ``table(_:name:status:file:)``.
+    package func fresh(name: String, status: stat, file: String) -> (table: ConfigTable, offer: Offer)? {
+        guard path != nil, let entry = stored[name], !entry.racy, entry.identity == Identity(status),
+            let table = decode(entry.table, file: file)
+        else { return nil }
+        servedByStatus.add(1, ordering: .relaxed)
+        return (table, Offer(identity: entry.identity, verifiedAt: entry.verifiedAt, key: entry.key, table: .stored(entry.table), unchanged: true))
+    }
+
+    /// The table of the file `name` (at `file`) whose bytes are `bytes`, from the cache if its
+    /// entry was parsed from the same bytes, else parsed, with what ``keep(_:_:)`` keeps under
+    /// `name` for the next load (nil: no cache): its `status` (the `fstat` of the descriptor the bytes were read
+    /// through, taken before they were read; nil: none, the entry is then checked by content on
+    /// every load). Parse errors are thrown as ``ConfigTable/parse(_:file:)`` throws them, and
+    /// not kept.
+    package func table(_ bytes: [UInt8], name: String, status: stat?, file: String) throws -> (table: ConfigTable, offer: Offer?) {
         guard path != nil else { return (try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: file), nil) }
         let key = Key(SHA256.hash(bytes))
-        if let range = stored[key] {
-            var reader = Reader(bytes: storage, offset: range.lowerBound, end: range.upperBound)
-            if let table = try? reader.table(file: file), reader.atEnd {
-                state.withLock { $0.offered[key] = .stored(range) }
-                return (table, key)
-            }
+        let identity = status.map(Identity.init) ?? .none
+        if let entry = stored[name], entry.key == key, let table = decode(entry.table, file: file) {
+            servedByContent.add(1, ordering: .relaxed)
+            var offer = Offer(identity: identity, verifiedAt: now, key: key, table: .stored(entry.table))
+            // Rewritten once it is not racy, if its status changed or it was racy (re-dated, it will
+            // be served by status); while racy its file is checked by content on every load in
+            // any case, so the stored entry stands (its status and bytes went together).
+            offer.unchanged = offer.asStored!.racy || (identity == entry.identity && !entry.racy)
+            return (table, offer)
         }
         let table = try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: file)
         var w = Writer()
         w.table(table)
-        state.withLock { $0.offered[key] = .parsed(w.bytes) }
-        return (table, key)
+        parsedHere.add(1, ordering: .relaxed)
+        return (table, Offer(identity: identity, verifiedAt: now, key: key, table: .parsed(w.bytes)))
     }
 
-    /// Keeps the table ``table(_:file:)`` returned under `key` for the next load. A table not
-    /// kept is not written (and an entry of the old file not kept is dropped from it).
-    package func keep(_ key: Key) {
+    /// The table of an entry, or nil if it does not decode.
+    private func decode(_ range: Range<Int>, file: String) -> ConfigTable? {
+        var reader = Reader(bytes: storage, offset: range.lowerBound, end: range.upperBound)
+        guard let table = try? reader.table(file: file), reader.atEnd else { return nil }
+        return table
+    }
+
+    /// Keeps the entry ``table(_:name:status:file:)`` or ``fresh(name:status:file:)`` offered
+    /// for `name` (once per name) for the next load. A table not kept is not written (and an
+    /// entry of the old file not kept is dropped from it). The cache file is rewritten when an
+    /// entry is new, its file's status or bytes changed, or it was racy and is no longer
+    /// (re-dated, it will be served by status).
+    package func keep(_ name: String, _ offer: Offer) {
         state.withLock {
-            guard let entry = $0.offered[key], $0.used[key] == nil else { return }
-            $0.used[key] = entry
-            if stored[key] == nil { $0.changed = true }
+            $0.used.append((name, offer))
+            if !offer.unchanged { $0.changed = true }
         }
     }
 
-    /// Writes the entries used since ``init(path:)`` back, if they differ from those read.
+    /// Writes the entries used since ``init(path:now:)`` back, if they differ from those read.
     /// Failures are ignored: the cache only saves work.
     package func save() {
         guard let path else { return }
@@ -113,9 +234,16 @@ package final class ParsedConfigCache: Sendable {
         guard changed || used.count != stored.count else { return }
         var body = Writer()
         body.u32(UInt32(used.count))
-        for key in used.keys.sorted() {
-            body.raw(key.bytes)
-            switch used[key]! {
+        for (name, e) in used.sorted(by: { $0.name < $1.name }) {
+            body.string(name)
+            body.u64(e.identity.device)
+            body.u64(e.identity.inode)
+            body.i64(e.identity.size)
+            body.i64(e.identity.modified)
+            body.i64(e.identity.changed)
+            body.i64(e.verifiedAt)
+            body.raw(e.key.bytes)
+            switch e.table {
             case .stored(let range):
                 body.u32(UInt32(range.count))
                 body.bytes += storage[range]
@@ -146,7 +274,7 @@ package final class ParsedConfigCache: Sendable {
 
     /// The entries of the cache file at `path`, or nil if it is missing, not a regular file
     /// owned by us, writable by group or others, of another version or corrupt.
-    static func read(_ path: String) -> ([UInt8], [Key: Range<Int>])? {
+    static func read(_ path: String) -> ([UInt8], [String: Stored])? {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -157,23 +285,28 @@ package final class ParsedConfigCache: Sendable {
         return decode(bytes)
     }
 
-    /// The entries of a cache file's bytes (where each is in them), or nil if they are not a
-    /// whole cache of this version.
-    static func decode(_ bytes: [UInt8]) -> ([UInt8], [Key: Range<Int>])? {
+    /// The entries of a cache file's bytes (where each one's table is in them), or nil if they
+    /// are not a whole cache of this version.
+    static func decode(_ bytes: [UInt8]) -> ([UInt8], [String: Stored])? {
         let head = magic.count + 4 + 8
         guard bytes.count >= head, bytes.starts(with: magic) else { return nil }
         var r = Reader(bytes: bytes)
         r.offset = magic.count
         guard let v = try? r.u32(), v == version, let sum = try? r.i64(), UInt64(bitPattern: sum) == checksum(bytes[head...]) else { return nil }
-        var out: [Key: Range<Int>] = [:]
+        var out: [String: Stored] = [:]
         do {
             let count = try r.count()
             out.reserveCapacity(count)
             for _ in 0..<count {
+                let name = try r.string()
+                let identity = Identity(
+                    device: UInt64(bitPattern: try r.i64()), inode: UInt64(bitPattern: try r.i64()), size: try r.i64(), modified: try r.i64(),
+                    changed: try r.i64())
+                let verifiedAt = try r.i64()
                 let key = Key(try r.raw(SHA256.byteCount))
                 let n = Int(try r.u32())
                 guard r.end - r.offset >= n else { return nil }
-                out[key] = r.offset..<(r.offset + n)
+                out[name] = Stored(identity: identity, verifiedAt: verifiedAt, key: key, table: r.offset..<(r.offset + n))
                 r.offset += n
             }
         } catch { return nil }
@@ -323,10 +456,14 @@ package final class ParsedConfigCache: Sendable {
             guard depth < 256 else { throw Corrupt() }
             let path = try string()
             let line = try line()
+            let keyCount = try count()
             var keys: [String] = []
-            for _ in 0..<(try count()) { keys.append(try string()) }
+            keys.reserveCapacity(keyCount)
+            for _ in 0..<keyCount { keys.append(try string()) }
+            let entryCount = try count()
             var entries: [String: ConfigNode] = [:]
-            for _ in 0..<(try count()) {
+            entries.reserveCapacity(entryCount)
+            for _ in 0..<entryCount {
                 let k = try string()
                 entries[k] = try node(file: file)
             }
