@@ -10,7 +10,7 @@ the daemon's CPU seconds until then (the load's, as it polls nothing). UNHELD_PR
 command run at the measurement, `{pid}` the daemon's (a gdb call of malloc_stats, which
 writes to the daemon's log).
 
-    python3 bench/unheld.py --bin .build/install/tidings --sizes 10000 30000 [--seconds 40] [--polled]
+    python3 bench/unheld.py --bin .build/install/tidings --sizes 10000 30000 [--seconds 40] [--polled] [--cold]
 """
 import argparse
 import json
@@ -33,7 +33,7 @@ class NoServer:
         return f"http://127.0.0.1:9/s/{i}.json"
 
 
-def idle_rss(binary, pg, work, n, seconds, polled=False):
+def idle_rss(binary, pg, work, n, seconds, polled=False, cold=False):
     db = pg.create_database(f"unheld{n}")
     d = os.path.join(work, f"n{n}")
     targs = bench.tidings_config(d, NoServer(), n, interval="300s")
@@ -51,6 +51,10 @@ def idle_rss(binary, pg, work, n, seconds, polled=False):
         db.query(f"INSERT INTO source_state(source, provider, last_poll, last_success, baseline_at, next_due) SELECT "
                  f"'s' || lpad(i::text, 5, '0'), 'http-json', {time.time()}, {time.time()}, {time.time()}, {far} "
                  f"FROM generate_series(0, {n - 1}) AS i")
+    if cold:  # the parse cache the `outbox` run above wrote: the daemon parses every file, and writes it
+        for f in os.listdir(os.path.join(d, "state")):
+            if f.startswith("config-cache-"):
+                os.unlink(os.path.join(d, "state", f))
     log = os.path.join(d, "daemon.log")
     with open(log, "w") as lf:
         # UNHELD_WRAP: a command to run the daemon under (a heap profiler); it is then killed,
@@ -94,12 +98,13 @@ def main():
     a.add_argument("--bin", required=True)
     a.add_argument("--sizes", type=int, nargs="+", default=[10000, 30000])
     a.add_argument("--seconds", type=float, default=40)
+    a.add_argument("--cold", action="store_true", help="no parse cache when the daemon starts")
     a.add_argument("--polled", action="store_true", help="every source has a source_state row (as after a baseline check)")
     args = a.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="tidings-unheld-") as work, postgres.PostgresServer() as pg:
         for n in [0] + args.sizes:
-            r = idle_rss(os.path.abspath(args.bin), pg, work, n, args.seconds, args.polled)
+            r = idle_rss(os.path.abspath(args.bin), pg, work, n, args.seconds, args.polled, args.cold)
             if rows:
                 r["kib_per_source"] = (r["rss_kib"] - rows[0]["rss_kib"]) / n
             rows.append(r)
