@@ -52,7 +52,7 @@ def idle_rss(binary, pg, work, n, seconds, polled=False, cold=False):
                  f"'s' || lpad(i::text, 5, '0'), 'http-json', {time.time()}, {time.time()}, {time.time()}, {far} "
                  f"FROM generate_series(0, {n - 1}) AS i")
     if cold:  # the parse cache the `outbox` run above wrote: the daemon parses every file, and writes it
-        for f in os.listdir(os.path.join(d, "state")):
+        for f in os.listdir(os.path.join(d, "state")) if os.path.isdir(os.path.join(d, "state")) else []:
             if f.startswith("config-cache-"):
                 os.unlink(os.path.join(d, "state", f))
     log = os.path.join(d, "daemon.log")
