@@ -36,4 +36,30 @@ final class SourceHealthTests: XCTestCase {
         XCTAssertEqual(SourceHealth.allCases.filter(\.isFailing), [.failing, .authFailed])
         XCTAssertEqual(SourceHealth.allCases.map(\.rawValue), ["ok", "new", "failing", "auth-failed", "paused"])
     }
+
+    /// The daemon's status pass reads only the rows under which a source can be failing (issue 33:
+    /// not every stored source every 5 s); every source read so counts as it did in the full read.
+    func testTheStatusPassReadsOnlyTheRowsThatCanFail() throws {
+        let store = try makeTestStore()
+        let t = 1_800_000_000.0
+        try store.database.write { db in
+            for (name, failures, hash) in [("ok", 0, nil), ("never", 0, nil), ("failing", 3, nil), ("rejected", 1, "h1"), ("rejected-once", 0, "h0")] as [(String, Int, String?)] {
+                _ = try db.execute(
+                    "INSERT INTO source_state(source, provider, failures, last_success, auth_failed_hash) VALUES (?, 'scripted', ?, ?, ?)",
+                    name, failures, name == "never" ? nil : t, hash)
+            }
+        }
+        let all = try store.database.read { try StateStore.storedHealth($0) }
+        let problems = try store.database.read { try StateStore.storedHealth($0, problemsOnly: true) }
+        XCTAssertEqual(Set(all.keys), ["ok", "never", "failing", "rejected", "rejected-once"])
+        XCTAssertEqual(Set(problems.keys), ["failing", "rejected", "rejected-once"])
+        for (name, stored) in all {
+            var s = source()
+            s.configHash = "h0"
+            XCTAssertEqual(SourceHealth(s, stored).isFailing, SourceHealth(s, problems[name]).isFailing, name)
+            s.configHash = "h1"
+            XCTAssertEqual(SourceHealth(s, stored).isFailing, SourceHealth(s, problems[name]).isFailing, name)
+            if problems[name] != nil { XCTAssertEqual(problems[name], stored) }
+        }
+    }
 }

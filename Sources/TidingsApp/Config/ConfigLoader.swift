@@ -267,6 +267,12 @@ package struct ConfigLoader: Sendable {
         let sourcesDir = pluginsDir
         let recipes = recipesWhereShared && state.isPostgres
         var recipeStore: [UInt8] = []
+        // How many sources plugins.d is about to hand over (``scanPlugins``): the source list and
+        // the recipes are reserved at about their size, not grown by doubling (issue 33: at
+        // 100,000 sources the grown list and recipes and their exact copies were 100 of the
+        // load's 183 MB peak, heaptrack).
+        var expected = 0
+        var recipesKept = 0
         func addSource(name: String, table: ConfigTable, built: @autoclosure () -> BuiltSource) {
             collect {
                 if let first = declared[name] {
@@ -279,7 +285,14 @@ package struct ConfigLoader: Sendable {
                 let b = built()
                 warnings += b.warnings
                 errors += b.errors
-                if let src = b.source { sources.append(b.recipe.map { Self.keep(src, recipe: $0, in: &recipeStore) } ?? src) }
+                guard let src = b.source else { return }
+                guard let recipe = b.recipe else { return sources.append(src) }
+                sources.append(Self.keep(src, recipe: recipe, in: &recipeStore))
+                recipesKept += 1
+                // The recipes' size, from the first 256 (a source's recipe is ~100-300 bytes).
+                if recipesKept == 256, expected > 2 * recipesKept {
+                    recipeStore.reserveCapacity(recipeStore.count / recipesKept * expected * 9 / 8)
+                }
             }
         }
         collect {
@@ -311,6 +324,10 @@ package struct ConfigLoader: Sendable {
                 },
                 // A table is kept in the parse cache only if it built a source and holds no secret.
                 cacheable: { $0.source != nil && !$0.readInlineSecret },
+                expecting: { n in
+                    expected = n
+                    sources.reserveCapacity(sources.count + n)
+                },
                 each: { name, table, _, built in addSource(name: name, table: table, built: built) })
         }
 
@@ -326,9 +343,11 @@ package struct ConfigLoader: Sendable {
         }
 
         if !errors.isEmpty { throw ConfigErrors(Self.unique(errors), warnings: warnings) }
-        // A new array of the exact size: the one appended to has up to twice the capacity
-        // (~230 bytes a source: 1.5 MB of 10,000 sources' 3.8 MB, heaptrack, issue 33).
-        sources = sources.sorted { $0.name < $1.name }
+        // Sorted in place, and copied to an array of the exact size only if the one appended to
+        // has more than an eighth unused (it was reserved at the number of plugin files: a grown
+        // array has up to twice the capacity, ~230 bytes a source, heaptrack, issue 33).
+        sources.sort { $0.name < $1.name }
+        if sources.capacity - sources.count > sources.count / 8 { sources = sources.withUnsafeBufferPointer { Array($0) } }
         var config = TidingsConfig(
             file: file, pluginsDir: pluginsDir, stateDir: stateDir, defaults: defaults, sources: sources,
             sinks: sinkConfigs, routes: routes, maxConcurrent: maxConcurrent, maxPerHost: maxPerHost,
@@ -337,7 +356,8 @@ package struct ConfigLoader: Sendable {
         config.deadLetterDays = deadLetterDays
         if recipes {
             config.builder = RecipeBuilder(
-                loader: self, defaults: defaults, pluginsDir: pluginsDir, recipes: recipeStore.withUnsafeBufferPointer { Array($0) })
+                loader: self, defaults: defaults, pluginsDir: pluginsDir,
+                recipes: recipeStore.capacity - recipeStore.count > recipeStore.count / 8 ? recipeStore.withUnsafeBufferPointer { Array($0) } : recipeStore)
         }
         return config
     }
@@ -465,12 +485,14 @@ package struct ConfigLoader: Sendable {
     /// executable must be safe from other users (``FileTrust``); a plugin refused for that is
     /// still handed over, so that `config check` reports its other errors too.
     /// `prepare` runs on the parsing workers, for each plugin that parsed; `each` gets its result.
+    /// `expecting` is told, before the first is parsed, how many `.toml` files there are.
     /// `cache` keeps a parsed table for the next load when `cacheable` says so of what `prepare`
     /// made of it.
     func scanPlugins<Prepared: Sendable>(
         _ dir: String, cache readCache: @autoclosure () -> ParsedConfigCache = ParsedConfigCache(path: nil), explicit: (String, Int?)?,
         prepare: @Sendable (String, ConfigTable, String?) -> Prepared,
         cacheable: @Sendable (Prepared) -> Bool = { _ in false },
+        expecting: (Int) -> Void = { _ in },
         each: (String, ConfigTable, String?, Prepared) -> Void
     ) throws {
         var st = stat()
@@ -493,6 +515,7 @@ package struct ConfigLoader: Sendable {
         // a time, and each chunk is handed over and dropped before the next, so 10,000 plugin
         // files are never all held in memory as parsed tables at once.
         let tomls = entries.filter { $0.name.hasSuffix(".toml") }
+        expecting(tomls.count)
         let cache = readCache()
         // Entries are opened relative to the directory: one lookup of the name, not of every
         // component of the path again (-1, if it cannot be opened: then by path).

@@ -226,7 +226,7 @@ package final class DaemonService: Service, Sendable {
         let pulse = self.pulse
         let router = Router(routes: config.routes, allSinks: config.sinks.map(\.name))
         let notifications = self.notifications
-        let state = await snapshot()
+        let state = await snapshot(problemsOnly: false)
         state?.exportHealth(of: config)
         state?.exportBacklog(sinks: config.sinks)
         let (scheduler, pause) = live.withLock { l in
@@ -342,9 +342,11 @@ package final class DaemonService: Service, Sendable {
     }
 
     /// The state as the status line and gauges show it; nil (after logging why) when it cannot be read.
-    private func snapshot() async -> StateSnapshot? {
+    /// `problemsOnly`: the health of the sources that can be failing only (all the status line
+    /// needs; ``StateSnapshot/read(_:problemsOnly:)``); every source's for the health gauges.
+    private func snapshot(problemsOnly: Bool = true) async -> StateSnapshot? {
         do {
-            let s = try await StateSnapshot.read(store)
+            let s = try await StateSnapshot.read(store, problemsOnly: problemsOnly)
             statusLog.succeeded("status", "reading source health and outbox backlog from \(store.path) works again", logger: logger)
             return s
         } catch {

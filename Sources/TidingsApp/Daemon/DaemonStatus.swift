@@ -16,10 +16,13 @@ package struct StateSnapshot {
     }
 
     /// Both in one read, on the state backend's threads (not the cooperative pool).
-    package static func read(_ store: StateStore) async throws -> StateSnapshot {
+    /// `problemsOnly`: ``health`` holds only the sources that can be failing (what the status line
+    /// counts; ``StateStore/storedHealth(_:problemsOnly:)``), not every stored source (what
+    /// ``exportHealth(of:)`` needs).
+    package static func read(_ store: StateStore, problemsOnly: Bool = false) async throws -> StateSnapshot {
         let now = Date()
         let (health, backlog) = try await store.database.read { db in
-            (try StateStore.storedHealth(db), try OutboxStore.backlog(db, now: now))
+            (try StateStore.storedHealth(db, problemsOnly: problemsOnly), try OutboxStore.backlog(db, now: now))
         }
         return StateSnapshot(health: health, backlog: backlog)
     }

@@ -44,6 +44,9 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Fewer malloc arenas (before any thread allocates much): less freed memory left behind
+        // in arenas of their own by the load's workers (``FreeMemory/limitArenas()``).
+        FreeMemory.limitArenas()
         // Trap the stop and reload signals before anything else: their default actions would
         // kill the process. A stop before the daemon runs ends it cleanly at its next step.
         let stops = await StopSignals()
