@@ -892,7 +892,7 @@ def table(res):
                      f">= 200,000/s: {'met' if x['items_per_s_total'] >= 200000 else 'MISSED'}"))
     if "cold" in res:
         c = res["cold"]
-        rows.append(("4. cold start `sources`, 10,000 src", f"{c['median_ms']:.1f} ms median, {mib(c['rss_kib'])}", f"<= 30 ms: {'met' if c['median_ms'] <= 30 else 'MISSED'}"))
+        rows.append(("4. cold start `sources`, 10,000 src", f"{c['median_ms']:.1f} ms median, {mib(c['rss_kib'])}", f"<= 100 ms (issue 33): {'met' if c['median_ms'] <= 100 else 'MISSED'}"))
     if "shared" in res:
         x = res["shared"]
         ins = x["instances"]
