@@ -108,7 +108,8 @@ package final class ParsedConfigCache: Sendable {
         }
     }
     package var counts: Counts {
-        Counts(byStatus: servedByStatus.load(ordering: .relaxed), byContent: servedByContent.load(ordering: .relaxed), parsed: parsedHere.load(ordering: .relaxed))
+        Counts(
+            byStatus: servedByStatus.load(ordering: .relaxed), byContent: servedByContent.load(ordering: .relaxed), parsed: parsedHere.load(ordering: .relaxed))
     }
 
     /// A SHA-256 as four words: hashed and compared as 4 words, not 32 bytes one at a time.
@@ -251,23 +252,19 @@ package final class ParsedConfigCache: Sendable {
                 body.blob(bytes)
             }
         }
-        var out = Writer()
-        out.raw(Self.magic)
-        out.u32(Self.version)
-        out.u64(Self.checksum(body.bytes[...]))
-        out.raw(body.bytes)
+        // The header and then the body, each written from its own buffer: a copy of the body
+        // behind the header would double the rewrite's memory (38 MB more at 100,000 sources,
+        // at the end of the load, where a daemon's RSS peaks).
+        var head = Writer()
+        head.raw(Self.magic)
+        head.u32(Self.version)
+        head.u64(Self.checksum(body.bytes[...]))
         let folder = PathText.parent(path)
         _ = makeDirectories(folder, mode: 0o700)
         let temporary = "\(path).\(getpid()).tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }
-        var ok = fchmod(fd, 0o600) == 0
-        var written = 0
-        while ok && written < out.bytes.count {
-            let n = out.bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { ok = false } else { written += n }
-        }
+        let ok = fchmod(fd, 0o600) == 0 && writeAll(fd, head.bytes) && writeAll(fd, body.bytes)
         close(fd)
         if !ok || rename(temporary, path) != 0 { unlink(temporary) }
     }
