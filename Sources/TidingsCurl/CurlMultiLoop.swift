@@ -126,8 +126,10 @@ final class CurlMultiLoop: @unchecked Sendable {
     func limitPerHost(_ n: Int) {
         let queued = inbox.withLock { inbox -> UnsafeMutableRawPointer? in
             guard inbox.started, let multi = inbox.multi else {
-                // No multi handle yet: it is made with this limit.
+                // No thread yet: a multi handle to come is made with this limit, one made by
+                // ``prepare()`` takes it now (nothing else touches it before the thread starts).
                 inbox.maxConnectionsPerHost = n
+                if let prepared = inbox.multi { tidings_curl_multi_setopt_long(prepared, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, n)) }
                 return nil
             }
             inbox.commands.append(.limitPerHost(n))

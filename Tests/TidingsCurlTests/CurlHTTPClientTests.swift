@@ -330,6 +330,24 @@ final class CurlHTTPClientTests: XCTestCase {
         XCTAssertEqual(server.connections, before)
     }
 
+    /// `tidings check` loads libcurl and makes the multi handle before the configuration's
+    /// `max_per_host` reaches the client: the limit set after ``CurlHTTPClient/prepare()`` holds.
+    func testAConnectionLimitSetAfterPrepareHolds() async throws {
+        let server = try LoopbackHTTPServer { r in .respond(status: 200, body: Data(r.target.utf8)) }
+        let client = CurlHTTPClient(maxConnectionsPerHost: 8)
+        client.prepare()
+        client.limitConnectionsPerHost(1)
+        let count = 40
+        let bodies = try await withThrowingTaskGroup(of: String.self) { group in
+            for i in 0..<count { group.addTask { String(decoding: try await fetch(client, server.url + "/\(i)").body, as: UTF8.self) } }
+            var out: [String] = []
+            for try await body in group { out.append(body) }
+            return out
+        }
+        XCTAssertEqual(bodies.count, count)
+        XCTAssertEqual(server.connections, 1, "the limit set after prepare() was ignored")
+    }
+
     func testTransportErrorsAreRedacted() async throws {
         Redactor.shared.register("sekrit-host-name")
         let client = CurlHTTPClient()
