@@ -1,3 +1,4 @@
+import CCurl
 import FoundationEssentials
 import Glibc
 import TidingsPluginAPI
@@ -34,6 +35,12 @@ package final class CurlHTTPClient: HTTPClient {
 
     /// Loads libcurl now rather than with the first request (``CurlMultiLoop/prepare()``).
     package func prepare() { loop.prepare() }
+
+    /// Maps, relocates and initialises libcurl and the libraries it needs, without making a
+    /// multi handle: thread-safe and done once per process (a later ``prepare()`` or first
+    /// request waits for a load under way on another thread, then finds it done). `tidings
+    /// check` runs it on a thread of its own while it reads the configuration.
+    package static func loadLibrary() { _ = tidings_curl_load() }
 
     package func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let deadline = ContinuousClock.now + .milliseconds(Int64(min(max(request.timeout, 0), 1e9) * 1000))

@@ -42,6 +42,10 @@ package final class SQLiteStateDatabase: StateDatabase {
     /// Poll writes waiting for the writer thread, committed in batches (its tally: tests, figures).
     package let group = GroupCommit()
 
+    /// Loads libsqlite3 now rather than with the first connection: thread-safe, once per
+    /// process (what ``init(path:busyTimeout:writerLinger:)`` does first; a failure is its error).
+    package static func loadLibrary() { _ = tidings_sqlite3_load() }
+
     /// Opens (or creates) the file, switches it to WAL and makes sure a WAL file exists with
     /// something in it (GRDB's fix for read-only readers on a fresh file). `writerLinger`: how
     /// long the writer thread waits for another write before it ends (tests set it).
