@@ -39,11 +39,14 @@ package final class PollLimits: Sendable {
     }
 
     /// Polls every source within the limits, concurrently; the outcomes in the given order.
-    package func pollAll(_ sources: [SourceConfig], runner: PollRunner, options: RecordOptions, logger: Logger) async -> [PollOutcome] {
+    /// `known`: their state rows, read at once (``SourceStates``).
+    package func pollAll(
+        _ sources: [SourceConfig], runner: PollRunner, options: RecordOptions, logger: Logger, known: SourceStates? = nil
+    ) async -> [PollOutcome] {
         await withTaskGroup(of: (Int, PollOutcome).self) { group in
             for (i, s) in sources.enumerated() {
                 group.addTask {
-                    await self.withSlot(for: s) { (i, await runner.poll(s, options: options, logger: logger)) }
+                    await self.withSlot(for: s) { (i, await runner.poll(s, options: options, logger: logger, known: known)) }
                 }
             }
             var out: [(Int, PollOutcome)] = []

@@ -31,18 +31,24 @@ package final class PollRunner: Sendable {
     /// Forget which sources were prepared (after a reload, credentials are checked again).
     package func resetPrepared() { prepared.withLock { $0.removeAll() } }
 
-    package func poll(_ source: SourceConfig, options: RecordOptions, logger: Logger) async -> PollOutcome {
+    /// `known`: the rows read for many polls at once (``SourceStates``); nil, this poll reads its own.
+    package func poll(_ source: SourceConfig, options: RecordOptions, logger: Logger, known: SourceStates? = nil) async -> PollOutcome {
         var log = logger
         log[metadataKey: "source"] = "\(source.name)"
         let settings = source.settings
-        // The poll's one read of its source's row: whether credentials were rejected, the
-        // validators to send, the remote's pacing; the recording writes over it. If it fails,
-        // the poll fails: polling blind could retry rejected credentials, and a state error
-        // must reach the exit status of `check`, not only the log.
+        // The poll's one read of its source's row (or the row in `known`, read with others):
+        // whether credentials were rejected, the validators to send, the remote's pacing; the
+        // recording writes over it. If it fails, the poll fails: polling blind could retry
+        // rejected credentials, and a state error must reach the exit status of `check`, not
+        // only the log.
         let state: SourceState?
         do {
             let name = source.name
-            state = try await store.database.read { try SourceState.read($0, source: name) }
+            if let known {
+                state = known.state(of: name)
+            } else {
+                state = try await store.database.read { try SourceState.read($0, source: name) }
+            }
         } catch {
             let err = PollError(.transient, "could not read the state database \(store.path): \(error)")
             if !options.callerReportsFailures { stateFailed(err.message, logger: log) }

@@ -106,7 +106,11 @@ struct CheckCommand: AsyncParsableCommand {
         // One line per failure, printed by ``show(_:)``; a one-shot check has no next try to log.
         options.callerReportsFailures = true
 
-        let outcomes = await PollLimits(app.config).pollAll(selected, runner: runner, options: options, logger: logger)
+        // This process owns the state (no daemon shares it): the rows the polls start from are
+        // read at once (``SourceStates``); if that read fails, each poll reads its own and
+        // reports what fails.
+        let known = daemons.isEmpty ? try? await SourceStates.read(store, sources: selected.map(\.name)) : nil
+        let outcomes = await PollLimits(app.config).pollAll(selected, runner: runner, options: options, logger: logger, known: known)
         try Task.checkCancellation()  // interrupted (``Interruption``): nothing to print or deliver
         let reports = zip(selected, outcomes).map { source, outcome in
             SourceReport(source: source.name, events: outcome.record.events, failure: outcome.error?.message, silenced: outcome.record.silenced)
