@@ -35,7 +35,7 @@ package final class ParsedConfigCache: Sendable {
     /// ``storage`` when its file is loaded, not before: reading the cache is on the load's
     /// critical path).
     let storage: [UInt8]
-    let stored: [String: Stored]
+    let stored: Entries
     /// This load's clock (nanoseconds since the epoch), read before any plugin file is: what an
     /// entry checked by content now records as ``Stored/verifiedAt``.
     let now: Int64
@@ -80,6 +80,33 @@ package final class ParsedConfigCache: Sendable {
         }
     }
 
+    /// The entries of a cache file by file name: where each one's fields are in its bytes, decoded
+    /// when looked up. A dictionary of ``Stored`` values took 29 MB at 100,000 entries (112 bytes
+    /// a bucket, at the load's peak); one of offsets takes 5 MB (issue 33, benchmark 8).
+    struct Entries: Sendable {
+        let bytes: [UInt8]
+        let offsets: [String: UInt32]
+        static let empty = Entries(bytes: [], offsets: [:])
+        var count: Int { offsets.count }
+        var isEmpty: Bool { offsets.isEmpty }
+        subscript(name: String) -> Stored? {
+            guard let at = offsets[name] else { return nil }
+            return try? Self.fields(bytes, at: Int(at)).stored
+        }
+        /// The fields of an entry that follow its name, at `offset`, and where the entry ends.
+        static func fields(_ bytes: [UInt8], at offset: Int) throws -> (stored: Stored, end: Int) {
+            var r = Reader(bytes: bytes, offset: offset)
+            let identity = Identity(
+                device: UInt64(bitPattern: try r.i64()), inode: UInt64(bitPattern: try r.i64()), size: try r.i64(), modified: try r.i64(),
+                changed: try r.i64())
+            let verifiedAt = try r.i64()
+            let key = Key(try r.raw(SHA256.byteCount))
+            let n = Int(try r.u32())
+            guard r.end - r.offset >= n else { throw Corrupt() }
+            return (Stored(identity: identity, verifiedAt: verifiedAt, key: key, table: r.offset..<(r.offset + n)), r.offset + n)
+        }
+    }
+
     /// An entry offered by this load, for ``keep(_:_:)``: the stored one (re-dated if checked by
     /// content), or one just parsed.
     package struct Offer: Sendable {
@@ -92,6 +119,13 @@ package final class ParsedConfigCache: Sendable {
         enum Table {
             case stored(Range<Int>)
             case parsed([UInt8])
+        }
+        /// The size of its table's bytes.
+        var tableCount: Int {
+            switch table {
+            case .stored(let range): return range.count
+            case .parsed(let bytes): return bytes.count
+            }
         }
         var asStored: Stored? {
             guard case .stored(let range) = table else { return nil }
@@ -140,7 +174,8 @@ package final class ParsedConfigCache: Sendable {
     package init(path: String?, now: Int64 = ParsedConfigCache.clock()) {
         self.path = path
         self.now = now
-        (storage, stored) = path.flatMap { Self.read($0) } ?? ([], [:])
+        stored = path.flatMap { Self.read($0) } ?? .empty
+        storage = stored.bytes
         var used: [(name: String, offer: Offer)] = []
         used.reserveCapacity(stored.count)
         state = Mutex((used, false))
@@ -227,51 +262,94 @@ package final class ParsedConfigCache: Sendable {
 
     /// Writes the entries used since ``init(path:now:)`` back, if they differ from those read.
     /// Failures are ignored: the cache only saves work.
-    package func save() {
+    ///
+    /// The body is streamed to the file a megabyte at a time, its checksum taken as it goes and
+    /// written into the header last: built whole in memory it was 38 MB at 100,000 entries, 75
+    /// while its array grew, at the end of the load, where a daemon's RSS peaks (issue 33,
+    /// benchmark 8). The entries are ordered through their indices, not copied into a sorted array.
+    /// `chunk`: how many bytes are made before they are written (tests write a few at a time).
+    package func save(flushingEvery chunk: Int = 1 << 20) {
         guard let path else { return }
         let (used, changed) = state.withLock { ($0.used, $0.changed) }
         // Entries of the old file not kept by this load (a file gone, edited, or now holding a
         // secret) make it differ too: then `used` has fewer of them.
         guard changed || used.count != stored.count else { return }
-        var body = Writer()
-        body.u32(UInt32(used.count))
-        for (name, e) in used.sorted(by: { $0.name < $1.name }) {
-            body.string(name)
-            body.u64(e.identity.device)
-            body.u64(e.identity.inode)
-            body.i64(e.identity.size)
-            body.i64(e.identity.modified)
-            body.i64(e.identity.changed)
-            body.i64(e.verifiedAt)
-            body.raw(e.key.bytes)
-            switch e.table {
-            case .stored(let range):
-                body.u32(UInt32(range.count))
-                body.bytes += storage[range]
-            case .parsed(let bytes):
-                body.blob(bytes)
-            }
-        }
-        // The header and then the body, each written from its own buffer: a copy of the body
-        // behind the header would double the rewrite's memory (38 MB more at 100,000 sources,
-        // at the end of the load, where a daemon's RSS peaks).
+        let order = used.indices.sorted { used[$0].name < used[$1].name }
+        var size = 4
+        for (name, e) in used { size += 4 + name.utf8.count + 6 * 8 + SHA256.byteCount + 4 + e.tableCount }
         var head = Writer()
         head.raw(Self.magic)
         head.u32(Self.version)
-        head.u64(Self.checksum(body.bytes[...]))
+        head.u64(0)  // the checksum, written once the body is
         let folder = PathText.parent(path)
         _ = makeDirectories(folder, mode: 0o700)
         let temporary = "\(path).\(getpid()).tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }
-        let ok = fchmod(fd, 0o600) == 0 && writeAll(fd, head.bytes) && writeAll(fd, body.bytes)
+        var body = BodyStream(fd: fd, size: size)
+        var ok = fchmod(fd, 0o600) == 0 && writeAll(fd, head.bytes)
+        body.out.u32(UInt32(used.count))
+        for i in order where ok {
+            let (name, e) = used[i]
+            body.out.string(name)
+            body.out.u64(e.identity.device)
+            body.out.u64(e.identity.inode)
+            body.out.i64(e.identity.size)
+            body.out.i64(e.identity.modified)
+            body.out.i64(e.identity.changed)
+            body.out.i64(e.verifiedAt)
+            body.out.raw(e.key.bytes)
+            switch e.table {
+            case .stored(let range):
+                body.out.u32(UInt32(range.count))
+                body.out.bytes += storage[range]
+            case .parsed(let bytes):
+                body.out.blob(bytes)
+            }
+            if body.out.bytes.count >= chunk { ok = body.flush(final: false) }
+        }
+        if ok, body.flush(final: true), body.written == size {
+            var sum = Writer()
+            sum.u64(body.sum)
+            ok = sum.bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(head.bytes.count - 8)) } == sum.bytes.count
+        } else {
+            ok = false
+        }
         close(fd)
         if !ok || rename(temporary, path) != 0 { unlink(temporary) }
     }
 
+    /// A cache file's body written as it is made: ``out`` is flushed by ``flush(final:)``, whole
+    /// words of it until the last, through ``Checksum``.
+    private struct BodyStream {
+        let fd: Int32
+        var out = Writer()
+        var checksum: Checksum
+        var written = 0
+        /// The body's checksum, once flushed with `final`.
+        var sum: UInt64 = 0
+        init(fd: Int32, size: Int) {
+            self.fd = fd
+            checksum = Checksum(count: size)
+            out.bytes.reserveCapacity(1 << 20 + 64 << 10)
+        }
+        mutating func flush(final: Bool) -> Bool {
+            let words = out.bytes.count & ~7
+            let n = final ? out.bytes.count : words
+            out.bytes.withUnsafeBytes { raw in
+                checksum.words(UnsafeRawBufferPointer(rebasing: raw[0..<words]))
+                if final { sum = checksum.finish(tail: UnsafeRawBufferPointer(rebasing: raw[words...])) }
+            }
+            guard out.bytes.withUnsafeBytes({ writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) else { return false }
+            written += n
+            out.bytes.removeFirst(n)
+            return true
+        }
+    }
+
     /// The entries of the cache file at `path`, or nil if it is missing, not a regular file
     /// owned by us, writable by group or others, of another version or corrupt.
-    static func read(_ path: String) -> ([UInt8], [String: Stored])? {
+    static func read(_ path: String) -> Entries? {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -284,30 +362,24 @@ package final class ParsedConfigCache: Sendable {
 
     /// The entries of a cache file's bytes (where each one's table is in them), or nil if they
     /// are not a whole cache of this version.
-    static func decode(_ bytes: [UInt8]) -> ([UInt8], [String: Stored])? {
+    static func decode(_ bytes: [UInt8]) -> Entries? {
         let head = magic.count + 4 + 8
-        guard bytes.count >= head, bytes.starts(with: magic) else { return nil }
+        guard bytes.count >= head, bytes.count <= Int(UInt32.max), bytes.starts(with: magic) else { return nil }
         var r = Reader(bytes: bytes)
         r.offset = magic.count
         guard let v = try? r.u32(), v == version, let sum = try? r.i64(), UInt64(bitPattern: sum) == checksum(bytes[head...]) else { return nil }
-        var out: [String: Stored] = [:]
+        var out: [String: UInt32] = [:]
         do {
             let count = try r.count()
             out.reserveCapacity(count)
             for _ in 0..<count {
                 let name = try r.string()
-                let identity = Identity(
-                    device: UInt64(bitPattern: try r.i64()), inode: UInt64(bitPattern: try r.i64()), size: try r.i64(), modified: try r.i64(),
-                    changed: try r.i64())
-                let verifiedAt = try r.i64()
-                let key = Key(try r.raw(SHA256.byteCount))
-                let n = Int(try r.u32())
-                guard r.end - r.offset >= n else { return nil }
-                out[name] = Stored(identity: identity, verifiedAt: verifiedAt, key: key, table: r.offset..<(r.offset + n))
-                r.offset += n
+                let at = r.offset
+                r.offset = try Entries.fields(bytes, at: at).end
+                out[name] = UInt32(at)
             }
         } catch { return nil }
-        return r.atEnd ? (bytes, out) : nil
+        return r.atEnd ? Entries(bytes: bytes, offsets: out) : nil
     }
 
     /// A 64-bit checksum of the cache's body, against a damaged or truncated file (the file is
@@ -317,19 +389,33 @@ package final class ParsedConfigCache: Sendable {
     /// of the SHA-256 it replaces (that was 13 ms of a 10,000-file load, before any file parsed).
     static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt64 {
         bytes.withUnsafeBytes { raw in
-            var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(raw.count)
+            var c = Checksum(count: raw.count)
+            let words = raw.count & ~7
+            c.words(UnsafeRawBufferPointer(rebasing: raw[0..<words]))
+            return c.finish(tail: UnsafeRawBufferPointer(rebasing: raw[words...]))
+        }
+    }
+
+    /// ``checksum(_:)`` taken in parts: of a body of `count` bytes, given as whole words, then
+    /// its last `count % 8` bytes.
+    struct Checksum {
+        private var h: UInt64
+        init(count: Int) { h = 0x9E37_79B9_7F4A_7C15 ^ UInt64(count) }
+        /// Bytes whose count is a multiple of 8.
+        mutating func words(_ raw: UnsafeRawBufferPointer) {
+            var h = self.h
             var i = 0
             while i + 8 <= raw.count {
                 h = (h ^ raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* 0xFF51_AFD7_ED55_8CCD
                 h ^= h >> 32
                 i += 8
             }
-            var tail: UInt64 = 0
-            while i < raw.count {
-                tail = tail << 8 | UInt64(raw[i])
-                i += 1
-            }
-            h = (h ^ tail) &* 0xC4CE_B9FE_1A85_EC53
+            self.h = h
+        }
+        func finish(tail: UnsafeRawBufferPointer) -> UInt64 {
+            var t: UInt64 = 0
+            for b in tail { t = t << 8 | UInt64(b) }
+            let h = (self.h ^ t) &* 0xC4CE_B9FE_1A85_EC53
             return h ^ (h >> 29)
         }
     }
