@@ -189,6 +189,43 @@ final class ParsedConfigCacheTests: XCTestCase {
         return (tables, cache.counts, errors)
     }
 
+    /// The cache file's body is streamed in parts, its checksum taken as it goes (issue 33: built
+    /// whole it was 38 MB at 100,000 entries): flushed every few bytes (words split between
+    /// writes, a tail of fewer than 8), it is the file written in one part, and reads back whole.
+    func testACacheStreamedInPartsIsTheCacheWrittenWhole() throws {
+        var plugins: [String: String] = [:]
+        for i in 0..<40 { plugins["p\(i).toml"] = plugin("\(i + 1)m", extra: String(repeating: "#", count: i)) }
+        let (dir, _) = try setUpConfig(plugins)
+        let now = try aMinuteAfter(plugins.keys.map { "\(dir)/plugins.d/\($0)" })
+        func written(flushingEvery chunk: Int?) throws -> [UInt8] {
+            unlink(try cachePath(dir))
+            let cache = ParsedConfigCache(path: try cachePath(dir), now: now)
+            try testLoader.scanPlugins(
+                "\(dir)/plugins.d", cache: cache, explicit: nil, prepare: { _, _, _ in true }, cacheable: { $0 }, each: { _, _, _, _ in })
+            if let chunk { cache.save(flushingEvery: chunk) } else { cache.save() }
+            return Array(try XCTUnwrap(FileManager.default.contents(atPath: try cachePath(dir))))
+        }
+        let whole = try written(flushingEvery: nil)
+        XCTAssertNotEqual(whole.count % 8, (ParsedConfigCache.magic.count + 12) % 8, "the body ends in a tail")
+        for chunk in [1, 5, 13, 64] { XCTAssertEqual(try written(flushingEvery: chunk), whole, "flushed every \(chunk) bytes") }
+        XCTAssertEqual(ParsedConfigCache(path: try cachePath(dir)).stored.count, 40)
+        XCTAssertEqual(try scan(dir, now: now + 1).counts, .init(byStatus: 40))
+    }
+
+    /// The checksum taken in parts (whole words, then the tail) is the checksum of the whole.
+    func testTheChecksumTakenInPartsIsTheWholeOnes() {
+        let bytes = (0..<203).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+        for words in stride(from: 0, through: bytes.count & ~7, by: 8) {
+            bytes.withUnsafeBytes { raw in
+                var c = ParsedConfigCache.Checksum(count: raw.count)
+                c.words(UnsafeRawBufferPointer(rebasing: raw[0..<words]))
+                c.words(UnsafeRawBufferPointer(rebasing: raw[words..<(raw.count & ~7)]))
+                XCTAssertEqual(c.finish(tail: UnsafeRawBufferPointer(rebasing: raw[(raw.count & ~7)...])), ParsedConfigCache.checksum(bytes[...]))
+            }
+        }
+        XCTAssertNotEqual(ParsedConfigCache.checksum(bytes.dropLast()[...]), ParsedConfigCache.checksum(bytes[...]))
+    }
+
     /// Writes `text` into the file in place (same inode: `write(_:to:)` renames a new file over it).
     func overwrite(_ path: String, _ text: String) throws {
         let fd = open(path, O_WRONLY | O_TRUNC)

@@ -62,4 +62,31 @@ final class SourceHealthTests: XCTestCase {
             if problems[name] != nil { XCTAssertEqual(problems[name], stored) }
         }
     }
+
+    /// The health gauges at a daemon's start read the rows a page at a time (issue 33): the pages
+    /// together are every row once, whatever the page's size.
+    func testTheStoredHealthReadAPageAtATimeIsEveryRowOnce() throws {
+        let store = try makeTestStore()
+        try store.database.write { db in
+            for i in 0..<7 {
+                _ = try db.execute(
+                    "INSERT INTO source_state(source, provider, failures, last_success) VALUES (?, 'scripted', ?, ?)", "s\(i)", i, 1_800_000_000.0 + Double(i))
+            }
+        }
+        let all = try store.database.read { try StateStore.storedHealth($0) }
+        XCTAssertEqual(all.count, 7)
+        for size in [1, 2, 3, 7, 8] {
+            var seen: [(String, StoredHealth)] = []
+            var after: String? = nil
+            while true {
+                let page = try store.database.read { try StateStore.storedHealth($0, after: after, limit: size) }
+                XCTAssertLessThanOrEqual(page.count, size)
+                seen += page
+                guard page.count == size, let last = page.last else { break }
+                after = last.0
+            }
+            XCTAssertEqual(seen.map(\.0), all.keys.sorted(), "pages of \(size)")
+            for (name, h) in seen { XCTAssertEqual(h, all[name], name) }
+        }
+    }
 }

@@ -31,11 +31,10 @@ import TidingsPluginAPI
 package final class ParsedConfigCache: Sendable {
     /// Where the cache is, or nil for none.
     package let path: String?
-    /// The cache file's bytes, and its entries by file name (each entry's table is decoded from
-    /// ``storage`` when its file is loaded, not before: reading the cache is on the load's
-    /// critical path).
-    let storage: [UInt8]
-    let stored: [String: Stored]
+    /// The cache file's entries by file name, each read from the file (kept open) and its table
+    /// decoded when its plugin file is loaded, not before: reading the cache is on the load's
+    /// critical path, and its bytes held whole were 37 MB at 100,000 entries, at the load's peak.
+    let stored: Entries
     /// This load's clock (nanoseconds since the epoch), read before any plugin file is: what an
     /// entry checked by content now records as ``Stored/verifiedAt``.
     let now: Int64
@@ -67,7 +66,7 @@ package final class ParsedConfigCache: Sendable {
         static let none = Identity(device: 0, inode: 0, size: -1, modified: 0, changed: 0)
     }
 
-    /// An entry of the cache file: its file's status and bytes when checked, and where its table is in ``storage``.
+    /// An entry of the cache file: its file's status and bytes when checked, and where its table is in the cache file.
     struct Stored: Sendable {
         var identity: Identity
         var verifiedAt: Int64
@@ -78,6 +77,65 @@ package final class ParsedConfigCache: Sendable {
             identity == .none || identity.modified >= verifiedAt - ParsedConfigCache.racyMargin
                 || identity.changed >= verifiedAt - ParsedConfigCache.racyMargin
         }
+    }
+
+    /// The entries of a cache file by file name: where each one's fields are in the file, read
+    /// (one `pread`) and decoded when looked up. The file's bytes held whole took 37 MB at 100,000
+    /// entries, and a dictionary of decoded entries 29 MB, at the load's peak (issue 33, benchmark 8).
+    struct Entries: Sendable {
+        /// The cache file, open for reading; closed when no copy of these entries is left.
+        let file: OpenFile?
+        var fd: Int32 { file?.fd ?? -1 }
+        let places: [String: Place]
+        final class OpenFile: Sendable {
+            let fd: Int32
+            init(_ fd: Int32) { self.fd = fd }
+            deinit { close(fd) }
+        }
+        /// Where an entry's fields (after its name) start in the file, and their size with its table.
+        struct Place: Sendable {
+            var at: UInt32, count: UInt32
+        }
+        static let empty = Entries(file: nil, places: [:])
+        var count: Int { places.count }
+        var isEmpty: Bool { places.isEmpty }
+        subscript(name: String) -> Stored? { entry(name)?.stored }
+        /// The entry of `name` (its ``Stored/table`` where it is in the file), and the bytes read
+        /// of it with where its table is in them; nil if there is none or it cannot be read.
+        func entry(_ name: String) -> (stored: Stored, bytes: [UInt8], table: Range<Int>)? {
+            guard let place = places[name], let bytes = ParsedConfigCache.read(fd, at: Int(place.at), count: Int(place.count)),
+                let (stored, end) = try? Self.fields(bytes, at: 0), end == bytes.count
+            else { return nil }
+            var inFile = stored
+            inFile.table = (Int(place.at) + stored.table.lowerBound)..<(Int(place.at) + stored.table.upperBound)
+            return (inFile, bytes, stored.table)
+        }
+        /// The fields of an entry that follow its name, at `offset`, and where the entry ends.
+        static func fields(_ bytes: [UInt8], at offset: Int) throws -> (stored: Stored, end: Int) {
+            var r = Reader(bytes: bytes, offset: offset)
+            let identity = Identity(
+                device: UInt64(bitPattern: try r.i64()), inode: UInt64(bitPattern: try r.i64()), size: try r.i64(), modified: try r.i64(),
+                changed: try r.i64())
+            let verifiedAt = try r.i64()
+            let key = Key(try r.raw(SHA256.byteCount))
+            let n = Int(try r.u32())
+            guard r.end - r.offset >= n else { throw Corrupt() }
+            return (Stored(identity: identity, verifiedAt: verifiedAt, key: key, table: r.offset..<(r.offset + n)), r.offset + n)
+        }
+    }
+
+    /// `count` bytes of `fd` at `offset`, or nil if it has fewer or cannot be read.
+    static func read(_ fd: Int32, at offset: Int, count: Int) -> [UInt8]? {
+        guard fd >= 0 else { return nil }
+        var out = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let n = out.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return nil }
+            done += n
+        }
+        return out
     }
 
     /// An entry offered by this load, for ``keep(_:_:)``: the stored one (re-dated if checked by
@@ -92,6 +150,13 @@ package final class ParsedConfigCache: Sendable {
         enum Table {
             case stored(Range<Int>)
             case parsed([UInt8])
+        }
+        /// The size of its table's bytes.
+        var tableCount: Int {
+            switch table {
+            case .stored(let range): return range.count
+            case .parsed(let bytes): return bytes.count
+            }
         }
         var asStored: Stored? {
             guard case .stored(let range) = table else { return nil }
@@ -140,7 +205,7 @@ package final class ParsedConfigCache: Sendable {
     package init(path: String?, now: Int64 = ParsedConfigCache.clock()) {
         self.path = path
         self.now = now
-        (storage, stored) = path.flatMap { Self.read($0) } ?? ([], [:])
+        stored = path.flatMap { Self.read($0) } ?? .empty
         var used: [(name: String, offer: Offer)] = []
         used.reserveCapacity(stored.count)
         state = Mutex((used, false))
@@ -173,8 +238,8 @@ package final class ParsedConfigCache: Sendable {
     /// that entry is not racy, with what ``keep(_:_:)`` keeps. Nil: read the file and hand its
     /// bytes to ``table(_:name:status:file:)``.
     package func fresh(name: String, status: stat, file: String) -> (table: ConfigTable, offer: Offer)? {
-        guard path != nil, let entry = stored[name], !entry.racy, entry.identity == Identity(status),
-            let table = decode(entry.table, file: file)
+        guard path != nil, let (entry, bytes, range) = stored.entry(name), !entry.racy, entry.identity == Identity(status),
+            let table = decode(bytes, range, file: file)
         else { return nil }
         servedByStatus.add(1, ordering: .relaxed)
         return (table, Offer(identity: entry.identity, verifiedAt: entry.verifiedAt, key: entry.key, table: .stored(entry.table), unchanged: true))
@@ -190,7 +255,7 @@ package final class ParsedConfigCache: Sendable {
         guard path != nil else { return (try ConfigTable.parse(String(decoding: bytes, as: UTF8.self), file: file), nil) }
         let key = Key(SHA256.hash(bytes))
         let identity = status.map(Identity.init) ?? .none
-        if let entry = stored[name], entry.key == key, let table = decode(entry.table, file: file) {
+        if let (entry, bytes, range) = stored.entry(name), entry.key == key, let table = decode(bytes, range, file: file) {
             servedByContent.add(1, ordering: .relaxed)
             var offer = Offer(identity: identity, verifiedAt: now, key: key, table: .stored(entry.table))
             // Rewritten once it is not racy, if its status changed or it was racy (re-dated, it will
@@ -207,8 +272,8 @@ package final class ParsedConfigCache: Sendable {
     }
 
     /// The table of an entry, or nil if it does not decode.
-    private func decode(_ range: Range<Int>, file: String) -> ConfigTable? {
-        var reader = Reader(bytes: storage, offset: range.lowerBound, end: range.upperBound)
+    private func decode(_ bytes: [UInt8], _ range: Range<Int>, file: String) -> ConfigTable? {
+        var reader = Reader(bytes: bytes, offset: range.lowerBound, end: range.upperBound)
         guard let table = try? reader.table(file: file), reader.atEnd else { return nil }
         return table
     }
@@ -227,87 +292,150 @@ package final class ParsedConfigCache: Sendable {
 
     /// Writes the entries used since ``init(path:now:)`` back, if they differ from those read.
     /// Failures are ignored: the cache only saves work.
-    package func save() {
+    ///
+    /// The body is streamed to the file a megabyte at a time, its checksum taken as it goes and
+    /// written into the header last: built whole in memory it was 38 MB at 100,000 entries, 75
+    /// while its array grew, at the end of the load, where a daemon's RSS peaks (issue 33,
+    /// benchmark 8). The entries are ordered through their indices, not copied into a sorted array.
+    /// `chunk`: how many bytes are made before they are written (tests write a few at a time).
+    package func save(flushingEvery chunk: Int = 1 << 20) {
         guard let path else { return }
         let (used, changed) = state.withLock { ($0.used, $0.changed) }
         // Entries of the old file not kept by this load (a file gone, edited, or now holding a
         // secret) make it differ too: then `used` has fewer of them.
         guard changed || used.count != stored.count else { return }
-        var body = Writer()
-        body.u32(UInt32(used.count))
-        for (name, e) in used.sorted(by: { $0.name < $1.name }) {
-            body.string(name)
-            body.u64(e.identity.device)
-            body.u64(e.identity.inode)
-            body.i64(e.identity.size)
-            body.i64(e.identity.modified)
-            body.i64(e.identity.changed)
-            body.i64(e.verifiedAt)
-            body.raw(e.key.bytes)
-            switch e.table {
-            case .stored(let range):
-                body.u32(UInt32(range.count))
-                body.bytes += storage[range]
-            case .parsed(let bytes):
-                body.blob(bytes)
-            }
-        }
-        // The header and then the body, each written from its own buffer: a copy of the body
-        // behind the header would double the rewrite's memory (38 MB more at 100,000 sources,
-        // at the end of the load, where a daemon's RSS peaks).
+        let order = used.indices.sorted { used[$0].name < used[$1].name }
+        var size = 4
+        for (name, e) in used { size += 4 + name.utf8.count + 6 * 8 + SHA256.byteCount + 4 + e.tableCount }
         var head = Writer()
         head.raw(Self.magic)
         head.u32(Self.version)
-        head.u64(Self.checksum(body.bytes[...]))
+        head.u64(0)  // the checksum, written once the body is
         let folder = PathText.parent(path)
         _ = makeDirectories(folder, mode: 0o700)
         let temporary = "\(path).\(getpid()).tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }
-        let ok = fchmod(fd, 0o600) == 0 && writeAll(fd, head.bytes) && writeAll(fd, body.bytes)
+        var body = BodyStream(fd: fd, size: size)
+        var ok = fchmod(fd, 0o600) == 0 && writeAll(fd, head.bytes)
+        body.out.u32(UInt32(used.count))
+        for i in order where ok {
+            let (name, e) = used[i]
+            body.out.string(name)
+            body.out.u64(e.identity.device)
+            body.out.u64(e.identity.inode)
+            body.out.i64(e.identity.size)
+            body.out.i64(e.identity.modified)
+            body.out.i64(e.identity.changed)
+            body.out.i64(e.verifiedAt)
+            body.out.raw(e.key.bytes)
+            switch e.table {
+            case .stored(let range):
+                guard let bytes = Self.read(stored.fd, at: range.lowerBound, count: range.count) else {
+                    ok = false
+                    continue
+                }
+                body.out.blob(bytes)
+            case .parsed(let bytes):
+                body.out.blob(bytes)
+            }
+            if body.out.bytes.count >= chunk { ok = body.flush(final: false) }
+        }
+        if ok, body.flush(final: true), body.written == size {
+            var sum = Writer()
+            sum.u64(body.sum)
+            ok = sum.bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(head.bytes.count - 8)) } == sum.bytes.count
+        } else {
+            ok = false
+        }
         close(fd)
         if !ok || rename(temporary, path) != 0 { unlink(temporary) }
     }
 
-    /// The entries of the cache file at `path`, or nil if it is missing, not a regular file
-    /// owned by us, writable by group or others, of another version or corrupt.
-    static func read(_ path: String) -> ([UInt8], [String: Stored])? {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_mode & 0o022 == 0,
-            let bytes = PluginTrust.readRegular(fd, size: Int(st.st_size))
-        else { return nil }
-        return decode(bytes)
+    /// A cache file's body written as it is made: ``out`` is flushed by ``flush(final:)``, whole
+    /// words of it until the last, through ``Checksum``.
+    private struct BodyStream {
+        let fd: Int32
+        var out = Writer()
+        var checksum: Checksum
+        var written = 0
+        /// The body's checksum, once flushed with `final`.
+        var sum: UInt64 = 0
+        init(fd: Int32, size: Int) {
+            self.fd = fd
+            checksum = Checksum(count: size)
+            out.bytes.reserveCapacity(1 << 20 + 64 << 10)
+        }
+        mutating func flush(final: Bool) -> Bool {
+            let words = out.bytes.count & ~7
+            let n = final ? out.bytes.count : words
+            out.bytes.withUnsafeBytes { raw in
+                checksum.words(UnsafeRawBufferPointer(rebasing: raw[0..<words]))
+                if final { sum = checksum.finish(tail: UnsafeRawBufferPointer(rebasing: raw[words...])) }
+            }
+            guard out.bytes.withUnsafeBytes({ writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) else { return false }
+            written += n
+            out.bytes.removeFirst(n)
+            return true
+        }
     }
 
-    /// The entries of a cache file's bytes (where each one's table is in them), or nil if they
-    /// are not a whole cache of this version.
-    static func decode(_ bytes: [UInt8]) -> ([UInt8], [String: Stored])? {
+    /// The entries of the cache file at `path` (kept open), or nil if it is missing, not a regular
+    /// file owned by us, writable by group or others, of another version or corrupt. The file is
+    /// mapped to check it and list its entries, then unmapped.
+    static func read(_ path: String) -> Entries? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_mode & 0o022 == 0, st.st_size > 0,
+            st.st_size <= Int(UInt32.max), let map = mmap(nil, Int(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0),
+            map != UnsafeMutableRawPointer(bitPattern: -1)
+        else {
+            close(fd)
+            return nil
+        }
+        _ = madvise(map, Int(st.st_size), MADV_SEQUENTIAL)
+        let places = index(UnsafeRawBufferPointer(start: map, count: Int(st.st_size)))
+        munmap(map, Int(st.st_size))
+        guard let places else {
+            close(fd)
+            return nil
+        }
+        return Entries(file: Entries.OpenFile(fd), places: places)
+    }
+
+    /// Where each entry of a cache file's bytes is, or nil if they are not a whole cache of this version.
+    static func index(_ raw: UnsafeRawBufferPointer) -> [String: Entries.Place]? {
         let head = magic.count + 4 + 8
-        guard bytes.count >= head, bytes.starts(with: magic) else { return nil }
-        var r = Reader(bytes: bytes)
-        r.offset = magic.count
-        guard let v = try? r.u32(), v == version, let sum = try? r.i64(), UInt64(bitPattern: sum) == checksum(bytes[head...]) else { return nil }
-        var out: [String: Stored] = [:]
-        do {
-            let count = try r.count()
-            out.reserveCapacity(count)
-            for _ in 0..<count {
-                let name = try r.string()
-                let identity = Identity(
-                    device: UInt64(bitPattern: try r.i64()), inode: UInt64(bitPattern: try r.i64()), size: try r.i64(), modified: try r.i64(),
-                    changed: try r.i64())
-                let verifiedAt = try r.i64()
-                let key = Key(try r.raw(SHA256.byteCount))
-                let n = Int(try r.u32())
-                guard r.end - r.offset >= n else { return nil }
-                out[name] = Stored(identity: identity, verifiedAt: verifiedAt, key: key, table: r.offset..<(r.offset + n))
-                r.offset += n
-            }
-        } catch { return nil }
-        return r.atEnd ? (bytes, out) : nil
+        guard raw.count >= head, raw.count <= Int(UInt32.max), raw.prefix(magic.count).elementsEqual(magic) else { return nil }
+        func u32(_ at: Int) -> Int { Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt32.self))) }
+        guard u32(magic.count) == Int(version),
+            UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: magic.count + 4, as: UInt64.self)) == checksum(UnsafeRawBufferPointer(rebasing: raw[head...])),
+            raw.count - head >= 4
+        else { return nil }
+        var at = head + 4
+        let count = u32(head)
+        guard count <= raw.count - at else { return nil }
+        var out: [String: Entries.Place] = [:]
+        out.reserveCapacity(count)
+        let fixed = 6 * 8 + SHA256.byteCount
+        for _ in 0..<count {
+            guard raw.count - at >= 4 else { return nil }
+            let n = u32(at)
+            at += 4
+            guard raw.count - at >= n else { return nil }
+            let name = String(decoding: UnsafeRawBufferPointer(rebasing: raw[at..<(at + n)]), as: UTF8.self)
+            at += n
+            let start = at
+            guard raw.count - at >= fixed + 4 else { return nil }
+            at += fixed
+            let t = u32(at)
+            at += 4
+            guard raw.count - at >= t else { return nil }
+            at += t
+            out[name] = Entries.Place(at: UInt32(start), count: UInt32(at - start))
+        }
+        return at == raw.count ? out : nil
     }
 
     /// A 64-bit checksum of the cache's body, against a damaged or truncated file (the file is
@@ -316,20 +444,35 @@ package final class ParsedConfigCache: Sendable {
     /// state for a given word, so any one changed word changes the sum; about 20 times the speed
     /// of the SHA-256 it replaces (that was 13 ms of a 10,000-file load, before any file parsed).
     static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt64 {
-        bytes.withUnsafeBytes { raw in
-            var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(raw.count)
+        bytes.withUnsafeBytes { checksum($0) }
+    }
+    static func checksum(_ raw: UnsafeRawBufferPointer) -> UInt64 {
+        var c = Checksum(count: raw.count)
+        let words = raw.count & ~7
+        c.words(UnsafeRawBufferPointer(rebasing: raw[0..<words]))
+        return c.finish(tail: UnsafeRawBufferPointer(rebasing: raw[words...]))
+    }
+
+    /// ``checksum(_:)`` taken in parts: of a body of `count` bytes, given as whole words, then
+    /// its last `count % 8` bytes.
+    struct Checksum {
+        private var h: UInt64
+        init(count: Int) { h = 0x9E37_79B9_7F4A_7C15 ^ UInt64(count) }
+        /// Bytes whose count is a multiple of 8.
+        mutating func words(_ raw: UnsafeRawBufferPointer) {
+            var h = self.h
             var i = 0
             while i + 8 <= raw.count {
                 h = (h ^ raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* 0xFF51_AFD7_ED55_8CCD
                 h ^= h >> 32
                 i += 8
             }
-            var tail: UInt64 = 0
-            while i < raw.count {
-                tail = tail << 8 | UInt64(raw[i])
-                i += 1
-            }
-            h = (h ^ tail) &* 0xC4CE_B9FE_1A85_EC53
+            self.h = h
+        }
+        func finish(tail: UnsafeRawBufferPointer) -> UInt64 {
+            var t: UInt64 = 0
+            for b in tail { t = t << 8 | UInt64(b) }
+            let h = (self.h ^ t) &* 0xC4CE_B9FE_1A85_EC53
             return h ^ (h >> 29)
         }
     }

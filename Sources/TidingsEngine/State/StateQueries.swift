@@ -80,6 +80,17 @@ extension StateStore {
         return out
     }
 
+    /// The rows of ``storedHealth(_:problemsOnly:)`` a page at a time: at most `limit`, after the
+    /// source `after` (nil: from the first) in the state's order of names. Issue 33: all 100,000
+    /// rows of a shared state, with their dictionary, were 45 MB at once when a daemon started.
+    package static func storedHealth(_ db: any SQLConnection, after: String?, limit: Int) throws -> [(String, StoredHealth)] {
+        let columns = "SELECT source, failures, last_success, auth_failed_hash FROM source_state"
+        let rows =
+            try after.map { try db.fetchAll("\(columns) WHERE source > ? ORDER BY source LIMIT ?", [$0.sqlValue, limit.sqlValue]) }
+            ?? db.fetchAll("\(columns) ORDER BY source LIMIT ?", [limit.sqlValue])
+        return try rows.map { r in (try r[0], StoredHealth(failures: try r[1], lastSuccess: try r[2], authFailedHash: try r[3])) }
+    }
+
     /// One row of `tidings history`: an event, or a stored row that cannot be read back (written
     /// by an older version), shown with the reason instead of being hidden.
     package enum HistoryEntry: Sendable {

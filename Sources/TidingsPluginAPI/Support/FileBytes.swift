@@ -20,9 +20,15 @@ package func readBytes(_ fd: Int32, upTo limit: Int) -> [UInt8]? {
 /// `FileHandle.write(_:)` did. False on a write error.
 @discardableResult
 package func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    bytes.withUnsafeBytes { writeAll(fd, $0) }
+}
+
+/// All of `bytes` written to `fd`, as ``writeAll(_:_:)-([UInt8])`` writes an array.
+@discardableResult
+package func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
     var offset = 0
     while offset < bytes.count {
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
         if n < 0 && errno == EINTR { continue }
         guard n > 0 else { return false }
         offset += n
