@@ -30,6 +30,10 @@ final class GLibThread: @unchecked Sendable {
         var jobs: [@Sendable () -> Void] = []
         var busySince: Date?
         var started = false
+        /// The running job (0: none), the last one given up on while it ran, the last one made.
+        var running: UInt64 = 0
+        var abandoned: UInt64 = 0
+        var made: UInt64 = 0
     }
 
     /// Nil when libnotify or GLib could not be loaded (`unavailable` says why).
@@ -67,7 +71,10 @@ final class GLibThread: @unchecked Sendable {
             for job in jobs {
                 state.withLock { $0.busySince = Date() }
                 job()
-                state.withLock { $0.busySince = nil }
+                state.withLock { s in
+                    s.busySince = nil
+                    s.running = 0
+                }
             }
             tidings_g_main_context_iteration(context, 1)
         }
@@ -77,28 +84,44 @@ final class GLibThread: @unchecked Sendable {
     /// has not started when its caller gives up is skipped, so it cannot show up later.
     func perform<T: Sendable>(timeout: TimeInterval, _ body: @escaping @Sendable () throws -> T) async throws -> T {
         guard let context else { throw Failure.unavailable(unavailable ?? "libnotify could not be loaded") }
-        if let since = state.withLock({ $0.busySince }), -since.timeIntervalSinceNow > timeout {
-            throw Failure.stillBusy(-since.timeIntervalSinceNow)
+        // Stuck: a caller gave up on the running job, or it has run longer than this timeout.
+        // (The second alone cannot tell right after a caller gave up: its job started a moment
+        // after its timeout began, so it has run a little less than that timeout.)
+        let busy = state.withLock { s in s.busySince.map { (since: $0, givenUp: s.running != 0 && s.abandoned == s.running) } }
+        if let busy, busy.givenUp || -busy.since.timeIntervalSinceNow > timeout {
+            throw Failure.stillBusy(-busy.since.timeIntervalSinceNow)
         }
         startIfNeeded()
         let resolved = Mutex(false)
+        let id = state.withLock { s in
+            s.made += 1
+            return s.made
+        }
         return try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, Error>) in
-            @Sendable func finish(_ r: Result<T, Error>) {
-                if resolved.withLock({ done in
-                    defer { done = true }
-                    return !done
-                }) {
-                    c.resume(with: r)
-                }
+            @Sendable func finish(_ r: Result<T, Error>) -> Bool {
+                guard
+                    resolved.withLock({ done in
+                        defer { done = true }
+                        return !done
+                    })
+                else { return false }
+                c.resume(with: r)
+                return true
             }
             state.withLock { s in
-                s.jobs.append {
+                s.jobs.append { [self] in
                     guard !resolved.withLock({ $0 }) else { return }
-                    finish(Result { try body() })
+                    state.withLock { $0.running = id }
+                    _ = finish(Result { try body() })
                 }
             }
             tidings_g_main_context_wakeup(context)
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { finish(.failure(Failure.timedOut(timeout))) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [self] in
+                // Given up while it runs: the thread is stuck until it returns.
+                if finish(.failure(Failure.timedOut(timeout))) {
+                    state.withLock { s in if s.running == id { s.abandoned = id } }
+                }
+            }
         }
     }
 }
