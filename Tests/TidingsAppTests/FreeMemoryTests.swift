@@ -1,3 +1,4 @@
+import Glibc
 import XCTest
 
 @testable import TidingsApp
@@ -50,9 +51,11 @@ final class FreeMemoryTests: XCTestCase {
             Anonymous:             0 kB
             """
         let ranges = FreeMemory.cleanFileRanges(smaps: smaps).map { String($0.start, radix: 16) + "-" + String($0.end, radix: 16) }
-        XCTAssertEqual(ranges, [
-            "55652e149000-55652e155000", "55652e155000-55652f3c2000", "7f660899a000-7f66089ed000", "7f6608de0000-7f6608de4000",
-        ])
+        XCTAssertEqual(
+            ranges,
+            [
+                "55652e149000-55652e155000", "55652e155000-55652f3c2000", "7f660899a000-7f66089ed000", "7f6608de0000-7f6608de4000",
+            ])
         XCTAssertEqual(FreeMemory.cleanFileRanges(smaps: ""), [])
         XCTAssertEqual(FreeMemory.cleanFileRanges(smaps: "garbage\nAnonymous: 0 kB\n"), [])
     }
@@ -79,5 +82,26 @@ final class FreeMemoryTests: XCTestCase {
         XCTAssertGreaterThan(again.advised, 0)
         XCTAssertEqual(counter, 0x5eed)
         XCTAssertEqual(FreeMemory.cleanFileRanges(smaps: "").count, 0)
+    }
+
+    /// The daemon's fixed mmap threshold (issue 33): after a big block is freed, 1 MiB blocks
+    /// that do not fit in the heap's free space are mappings of their own. glibc's dynamic
+    /// threshold would have risen to the freed block's 8 MiB and grown the heap for them, where
+    /// their pages stay resident after they are freed (between blocks allocated after them).
+    /// The first blocks may come from free space the test process has; 512 MiB cannot.
+    func testBlocksAboveTheThresholdStayMappingsAfterABigOneIsFreed() throws {
+        FreeMemory.limitArenas()
+        let big = try XCTUnwrap(malloc(8 << 20))
+        memset(big, 1, 8 << 20)
+        free(big)
+        var blocks: [UnsafeMutableRawPointer] = []
+        defer { blocks.forEach { free($0) } }
+        // glibc's chunk header: the size word just before the block; IS_MMAPPED is its bit 1.
+        func mapped(_ p: UnsafeMutableRawPointer) -> Bool { p.load(fromByteOffset: -MemoryLayout<Int>.size, as: Int.self) & 2 != 0 }
+        while blocks.count < 512 {
+            blocks.append(try XCTUnwrap(malloc(1 << 20)))
+            if mapped(blocks[blocks.count - 1]) { break }
+        }
+        XCTAssertTrue(mapped(blocks[blocks.count - 1]), "\(blocks.count) blocks of 1 MiB, none a mapping of its own")
     }
 }

@@ -30,11 +30,24 @@ package enum FreeMemory {
     /// whole free pages). `bench/unheld.py --polled` at 100,000 sources not held (live heap 63 MB
     /// in every case): 10 arenas RSS 128 MiB, 2 arenas 109–119 MiB, 1 arena 79 MiB; the load's
     /// CPU 2.5–3.1 s → 3.5 s (one allocator lock for the parsing workers).
+    ///
+    /// And a fixed `M_MMAP_THRESHOLD`: a block of ``daemonMmapThreshold`` or more is a mapping of
+    /// its own, unmapped when freed. glibc's threshold otherwise rises to the size of each mapped
+    /// block freed (up to 32 MiB): after the load freed its big arrays, the lists a start or a
+    /// takeover builds (tens of MB at 100,000 sources) came from the heap, and their pages stayed
+    /// resident between the blocks allocated after them. One daemon holding 33,000 of 100,000
+    /// sources after a takeover: RSS 137–142 → 91–94 MiB.
     package static func limitArenas() {
         _ = mallopt(arenaMaxParameter, daemonArenas)
+        _ = mallopt(mmapThresholdParameter, daemonMmapThreshold)
     }
 
     static let daemonArenas: Int32 = 1
+    /// glibc's `M_MMAP_THRESHOLD` (malloc.h); setting it also stops the trim threshold's
+    /// dynamic adjustment.
+    private static let mmapThresholdParameter: Int32 = -3
+    /// glibc's default before it adjusts it.
+    static let daemonMmapThreshold: Int32 = 128 << 10
 
     /// What ``dropStartupPages()`` did: bytes advised, and the resident set before and after (bytes).
     package struct Dropped: Equatable {
