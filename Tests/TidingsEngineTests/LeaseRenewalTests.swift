@@ -35,7 +35,7 @@ final class LeaseRenewalTests: XCTestCase {
     }
 
     /// One round at `t` seconds after t0, its statements counted.
-    func round(_ db: StatementLog, _ i: Instance, _ w: LeaseWants, at t: TimeInterval, known: inout Set<String>) throws -> (
+    func round(_ db: StatementLog, _ i: Instance, _ w: LeaseWants, at t: TimeInterval, known: inout KnownLeases) throws -> (
         held: LeaseBook.Held, statements: [String]
     ) {
         _ = db.take(touching: "lease")
@@ -58,7 +58,7 @@ final class LeaseRenewalTests: XCTestCase {
         for n in [10, 400] {
             let db = try open()
             let a = instance(1)
-            var known = Set<String>()
+            var known = KnownLeases()
             XCTAssertEqual(try round(db, a, wants(n), at: 0, known: &known).held.sources.count, n, "alone, it takes every source")
             let (held, statements) = try round(db, a, wants(n), at: 5, known: &known)
             XCTAssertEqual(held.sources.count, n)
@@ -80,7 +80,7 @@ final class LeaseRenewalTests: XCTestCase {
     func testALeaseTakenByAnotherInstanceIsNotRenewed() throws {
         let db = try open()
         let a = instance(1)
-        var known = Set<String>()
+        var known = KnownLeases()
         XCTAssertEqual(try round(db, a, wants(5), at: 0, known: &known).held.sources.count, 5)
         let taken = LeaseBook.sourceLease("s3")
         try db.write { sql in

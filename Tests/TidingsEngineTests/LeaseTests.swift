@@ -30,7 +30,7 @@ final class LeaseTests: XCTestCase {
     @discardableResult
     func round(
         _ i: Instance, _ w: LeaseWants, at t: TimeInterval, liveWindow: TimeInterval = 1, grace: TimeInterval = 0.5,
-        known: inout Set<String>
+        known: inout KnownLeases
     ) throws -> LeaseBook.Held {
         try store.database.write { db in
             try LeaseBook.round(db, instance: i, wants: w, liveWindow: liveWindow, grace: grace, now: self.t0.addingTimeInterval(t), known: &known)
@@ -39,7 +39,7 @@ final class LeaseTests: XCTestCase {
 
     func testThreeInstancesShareThreeHundredSourcesWithoutOverlap() throws {
         let w = wants(300)
-        var known: [Set<String>] = [[], [], []]
+        var known = [KnownLeases](repeating: KnownLeases(), count: 3)
         let a = instance(1)
         let b = instance(2)
         let c = instance(3)
@@ -81,7 +81,7 @@ final class LeaseTests: XCTestCase {
             // Each its own dictionary, filled in its own order.
             var w = LeaseWants()
             for i in (0..<n).shuffled() { w.sources[LeaseBook.sourceLease(String(format: "s%04d", i))] = 2 }
-            var known = Set<String>()
+            var known = KnownLeases()
             do {
                 try store.database.write { db in
                     try LeaseBook.round(
@@ -100,7 +100,7 @@ final class LeaseTests: XCTestCase {
     /// others take them at once (expired leases are not subject to the fair share).
     func testADeadInstancesSourcesAreTakenOverWhenItsLeasesExpire() throws {
         let w = wants(300, length: 2)
-        var known: [Set<String>] = [[], [], []]
+        var known = [KnownLeases](repeating: KnownLeases(), count: 3)
         let insts = [instance(1), instance(2), instance(3)]
         var t = 0.0
         for _ in 0..<4 {
@@ -134,8 +134,8 @@ final class LeaseTests: XCTestCase {
     /// that still counts the dead one as live, say): never left unpolled.
     func testExpiredLeasesLeftForARoundAreTakenRegardlessOfShare() throws {
         let w = wants(20, length: 2)
-        var ka = Set<String>()
-        var kb = Set<String>()
+        var ka = KnownLeases()
+        var kb = KnownLeases()
         try round(instance(1), w, at: 0, known: &ka)
         try round(instance(2), w, at: 0.1, known: &kb)
         try round(instance(1), w, at: 0.5, known: &ka)
@@ -150,8 +150,8 @@ final class LeaseTests: XCTestCase {
     /// A clean stop releases at once: the others need not wait for an expiry.
     func testACleanStopReleasesEveryLeaseAtOnce() throws {
         let w = wants(10)
-        var ka = Set<String>()
-        var kb = Set<String>()
+        var ka = KnownLeases()
+        var kb = KnownLeases()
         try round(instance(1), w, at: 0, known: &ka)
         try round(instance(2), w, at: 0.1, known: &kb)
         try round(instance(1), w, at: 0.2, known: &ka)
@@ -167,7 +167,7 @@ final class LeaseTests: XCTestCase {
         let source = SourceConfig(
             name: "s000", provider: "test", settings: SourceSettings(), flapWindow: 0, instance: ScriptedProvider(),
             file: "t", line: nil, configHash: "h")
-        var known = Set<String>()
+        var known = KnownLeases()
         let w = wants(1)
         try round(instance(1), w, at: 0, known: &known)
         var options = RecordOptions(router: Router(routes: [], allSinks: ["hook"]))
@@ -180,7 +180,7 @@ final class LeaseTests: XCTestCase {
                 options: options
             ).baselineCount, 1)
         // Expired, and another instance took it.
-        var other = Set<String>()
+        var other = KnownLeases()
         try round(instance(2), w, at: 3, known: &other)
         XCTAssertThrowsError(
             try recorder.recordSuccess(

@@ -133,7 +133,7 @@ final class MinimumIntervalTests: XCTestCase {
         let t0 = env.time
         // Restarted 10 s later, with the 1 s interval: not before the minute is up.
         let reopened = try reopenTestStore(store)
-        let schedule = try await reopened.database.read { try StoredSchedule.all($0) }.schedules["gh"]!
+        let schedule = try await reopened.database.read { try StoredSchedule.all($0, names: ["gh"]) }.schedules[0]!
         let due = schedule.firstDue(settings: src.settings, now: t0 + 10, spread: 2, unit: 0.5)
         XCTAssertEqual(due.timeIntervalSince(t0), 60)
     }

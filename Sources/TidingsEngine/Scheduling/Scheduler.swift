@@ -10,8 +10,8 @@ package actor Scheduler {
     private let config: TidingsConfig
     /// Sources by name: the loop looks one up per poll (a linear search copied 10,000 configs per poll).
     /// Index of each source in `config.sources` (not a copy: a source is ~300 bytes, and a
-    /// second copy of 30,000 of them cost 10 MB).
-    private let byName: [String: Int]
+    /// second copy of 30,000 of them cost 10 MB; nor a dictionary, ``SourceIndex``).
+    private let names: SourceIndex
     private let runner: PollRunner
     private let options: RecordOptions
     /// For polls on request (``pollNow(_:)``): routed as usual, not counted.
@@ -100,7 +100,7 @@ package actor Scheduler {
         self.timerSlack = timerSlack
         self.window = lateness
         self.config = config
-        self.byName = Dictionary(config.sources.indices.map { (config.sources[$0].name, $0) }, uniquingKeysWith: { a, _ in a })
+        self.names = SourceIndex(config.sources)
         self.runner = runner
         self.host = host
         self.sharedHost = SharedHostConditions(host)
@@ -120,6 +120,9 @@ package actor Scheduler {
         self.wakeup = Wakeup(env: env)
         self.lastWake = env.now()
     }
+
+    /// The index in `config.sources` of the source named `name`.
+    private func index(_ name: String) -> Int? { names.index(of: name, in: config.sources) }
 
     /// Polls until cancelled or ``stop()``; then waits for in-flight polls to finish.
     package func run() async {
@@ -153,7 +156,7 @@ package actor Scheduler {
                 // lease still holds them back, and the loop sleeps until a poll ends.
                 waitingForSlot = false
                 while host.pause == nil, let top = queue.peek, top.due <= now {
-                    guard let source = byName[top.name].map({ config.sources[$0] }), leased?.contains(top.name) ?? true else {
+                    guard let source = index(top.name).map({ config.sources[$0] }), leased?.contains(top.name) ?? true else {
                         _ = queue.pop()
                         continue
                     }
@@ -266,22 +269,32 @@ package actor Scheduler {
     /// another instance polled until now; overdue ones (their owner died) are spread over a
     /// short window only, not the start-up window (DESIGN §11: polled again within two intervals).
     private func schedule(_ names: [String]?, takeover: Bool = false) async {
-        var schedules: [String: StoredSchedule] = [:]
-        /// What each source's health is derived from.
-        var health: [String: StoredHealth] = [:]
         if names?.isEmpty == true { return }
+        // The sources to queue, by index in the configuration's order: a filtered copy of the
+        // configurations was 35 MB at 100,000 sources, at each start and takeover (issue 33).
+        var active: [Int] = []
+        if let names {
+            active.reserveCapacity(names.count)
+            for name in names {
+                if let i = index(name), config.sources[i].settings.enabled { active.append(i) }
+            }
+            active.sort()
+        } else {
+            active = config.sources.indices.filter { config.sources[$0].settings.enabled }
+        }
+        let activeNames = active.map { config.sources[$0].name }
+        var schedules: [StoredSchedule?] = []
+        var authFailed: [String: String] = [:]
         do {
-            (schedules, health) = try await runner.store.database.read { db in try StoredSchedule.all(db, names: names) }
+            (schedules, authFailed) = try await runner.store.database.read { db in try StoredSchedule.all(db, names: activeNames) }
         } catch {
             runner.stateFailed(
                 "could not read the schedule from the state database \(runner.store.path): \(error); starting every source afresh", logger: logger)
         }
         let now = env.now()
-        let wanted = names.map(Set.init)
-        let all = config.sources.filter { $0.settings.enabled }
-        let active = wanted.map { w in all.filter { w.contains($0.name) } } ?? all
-        for s in active {
-            if SourceHealth(s, health[s.name]) == .authFailed {
+        for (k, i) in active.enumerated() {
+            let s = config.sources[i]
+            if let hash = authFailed[s.name], hash == s.configHash {
                 logger.warning("source \(s.name) is waiting for a config change (credentials were rejected); not polling it")
                 continue
             }
@@ -289,7 +302,7 @@ package actor Scheduler {
                 takeover
                 ? min(s.settings.interval / 8, Double(active.count) * 0.005)
                 : Backoff.spreadWindow(count: active.count, interval: s.settings.interval)
-            let schedule = schedules[s.name] ?? StoredSchedule(nextDue: nil)
+            let schedule = (k < schedules.count ? schedules[k] : nil) ?? StoredSchedule(nextDue: nil)
             queue.push(schedule.firstDue(settings: s.settings, now: now, spread: window, unit: env.unit()), s.name)
         }
     }
@@ -308,7 +321,7 @@ package actor Scheduler {
     }
 
     /// Whether a provider is built for `name` now (tests: held sources kept as recipes have one).
-    func hasProvider(_ name: String) -> Bool { byName[name].map { config.sources[$0].recipe == nil } == true || providers[name] != nil }
+    func hasProvider(_ name: String) -> Bool { index(name).map { config.sources[$0].recipe == nil } == true || providers[name] != nil }
 
     /// `source` with its provider: as loaded; for one kept as a recipe, the one built for it
     /// since this instance took its lease, else one built now (and kept while the lease is).
@@ -356,7 +369,7 @@ package actor Scheduler {
         let count = queue.count
         var overdue = 0
         queue.remap { due, name in
-            let interval = byName[name].map { config.sources[$0].settings.interval } ?? 300
+            let interval = index(name).map { config.sources[$0].settings.interval } ?? 300
             let window = Backoff.spreadWindow(count: count, interval: interval)
             if due <= now {
                 overdue += 1

@@ -41,18 +41,27 @@ package struct StoredSchedule: Sendable, Equatable {
 }
 
 extension StoredSchedule {
-    /// Every stored source's schedule, and what its health is derived from (``SourceHealth``:
-    /// an auth-failed source is not scheduled). `names`: only these sources (nil: all).
-    static func all(_ db: any SQLConnection, names: [String]? = nil) throws -> (schedules: [String: StoredSchedule], health: [String: StoredHealth]) {
-        var schedules: [String: StoredSchedule] = [:]
-        var health: [String: StoredHealth] = [:]
-        var sql = "SELECT source, next_due, failures, not_before, auth_failed_hash, last_success FROM source_state"
-        if let names { sql += " WHERE source IN (\(SQL.placeholders(names.count)))" }
-        for r in try db.fetchAll(sql, (names ?? []).map(\.sqlValue)) {
-            let name: String = try r[0]
-            schedules[name] = StoredSchedule(nextDue: try r[1], failures: try r[2], notBefore: try r[3])
-            health[name] = StoredHealth(failures: try r[2], lastSuccess: try r[5], authFailedHash: try r[4])
+    /// The stored schedules of `names`, in their order (nil: no row), and the configuration
+    /// hash of each of them whose credentials were rejected (``SourceHealth/authFailed``: not
+    /// scheduled). Read ``SQL/listChunk`` names to a statement: one statement for 100,000
+    /// names would pass SQLite's and PostgreSQL's limits on parameters, and a dictionary of
+    /// every row cost tens of MB at the start of a daemon (issue 33).
+    static func all(_ db: any SQLConnection, names: [String]) throws -> (schedules: [StoredSchedule?], authFailed: [String: String]) {
+        var schedules = [StoredSchedule?](repeating: nil, count: names.count)
+        var authFailed: [String: String] = [:]
+        var offset = 0
+        for chunk in SQL.chunks(names) {
+            var at: [String: Int] = [:]
+            for (k, name) in chunk.enumerated() { at[name] = offset + k }
+            let sql = "SELECT source, next_due, failures, not_before, auth_failed_hash FROM source_state WHERE source IN (\(SQL.placeholders(chunk.count)))"
+            for r in try db.fetchAll(sql, chunk.map(\.sqlValue)) {
+                let name: String = try r[0]
+                guard let i = at[name] else { continue }
+                schedules[i] = StoredSchedule(nextDue: try r[1], failures: try r[2], notBefore: try r[3])
+                if let hash: String = try r[4] { authFailed[name] = hash }
+            }
+            offset += chunk.count
         }
-        return (schedules, health)
+        return (schedules, authFailed)
     }
 }

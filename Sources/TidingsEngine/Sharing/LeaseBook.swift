@@ -29,11 +29,98 @@ package struct LeaseLost: Error, CustomStringConvertible {
 /// What one lease round asks for: every lease this instance could hold, with its length.
 package struct LeaseWants: Sendable, Equatable {
     /// Lease name (``LeaseBook/sourceLease(_:)``, ``LeaseBook/sinkLease(_:)``) → length, seconds.
-    package var sources: [String: TimeInterval] = [:]
-    package var sinks: [String: TimeInterval] = [:]
-    package init(sources: [String: TimeInterval] = [:], sinks: [String: TimeInterval] = [:]) {
+    package var sources = LeaseLengths()
+    package var sinks = LeaseLengths()
+    package init(sources: LeaseLengths = LeaseLengths(), sinks: LeaseLengths = LeaseLengths()) {
         self.sources = sources
         self.sinks = sinks
+    }
+}
+
+/// Lease name → length, seconds: two arrays sorted by name, looked up by binary search. A
+/// dictionary of 100,000 source leases was 6.3 MB in every daemon sharing them (issue 33);
+/// these are 2.4 MB. Built at once from a list (``init(_:)``); a name set one at a time is
+/// inserted in place (tests, sinks).
+package struct LeaseLengths: Sendable, Equatable {
+    /// In name order, without repeats.
+    package private(set) var keys: [String] = []
+    package private(set) var values: [TimeInterval] = []
+
+    package init() {}
+
+    /// `pairs` in any order; the last length given for a name counts.
+    package init(_ pairs: [(name: String, length: TimeInterval)]) {
+        let order = pairs.indices.sorted { a, b in pairs[a].name < pairs[b].name || (pairs[a].name == pairs[b].name && a < b) }
+        keys.reserveCapacity(pairs.count)
+        values.reserveCapacity(pairs.count)
+        for i in order {
+            if keys.last == pairs[i].name {
+                values[values.count - 1] = pairs[i].length
+            } else {
+                keys.append(pairs[i].name)
+                values.append(pairs[i].length)
+            }
+        }
+    }
+
+    package var count: Int { keys.count }
+    package var isEmpty: Bool { keys.isEmpty }
+
+    package subscript(name: String) -> TimeInterval? {
+        get {
+            let i = position(name)
+            return i < keys.count && keys[i] == name ? values[i] : nil
+        }
+        set {
+            let i = position(name)
+            let present = i < keys.count && keys[i] == name
+            switch (newValue, present) {
+            case (let length?, true): values[i] = length
+            case (let length?, false):
+                keys.insert(name, at: i)
+                values.insert(length, at: i)
+            case (nil, true):
+                keys.remove(at: i)
+                values.remove(at: i)
+            case (nil, false): break
+            }
+        }
+    }
+
+    /// The first position whose name is not before `name`.
+    private func position(_ name: String) -> Int {
+        var low = 0
+        var high = keys.count
+        while low < high {
+            let middle = (low + high) / 2
+            if keys[middle] < name { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+}
+
+/// The lease rows a round knows to exist (it creates the others): the names it created, until
+/// it has created every lease of one ``LeaseWants``; then only that (not a set of 100,000
+/// names, 4.2 MB, kept for good; issue 33).
+package struct KnownLeases: Sendable {
+    private var names = Set<String>()
+    /// Every lease of these wants exists.
+    private var all: LeaseWants?
+
+    package init() {}
+
+    /// The leases of `wants` not known to exist, in name order.
+    func missing(_ wants: LeaseWants) -> [String] {
+        if all == wants { return [] }
+        return (wants.sources.keys + wants.sinks.keys).filter { !names.contains($0) }.sorted()
+    }
+
+    mutating func created(_ chunk: some Sequence<String>) { names.formUnion(chunk) }
+
+    /// Every lease of `wants` exists now.
+    mutating func createdAll(_ wants: LeaseWants) {
+        all = wants
+        names = []
     }
 }
 
@@ -81,7 +168,7 @@ package enum LeaseBook {
     /// instance takes it (a round).
     package static func round(
         _ db: any SQLConnection, instance: Instance, wants: LeaseWants, liveWindow: TimeInterval, grace: TimeInterval,
-        now: Date, known: inout Set<String>
+        now: Date, known: inout KnownLeases
     ) throws -> Held {
         let t = now.timeIntervalSince1970
         try db.execute(
@@ -93,13 +180,13 @@ package enum LeaseBook {
         // New leases: created free. In one order everywhere: instances starting together insert
         // the same names, and two inserting them in different orders deadlock (each waits for
         // the other's uncommitted rows; seen with 30,000 sources and three instances).
-        let missing = (Array(wants.sources.keys) + Array(wants.sinks.keys)).filter { !known.contains($0) }.sorted()
-        for chunk in stride(from: 0, to: missing.count, by: 500).map({ Array(missing[$0..<min($0 + 500, missing.count)]) }) {
+        for chunk in SQL.chunks(known.missing(wants)) {
             try db.execute(
                 "INSERT INTO lease(name) VALUES \(Array(repeating: "(?)", count: chunk.count).joined(separator: ", ")) ON CONFLICT(name) DO NOTHING",
                 chunk.map(\.sqlValue))
-            known.formUnion(chunk)
+            known.created(chunk)
         }
+        known.createdAll(wants)
         let renewed = try renew(db, instance: instance, now: t)
         var held = Held(live: live)
         held.sources = try share(
@@ -133,7 +220,7 @@ package enum LeaseBook {
 
     /// Steps 3–5 for one kind of lease, from `held`: the leases of that kind just renewed.
     private static func share(
-        _ db: any SQLConnection, prefix: String, held: Set<String>, wants: [String: TimeInterval], instance: Instance, live: Int,
+        _ db: any SQLConnection, prefix: String, held: Set<String>, wants: LeaseLengths, instance: Instance, live: Int,
         grace: TimeInterval, now t: Double
     ) throws -> Set<String> {
         // Drop what this instance no longer wants (a reload removed it).
@@ -167,7 +254,7 @@ package enum LeaseBook {
         let taking = overdue + recent + free
         // One UPDATE per distinct length (a few: one per interval in use).
         for (length, names) in Dictionary(grouping: taking, by: { wants[$0]! }) {
-            for chunk in stride(from: 0, to: names.count, by: 500).map({ Array(names[$0..<min($0 + 500, names.count)]) }) {
+            for chunk in SQL.chunks(names) {
                 try db.execute(
                     "UPDATE lease SET owner = ?, expires_at = ?, length = ?, taken_at = ? WHERE name IN (\(SQL.placeholders(chunk.count)))",
                     [instance.id.sqlValue, (t + length).sqlValue, length.sqlValue, t.sqlValue] + chunk.map(\.sqlValue))
@@ -190,7 +277,7 @@ package enum LeaseBook {
     }
 
     private static func release(_ db: any SQLConnection, names: [String]) throws {
-        for chunk in stride(from: 0, to: names.count, by: 500).map({ Array(names[$0..<min($0 + 500, names.count)]) }) {
+        for chunk in SQL.chunks(names) {
             try db.execute(
                 "UPDATE lease SET owner = NULL, expires_at = 0 WHERE name IN (\(SQL.placeholders(chunk.count)))",
                 chunk.map(\.sqlValue))

@@ -41,7 +41,7 @@ package final class LeaseKeeper: Sendable {
         var held = LeaseBook.Held()
         /// Until when the held leases are surely still ours (the last good round + the shortest lease).
         var validUntil = Date.distantPast
-        var known = Set<String>()
+        var known = KnownLeases()
         var live = 0
     }
 
@@ -52,19 +52,20 @@ package final class LeaseKeeper: Sendable {
         database: any StateDatabase, instance: Instance = .current(), sources: [SourceConfig], sinks: [String],
         env: any Environment = SystemEnvironment(), logger: Logger
     ) {
-        let active = sources.filter { $0.settings.enabled }
+        let active = sources.lazy.filter { $0.settings.enabled }
         let shortest = active.map(\.settings.interval).min() ?? 60
         let period = min(10, max(0.25, shortest / 4))
-        var wants = LeaseWants()
-        for s in active {
-            wants.sources[LeaseBook.sourceLease(s.name)] = Self.leaseLength(interval: s.settings.interval, timeout: s.settings.timeout, period: period)
-        }
-        for sink in sinks { wants.sinks[LeaseBook.sinkLease(sink)] = 3 * period }
+        let wants = LeaseWants(
+            sources: LeaseLengths(
+                active.map { s in
+                    (LeaseBook.sourceLease(s.name), Self.leaseLength(interval: s.settings.interval, timeout: s.settings.timeout, period: period))
+                }),
+            sinks: LeaseLengths(sinks.map { (LeaseBook.sinkLease($0), 3 * period) }))
         self.database = database
         self.instance = instance
         self.period = period
         self.wants = wants
-        self.shortestLease = (Array(wants.sources.values) + Array(wants.sinks.values)).min() ?? 3 * period
+        self.shortestLease = (wants.sources.values + wants.sinks.values).min() ?? 3 * period
         self.env = env
         self.wakeup = Wakeup(env: env)
         self.logger = logger

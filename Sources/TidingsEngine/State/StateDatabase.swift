@@ -194,6 +194,18 @@ extension SQLConnection {
 package enum SQL {
     /// `?, ?, ?` for `n` values (an `IN (…)` list or a row of an `INSERT`).
     package static func placeholders(_ n: Int) -> String { Array(repeating: "?", count: n).joined(separator: ", ") }
+
+    /// How many values an `IN (…)` list takes at most: a statement's parameters are bounded
+    /// (SQLite: 32,766; PostgreSQL: 65,535), and 500 keep each statement small.
+    package static let listChunk = 500
+
+    /// `items` in parts of at most ``listChunk``, in order.
+    package static func chunks<C: RandomAccessCollection>(_ items: C) -> [C.SubSequence] {
+        stride(from: 0, to: items.count, by: listChunk).map { start in
+            let from = items.index(items.startIndex, offsetBy: start)
+            return items[from..<items.index(from, offsetBy: min(listChunk, items.count - start))]
+        }
+    }
 }
 
 /// What a transaction may do.
