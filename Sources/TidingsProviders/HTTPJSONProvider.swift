@@ -49,7 +49,7 @@ package struct HTTPJSONProvider: Provider {
         let (url, urlIsSecret) = try o.requestURLOption("url")
         func field(_ k: String) throws -> FieldTemplate? {
             guard let s = try o.string(k) else { return nil }
-            guard let t = FieldTemplate(s) else {
+            guard let t = FieldTemplate.shared(s) else {
                 throw o.error(k, "\(o.what): '\(k)' must be a JSON pointer (\"/name\") or a template with {pointer} parts (\"{/name} is {/status}\")")
             }
             return t

@@ -181,3 +181,33 @@ final class ProviderDecoderTests: XCTestCase {
         XCTAssertEqual(url.absoluteString, "http://127.0.0.1:9093/am/api/v2/alerts?filter=team%3D~%22help%2Bdesk%22")
     }
 }
+
+/// Issue 33: sources that give one field template share its parsed form.
+final class SharedFieldTemplateTests: XCTestCase {
+    private func parts(_ t: FieldTemplate?) -> UnsafeRawPointer? { t?.parts.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) } }
+
+    func testSourcesGivingOneTemplateShareItsParts() throws {
+        let config = try loadConfig(
+            """
+            [sources.a]
+            provider = "http-json"
+            url = "http://127.0.0.1:9/a.json"
+            title = "{/title} is {/status}"
+            [sources.b]
+            provider = "http-json"
+            url = "http://127.0.0.1:9/b.json"
+            title = "{/title} is {/status}"
+            [sources.c]
+            provider = "http-json"
+            url = "http://127.0.0.1:9/c.json"
+            title = "{/title} was {/status}"
+            """)
+        let titles = config.sources.map { ($0.instance as? HTTPJSONProvider)?.title }
+        XCTAssertEqual(titles.count, 3)
+        XCTAssertNotNil(parts(titles[0]))
+        XCTAssertEqual(parts(titles[0]), parts(titles[1]), "one copy for a and b")
+        XCTAssertNotEqual(parts(titles[0]), parts(titles[2]))
+        XCTAssertNil(FieldTemplate.shared("no pointer here"))
+        XCTAssertNil(FieldTemplate.shared("no pointer here"), "a bad spec stays bad when asked again")
+    }
+}

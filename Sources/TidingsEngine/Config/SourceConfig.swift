@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Synchronization
 import TidingsPluginAPI
 
 /// Settings every source has, whatever its provider (DESIGN §3). `[defaults]` supplies them.
@@ -25,7 +24,10 @@ package struct SourceSettings: Sendable, Hashable {
 
     package init() {}
 
-    static let keys = ["interval", "jitter", "timeout", "error_threshold", "max_backoff", "max_body", "notify_existing", "enabled", "notice_ttl", "max_events", "refuse_private_redirects", "group"]
+    static let keys = [
+        "interval", "jitter", "timeout", "error_threshold", "max_backoff", "max_body", "notify_existing", "enabled", "notice_ttl", "max_events",
+        "refuse_private_redirects", "group",
+    ]
 
     /// Reads the keys present in `r` over `self`.
     package func overlaid(with r: OptionReader) throws -> SourceSettings {
@@ -111,34 +113,21 @@ final class SharedSettings: Sendable {
     let value: SourceSettings
     private init(_ value: SourceSettings) { self.value = value }
 
-    /// Settings seen before (bounded: past ``limit`` distinct ones, new ones are not kept).
-    private static let known = Mutex<[SourceSettings: SharedSettings]>([:])
-    private static let limit = 4096
+    /// Settings seen before (bounded: past 4,096 distinct ones, new ones are not kept).
+    private static let known = SharedValues<SourceSettings, SharedSettings>()
 
-    static func of(_ settings: SourceSettings) -> SharedSettings {
-        known.withLock { known in
-            if let s = known[settings] { return s }
-            let s = SharedSettings(settings)
-            if known.count < limit { known[settings] = s }
-            return s
-        }
-    }
+    static func of(_ settings: SourceSettings) -> SharedSettings { known.value(settings) { SharedSettings($0) } }
 }
 
 /// Strings many sources hold equal (a provider's name, a plugins folder): one copy each.
 /// Bounded like ``SharedSettings``; a string past the bound is kept as given.
 package enum SharedText {
-    private static let known = Mutex<Set<String>>([])
-    private static let limit = 4096
+    private static let known = SharedValues<String, String>()
 
     package static func intern(_ text: String) -> String {
         // Up to 15 bytes a string is stored inline: nothing to share.
         guard text.utf8.count > 15 else { return text }
-        return known.withLock { known in
-            if let i = known.firstIndex(of: text) { return known[i] }
-            if known.count < limit { known.insert(text) }
-            return text
-        }
+        return known.value(text) { $0 }
     }
 
     /// `path` as (folder, the rest), the folder interned; ("", path) without a '/' after its
