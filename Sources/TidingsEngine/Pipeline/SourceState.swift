@@ -66,13 +66,11 @@ package struct SourceState: Sendable, Equatable {
         return try db.fetchOne(sql, source).map { try SourceState(row: $0) }
     }
 
-    /// The rows of `sources` (those that have one), by source, 500 to a statement (``SourceStates``).
+    /// The rows of `sources` (those that have one), by source, ``SQL/listChunk`` to a statement (``SourceStates``).
     static func read(_ db: any SQLConnection, sources: [String]) throws -> [String: SourceState] {
         var rows: [String: SourceState] = [:]
         rows.reserveCapacity(sources.count)
-        let chunk = 500
-        for start in stride(from: 0, to: sources.count, by: chunk) {
-            let names = sources[start..<min(start + chunk, sources.count)]
+        for names in SQL.chunks(sources) {
             let sql = "SELECT source, \(Self.names.joined(separator: ", ")) FROM source_state WHERE source IN (\(SQL.placeholders(names.count)))"
             for r in try db.fetchAll(sql, names.map(\.sqlValue)) {
                 rows[try r[0]] = try SourceState(row: r, from: 1)
